@@ -1,0 +1,256 @@
+// Package config holds Prestroid's configuration: one YAML file, overridden by
+// environment variables (PRESTROID_*), overridden by command-line flags.
+//
+// Every field documents its zero-value behaviour. Load fills in defaults;
+// Validate names the offending key and value. The package imports no other
+// project package.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration of the prestroid server.
+type Config struct {
+	// Listen is the proxy's HOST:PORT. Empty means 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+
+	// PublicURL is the base URL clients use to reach the proxy (scheme, host,
+	// port, no path), written into every nextUri/infoUri handed to clients.
+	// Empty means the URL is derived per request from its Host header and
+	// the listener's scheme, which is right unless a load balancer or TLS
+	// terminator sits in front of the proxy.
+	PublicURL string `yaml:"public_url"`
+
+	// Clusters are the Trino coordinators the proxy may forward to. The proxy
+	// never forwards to a host that is not listed here. At least one is
+	// required; the first is the default cluster.
+	Clusters []Cluster `yaml:"clusters"`
+
+	// RouteSecret signs the route tokens embedded in URIs handed to clients
+	// (HMAC-SHA256). All replicas behind one load balancer must share it.
+	// Empty means a random per-process secret: fine for one replica, but
+	// then a restart invalidates the URIs of running queries. At least 32
+	// bytes when set.
+	RouteSecret string `yaml:"route_secret"`
+
+	// ForwardedHeaders sends X-Forwarded-For/-Proto/-Host upstream. Trino
+	// 451+ answers 406 to any X-Forwarded-* header unless it runs with
+	// http-server.process-forwarded=true, so the default (false) strips them.
+	ForwardedHeaders bool `yaml:"forwarded_headers"`
+
+	// MaxRequestBodyBytes bounds a client request body (the SQL text).
+	// Zero means 16 MiB.
+	MaxRequestBodyBytes int `yaml:"max_request_body_bytes"`
+
+	// MaxHeaderBytes bounds the request header block; prepared statements
+	// travel in headers, so keep it at least as large as Trino's (8 KiB by
+	// default, often raised). Zero means 1 MiB.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+
+	// UpstreamTimeout bounds one upstream exchange (Trino long-polls for up
+	// to 1 s per request, so this only matters for dead clusters). Zero
+	// means 60s.
+	UpstreamTimeout Duration `yaml:"upstream_timeout"`
+
+	// QueryMapSize bounds the in-memory map from query id to cluster used
+	// for client-built paths (/v1/query/{id}). Zero means 100000 entries;
+	// beyond it the oldest entries are forgotten and the proxy asks each
+	// cluster instead.
+	QueryMapSize int `yaml:"query_map_size"`
+
+	// LogLevel is one of debug, info, warn, error. Empty means info.
+	LogLevel string `yaml:"log_level"`
+}
+
+// Cluster is one Trino coordinator.
+type Cluster struct {
+	// Name identifies the cluster in route tokens, headers, logs and
+	// metrics. Required, unique, [A-Za-z0-9_.-] only.
+	Name string `yaml:"name"`
+	// URL is the coordinator's base URL, e.g. http://trino-small:8080.
+	// Required; http or https, no path.
+	URL string `yaml:"url"`
+}
+
+// Duration is a time.Duration that reads "1.5s" style strings from YAML.
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("config: bad duration %q: %w", n.Value, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Defaults used when a field is left at its zero value.
+const (
+	DefaultListen              = "127.0.0.1:8080"
+	DefaultMaxRequestBodyBytes = 16 << 20
+	DefaultMaxHeaderBytes      = 1 << 20
+	DefaultUpstreamTimeout     = 60 * time.Second
+	DefaultQueryMapSize        = 100000
+)
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("config: invalid")
+
+// Load reads the YAML file at path (empty path: no file), then applies
+// environment overrides (see ApplyEnv), then fills defaults. It does not
+// validate: call Validate after applying flags.
+func Load(path string) (*Config, error) {
+	c := &Config{}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(c); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", path, err)
+		}
+	}
+	if err := c.ApplyEnv(os.LookupEnv); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ApplyEnv overrides fields from environment variables:
+//
+//	PRESTROID_LISTEN, PRESTROID_PUBLIC_URL, PRESTROID_ROUTE_SECRET,
+//	PRESTROID_UPSTREAM (comma-separated URLs; replaces clusters, named
+//	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
+//	PRESTROID_LOG_LEVEL.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	if v, ok := lookup("PRESTROID_LISTEN"); ok {
+		c.Listen = v
+	}
+	if v, ok := lookup("PRESTROID_PUBLIC_URL"); ok {
+		c.PublicURL = v
+	}
+	if v, ok := lookup("PRESTROID_ROUTE_SECRET"); ok {
+		c.RouteSecret = v
+	}
+	if v, ok := lookup("PRESTROID_UPSTREAM"); ok && v != "" {
+		c.SetUpstreams(strings.Split(v, ","))
+	}
+	if v, ok := lookup("PRESTROID_FORWARDED_HEADERS"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w: PRESTROID_FORWARDED_HEADERS=%q is not a boolean", ErrInvalid, v)
+		}
+		c.ForwardedHeaders = b
+	}
+	if v, ok := lookup("PRESTROID_LOG_LEVEL"); ok {
+		c.LogLevel = v
+	}
+	return nil
+}
+
+// SetUpstreams replaces the cluster list with the given URLs, named
+// "default", "cluster2", "cluster3", ... (used by --upstream and
+// PRESTROID_UPSTREAM).
+func (c *Config) SetUpstreams(urls []string) {
+	c.Clusters = c.Clusters[:0]
+	for i, u := range urls {
+		name := "default"
+		if i > 0 {
+			name = "cluster" + strconv.Itoa(i+1)
+		}
+		c.Clusters = append(c.Clusters, Cluster{Name: name, URL: strings.TrimSpace(u)})
+	}
+}
+
+// FillDefaults sets every zero-valued field that has a default.
+func (c *Config) FillDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.MaxRequestBodyBytes == 0 {
+		c.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.UpstreamTimeout == 0 {
+		c.UpstreamTimeout = Duration(DefaultUpstreamTimeout)
+	}
+	if c.QueryMapSize == 0 {
+		c.QueryMapSize = DefaultQueryMapSize
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+}
+
+// Validate checks every field and names the first bad key and value.
+func (c *Config) Validate() error {
+	bad := func(key string, val any, why string) error {
+		return fmt.Errorf("%w: %s=%v: %s", ErrInvalid, key, val, why)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return bad("listen", strconv.Quote(c.Listen), "want HOST:PORT")
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return bad("public_url", strconv.Quote(c.PublicURL), "want http(s)://host[:port] with no path")
+		}
+	}
+	if len(c.Clusters) == 0 {
+		return bad("clusters", "[]", "at least one cluster is required (--upstream URL or clusters: in the file)")
+	}
+	seen := map[string]bool{}
+	for i, cl := range c.Clusters {
+		key := fmt.Sprintf("clusters[%d]", i)
+		if cl.Name == "" || strings.Trim(cl.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != "" {
+			return bad(key+".name", strconv.Quote(cl.Name), "want a non-empty name of letters, digits, _ . -")
+		}
+		if seen[cl.Name] {
+			return bad(key+".name", strconv.Quote(cl.Name), "duplicate cluster name")
+		}
+		seen[cl.Name] = true
+		u, err := url.Parse(cl.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return bad(key+".url", strconv.Quote(cl.URL), "want http(s)://host:port with no path or query")
+		}
+	}
+	if c.RouteSecret != "" && len(c.RouteSecret) < 32 {
+		return bad("route_secret", "(redacted, "+strconv.Itoa(len(c.RouteSecret))+" bytes)", "want at least 32 bytes")
+	}
+	if c.MaxRequestBodyBytes < 0 {
+		return bad("max_request_body_bytes", c.MaxRequestBodyBytes, "must not be negative")
+	}
+	if c.MaxHeaderBytes < 0 {
+		return bad("max_header_bytes", c.MaxHeaderBytes, "must not be negative")
+	}
+	if c.UpstreamTimeout < 0 {
+		return bad("upstream_timeout", time.Duration(c.UpstreamTimeout), "must not be negative")
+	}
+	if c.QueryMapSize < 0 {
+		return bad("query_map_size", c.QueryMapSize, "must not be negative")
+	}
+	switch c.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return bad("log_level", strconv.Quote(c.LogLevel), "want debug, info, warn or error")
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Local Trino harness: downloads a real Trino from Maven Central (with mvn),
+# writes a minimal single-node etc/ and runs it on 127.0.0.1:$TRINO_PORT.
+#
+#   trino.sh fetch            download and unpack the server, plugins and CLI (cached)
+#   trino.sh up               start an instance on $TRINO_PORT (default 8081); idempotent;
+#                             returns once /v1/info says "starting": false
+#   trino.sh down             stop the instance on $TRINO_PORT
+#   trino.sh status           print the instance's /v1/info
+#   trino.sh cli [ARGS...]    run the Trino CLI jar (Java 11+)
+#   trino.sh cli-jar          print the path of the CLI jar
+#
+# Environment:
+#   TRINO_PORT         HTTP port of the instance (default 8081); every port is an
+#                      independent instance with its own etc/ and data dir.
+#   PRESTROID_CACHE    cache directory (default ~/.cache/prestroid)
+#   TRINO_JAVA_HOME    JDK for the server (default /usr/lib/jvm/temurin-25-jdk-amd64)
+#   TRINO_HEAP         JVM heap (default 2G)
+#   TRINO_EXTRA_CONFIG file whose lines are appended to config.properties
+#   TRINO_ETC_OVERLAY  directory copied over the generated etc/ (resource groups,
+#                      spooling manager, extra catalogs)
+#   TRINO_START_TIMEOUT seconds to wait for startup (default 300)
+set -euo pipefail
+
+# The one place the Trino version is written. 483 is not served by the Maven
+# registry reachable here (nor 477-482): 476 is the newest release whose
+# server tarball and plugin zips are.
+TRINO_VERSION=476
+
+cache=${PRESTROID_CACHE:-$HOME/.cache/prestroid}
+dist=$cache/trino/$TRINO_VERSION
+port=${TRINO_PORT:-8081}
+inst=$cache/instances/$port
+java_home=${TRINO_JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
+heap=${TRINO_HEAP:-2G}
+
+die() { echo "trino.sh: $*" >&2; exit 1; }
+
+need_java() {
+  [ -x "$java_home/bin/java" ] || die "JDK 25 not found at $java_home (set TRINO_JAVA_HOME): Trino $TRINO_VERSION needs Java 24.0.1 or newer"
+}
+
+mvn_copy() { # artifact outdir
+  local art=$1 out=$2
+  mkdir -p "$out"
+  if ! mvn -B -q dependency:copy -Dartifact="$art" -DoutputDirectory="$out" -Dmdep.useBaseVersion=true >"$cache/mvn.log" 2>&1; then
+    cat "$cache/mvn.log" >&2
+    die "could not download $art with mvn"
+  fi
+}
+
+fetch() {
+  need_java
+  mkdir -p "$cache"
+  if [ -f "$dist/.complete" ]; then return 0; fi
+  command -v mvn >/dev/null || die "mvn is needed to download Trino"
+  local dl=$cache/downloads
+  echo "trino.sh: downloading Trino $TRINO_VERSION with mvn (once; cached in $cache)" >&2
+  mvn_copy "io.trino:trino-server-core:$TRINO_VERSION:tar.gz" "$dl"
+  mvn_copy "io.trino:trino-tpch:$TRINO_VERSION:zip" "$dl"
+  mvn_copy "io.trino:trino-memory:$TRINO_VERSION:zip" "$dl"
+  mvn_copy "io.trino:trino-cli:$TRINO_VERSION:jar:executable" "$dl"
+  rm -rf "$dist.tmp" && mkdir -p "$dist.tmp"
+  tar -xzf "$dl/trino-server-core-$TRINO_VERSION.tar.gz" -C "$dist.tmp"
+  local srv=$dist.tmp/trino-server-core-$TRINO_VERSION
+  [ -d "$srv" ] || srv=$(find "$dist.tmp" -maxdepth 1 -mindepth 1 -type d | head -n 1)
+  mv "$srv" "$dist.tmp/server"
+  for p in tpch memory; do
+    unzip -q "$dl/trino-$p-$TRINO_VERSION.zip" -d "$dist.tmp/$p"
+    mv "$dist.tmp/$p/trino-$p-$TRINO_VERSION" "$dist.tmp/server/plugin/$p"
+    rmdir "$dist.tmp/$p"
+  done
+  # tpcds: its plugin zip is not served here at any release (nor its jar at
+  # this one), so take the plugin directory from the full server tarball,
+  # which bundles it, and drop the tarball afterwards.
+  mvn_copy "io.trino:trino-server:$TRINO_VERSION:tar.gz" "$dl"
+  # (Its entries are hard links into lib/ and other plugins: unpack it whole.)
+  tar -xzf "$dl/trino-server-$TRINO_VERSION.tar.gz" -C "$dist.tmp"
+  mv "$dist.tmp/trino-server-$TRINO_VERSION/plugin/tpcds" "$dist.tmp/server/plugin/tpcds"
+  rm -rf "$dist.tmp/trino-server-$TRINO_VERSION" "$dl/trino-server-$TRINO_VERSION.tar.gz"
+  cp "$dl/trino-cli-$TRINO_VERSION-executable.jar" "$dist.tmp/trino-cli.jar"
+  rm -rf "$dist" && mv "$dist.tmp" "$dist"
+  touch "$dist/.complete"
+}
+
+write_etc() {
+  local etc=$inst/etc
+  rm -rf "$etc" && mkdir -p "$etc/catalog" "$inst/data"
+  cat >"$etc/node.properties" <<EOF
+node.environment=prestroid
+node.id=prestroid-$port
+node.data-dir=$inst/data
+node.internal-address=127.0.0.1
+EOF
+  cat >"$etc/jvm.config" <<EOF
+-server
+-Xmx$heap
+-XX:+UseG1GC
+-XX:+ExitOnOutOfMemoryError
+-Djdk.attach.allowAttachSelf=true
+-Djdk.nio.maxCachedBufferSize=2000000
+-Dfile.encoding=UTF-8
+--add-modules=jdk.incubator.vector
+--enable-native-access=ALL-UNNAMED
+--sun-misc-unsafe-memory-access=allow
+-XX:+EnableDynamicAgentLoading
+EOF
+  cat >"$etc/config.properties" <<EOF
+coordinator=true
+node-scheduler.include-coordinator=true
+http-server.http.port=$port
+discovery.uri=http://127.0.0.1:$port
+query.max-memory=1GB
+query.max-memory-per-node=1GB
+EOF
+  if [ -n "${TRINO_EXTRA_CONFIG:-}" ]; then cat "$TRINO_EXTRA_CONFIG" >>"$etc/config.properties"; fi
+  echo "io.trino=WARN" >"$etc/log.properties"
+  printf 'connector.name=tpch\ntpch.splits-per-node=4\n' >"$etc/catalog/tpch.properties"
+  printf 'connector.name=tpcds\ntpcds.splits-per-node=4\n' >"$etc/catalog/tpcds.properties"
+  printf 'connector.name=memory\nmemory.max-data-per-node=512MB\n' >"$etc/catalog/memory.properties"
+  if [ -n "${TRINO_ETC_OVERLAY:-}" ]; then cp -r "$TRINO_ETC_OVERLAY"/. "$etc/"; fi
+}
+
+info() { curl -fsS --max-time 2 "http://127.0.0.1:$port/v1/info" 2>/dev/null; }
+
+# Ready means started and able to run a query: right after "starting": false
+# the node may not yet have announced itself ("No nodes available").
+ready() {
+  info | grep -q '"starting":false' || return 1
+  python3 - "$port" <<'PY' >/dev/null 2>&1
+import json, sys, urllib.request
+base = "http://127.0.0.1:%s" % sys.argv[1]
+req = urllib.request.Request(base + "/v1/statement", data=b"SELECT count(*) FROM system.runtime.nodes",
+                             headers={"X-Trino-User": "harness"}, method="POST")
+r = json.load(urllib.request.urlopen(req, timeout=10))
+while r.get("nextUri"):
+    r = json.load(urllib.request.urlopen(r["nextUri"], timeout=10))
+sys.exit(1 if r.get("error") else 0)
+PY
+}
+
+pid_alive() { [ -f "$inst/pid" ] && kill -0 "$(cat "$inst/pid")" 2>/dev/null; }
+
+up() {
+  need_java
+  fetch
+  if pid_alive && ready; then echo "trino.sh: Trino already up on 127.0.0.1:$port" >&2; return 0; fi
+  if ! pid_alive && info >/dev/null; then die "port $port is taken by another process"; fi
+  if ! pid_alive; then
+    write_etc
+    mkdir -p "$inst"
+    (
+      cd "$inst"
+      export JAVA_HOME=$java_home PATH=$java_home/bin:$PATH
+      nohup "$dist/server/bin/launcher" run --etc-dir="$inst/etc" --data-dir="$inst/data" \
+        >"$inst/server.log" 2>&1 &
+      echo $! >"$inst/pid"
+    )
+  fi
+  local deadline=$(( $(date +%s) + ${TRINO_START_TIMEOUT:-300} ))
+  until ready; do
+    if ! pid_alive; then tail -n 40 "$inst/server.log" >&2; die "Trino on port $port exited during startup (log: $inst/server.log)"; fi
+    [ "$(date +%s)" -lt "$deadline" ] || die "Trino on port $port not ready after ${TRINO_START_TIMEOUT:-300}s (log: $inst/server.log)"
+    sleep 1
+  done
+  echo "trino.sh: Trino $TRINO_VERSION up on http://127.0.0.1:$port" >&2
+}
+
+down() {
+  if pid_alive; then
+    local pid; pid=$(cat "$inst/pid")
+    pkill -TERM -P "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  # The launcher execs java; make sure nothing of this instance survives.
+  pkill -KILL -f -- "--data-dir=$inst/data" 2>/dev/null || true
+  rm -f "$inst/pid"
+  echo "trino.sh: Trino on port $port stopped" >&2
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  up) up ;;
+  down) down ;;
+  status) info || die "no Trino answering on port $port" ;;
+  cli) shift; fetch; exec java -jar "$dist/trino-cli.jar" "$@" ;;
+  cli-jar) fetch; echo "$dist/trino-cli.jar" ;;
+  version) echo "$TRINO_VERSION" ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
+esac
