@@ -54,7 +54,7 @@ type Config struct {
 
 	// MaxHeaderBytes bounds the request header block; prepared statements
 	// travel in headers, so keep it at least as large as Trino's (8 KiB by
-	// default, often raised). Zero means 1 MiB.
+	// default, often raised). Zero means 64 KiB.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
 
 	// UpstreamTimeout bounds one upstream exchange (Trino long-polls for up
@@ -102,7 +102,7 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 const (
 	DefaultListen              = "127.0.0.1:8080"
 	DefaultMaxRequestBodyBytes = 16 << 20
-	DefaultMaxHeaderBytes      = 1 << 20
+	DefaultMaxHeaderBytes      = 64 << 10
 	DefaultUpstreamTimeout     = 60 * time.Second
 	DefaultQueryMapSize        = 100000
 )

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy"
+)
+
+func init() {
+	register("serve", "run the Trino-protocol proxy", runServe)
+}
+
+// serveFlags are the command-line overrides of the config file.
+type serveFlags struct {
+	configPath       string
+	listen           string
+	upstream         string
+	publicURL        string
+	routeSecretFile  string
+	forwardedHeaders string
+	logLevel         string
+}
+
+func runServe(args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var f serveFlags
+	fs.StringVar(&f.configPath, "config", os.Getenv("PRESTROID_CONFIG"), "YAML config file (env PRESTROID_CONFIG); flags override it")
+	fs.StringVar(&f.listen, "listen", "", "listen address HOST:PORT (default 127.0.0.1:8080)")
+	fs.StringVar(&f.upstream, "upstream", "", "Trino coordinator URL(s), comma-separated; replaces the file's clusters (first = default)")
+	fs.StringVar(&f.publicURL, "public-url", "", "base URL clients use to reach the proxy (default: from the Host header)")
+	fs.StringVar(&f.routeSecretFile, "route-secret-file", "", "file holding the route-token HMAC secret (default: random per process; env PRESTROID_ROUTE_SECRET)")
+	fs.StringVar(&f.forwardedHeaders, "forwarded-headers", "", "send X-Forwarded-* upstream: true|false (Trino needs http-server.process-forwarded=true)")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := loadServeConfig(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
+		return 2
+	}
+	logger := newLogger(cfg.LogLevel)
+	srv, err := newProxy(cfg, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
+		return 1
+	}
+	names := make([]string, len(cfg.Clusters))
+	for i, c := range cfg.Clusters {
+		names[i] = c.Name + "=" + c.URL
+	}
+	logger.Info("prestroid listening", "addr", ln.Addr().String(), "clusters", strings.Join(names, ","))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "prestroid serve:", err)
+			return 1
+		}
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			logger.Warn("shutdown", "error", err)
+		}
+	}
+	return 0
+}
+
+// loadServeConfig reads the file (if any), then env, then flags, and
+// validates the result.
+func loadServeConfig(f serveFlags) (*config.Config, error) {
+	cfg, err := config.Load(f.configPath)
+	if err != nil {
+		return nil, err
+	}
+	if f.listen != "" {
+		cfg.Listen = f.listen
+	}
+	if f.upstream != "" {
+		cfg.SetUpstreams(strings.Split(f.upstream, ","))
+	}
+	if f.publicURL != "" {
+		cfg.PublicURL = f.publicURL
+	}
+	if f.routeSecretFile != "" {
+		b, err := os.ReadFile(f.routeSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("route secret: %w", err)
+		}
+		cfg.RouteSecret = strings.TrimSpace(string(b))
+	}
+	if f.forwardedHeaders != "" {
+		switch f.forwardedHeaders {
+		case "true":
+			cfg.ForwardedHeaders = true
+		case "false":
+			cfg.ForwardedHeaders = false
+		default:
+			return nil, fmt.Errorf("%w: --forwarded-headers=%q: want true or false", config.ErrInvalid, f.forwardedHeaders)
+		}
+	}
+	if f.logLevel != "" {
+		cfg.LogLevel = f.logLevel
+	}
+	cfg.FillDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, error) {
+	signer, err := proxy.NewSigner([]byte(cfg.RouteSecret))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.RouteSecret == "" {
+		logger.Warn("no route_secret configured: using a random one; URIs of running queries will not survive a restart and replicas cannot share queries")
+	}
+	clusters := make([]proxy.ClusterConfig, len(cfg.Clusters))
+	for i, c := range cfg.Clusters {
+		clusters[i] = proxy.ClusterConfig{Name: c.Name, URL: c.URL}
+	}
+	return proxy.New(proxy.Options{
+		Clusters:            clusters,
+		Signer:              signer,
+		PublicURL:           cfg.PublicURL,
+		ForwardedHeaders:    cfg.ForwardedHeaders,
+		UpstreamTimeout:     time.Duration(cfg.UpstreamTimeout),
+		QueryMapSize:        cfg.QueryMapSize,
+		MaxRequestBodyBytes: cfg.MaxRequestBodyBytes,
+		MaxHeaderBytes:      cfg.MaxHeaderBytes,
+		Logger:              logger,
+	})
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	switch level {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

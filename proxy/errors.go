@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Errors the proxy maps to responses in one place (Server.fail).
+var (
+	// ErrNotFound: the path is not one the proxy serves.
+	ErrNotFound = errors.New("proxy: no such endpoint")
+	// ErrUnknownCluster: a verified token names a cluster that is no longer
+	// configured (the configuration changed under a running query).
+	ErrUnknownCluster = errors.New("proxy: unknown cluster")
+	// ErrUnknownQuery: no configured cluster knows the query id.
+	ErrUnknownQuery = errors.New("proxy: unknown query")
+	// ErrBadRequest: the request itself is malformed.
+	ErrBadRequest = errors.New("proxy: bad request")
+)
+
+// UpstreamError is a failed exchange with a cluster. Sent says whether the
+// request may have reached Trino: after a POST /v1/statement reached Trino,
+// the client must not be told to retry (429/502/503/504), or the query would
+// be submitted twice.
+type UpstreamError struct {
+	Cluster string
+	Sent    bool
+	Err     error
+}
+
+func (e *UpstreamError) Error() string {
+	return fmt.Sprintf("proxy: cluster %s: %v", e.Cluster, e.Err)
+}
+
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// notSent reports whether err happened before the request left the proxy:
+// a failed dial, a dial timeout, or no free connection.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, fasthttp.ErrDialTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns) ||
+		errors.Is(err, os.ErrDeadlineExceeded) && errors.As(err, &op) && op.Op == "dial"
+}
+
+// fail is the one error path: it turns an internal error into the right
+// HTTP status or a well-formed Trino QueryResults error. statementPOST says
+// the failed request was the query's POST /v1/statement.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
+	ctx.Response.Reset()
+	var ue *UpstreamError
+	switch {
+	case errors.Is(err, ErrBadToken):
+		s.plain(ctx, fasthttp.StatusForbidden, "prestroid: invalid or tampered route token; this URI was not issued by this proxy")
+	case errors.Is(err, ErrUnknownCluster):
+		s.plain(ctx, fasthttp.StatusNotFound, "prestroid: the cluster of this query is no longer configured")
+	case errors.Is(err, ErrUnknownQuery):
+		s.plain(ctx, fasthttp.StatusNotFound, "prestroid: no configured cluster knows this query")
+	case errors.Is(err, ErrNotFound):
+		s.plain(ctx, fasthttp.StatusNotFound, "prestroid: not found")
+	case errors.Is(err, ErrBadRequest):
+		s.plain(ctx, fasthttp.StatusBadRequest, err.Error())
+	case errors.As(err, &ue) && statementPOST && ue.Sent:
+		// Trino may have the query: answer with a failed query, never with
+		// a status the client would retry.
+		s.trinoError(ctx, "PRESTROID_UPSTREAM_ERROR", "EXTERNAL",
+			fmt.Sprintf("prestroid: cluster %s failed after receiving the query; it was not resubmitted: %v", ue.Cluster, ue.Err))
+	case errors.As(err, &ue):
+		ctx.Response.Header.Set("Retry-After", "1")
+		s.plain(ctx, fasthttp.StatusServiceUnavailable, fmt.Sprintf("prestroid: cluster %s unavailable: %v", ue.Cluster, ue.Err))
+	default:
+		s.plain(ctx, fasthttp.StatusInternalServerError, "prestroid: internal error")
+	}
+	s.log.Warn("request failed", "method", string(ctx.Method()), "path", redactPath(string(ctx.Path())), "error", err)
+}
+
+func (s *Server) plain(ctx *fasthttp.RequestCtx, status int, msg string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString(msg + "\n")
+}
+
+// Trino error codes of the EXTERNAL type start at 0x0100_0000
+// (io.trino.spi.StandardErrorCode / ErrorType); the proxy's own codes live
+// in a range of their own above the connectors'.
+const prestroidErrorCode = 0x7072_0000 // "pr"
+
+// trinoError answers with a terminal QueryResults whose error object has the
+// shape of io.trino.client.QueryError, so every client reports it as a
+// failed query.
+func (s *Server) trinoError(ctx *fasthttp.RequestCtx, name, typ, msg string) {
+	id := syntheticQueryID()
+	body := map[string]any{
+		"id":      id,
+		"infoUri": s.publicBase(ctx) + "/ui/query.html?" + id,
+		"stats": map[string]any{
+			"state": "FAILED", "queued": false, "scheduled": false, "nodes": 0,
+			"totalSplits": 0, "queuedSplits": 0, "runningSplits": 0, "completedSplits": 0,
+			"cpuTimeMillis": 0, "wallTimeMillis": 0, "queuedTimeMillis": 0, "elapsedTimeMillis": 0,
+			"processedRows": 0, "processedBytes": 0, "physicalInputBytes": 0, "peakMemoryBytes": 0, "spilledBytes": 0,
+		},
+		"error": map[string]any{
+			"message": msg, "errorCode": prestroidErrorCode, "errorName": name, "errorType": typ,
+			"failureInfo": map[string]any{"type": "io.prestroid.ProxyException", "message": msg, "suppressed": []any{}, "stack": []any{}},
+		},
+		"warnings": []any{},
+	}
+	b, _ := json.Marshal(body)
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// syntheticQueryID returns an id shaped like Trino's (date_time_seq_random).
+func syntheticQueryID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102_150405") + "_00000_p" + hex.EncodeToString(b[:])[:4]
+}
+
+// redactPath keeps an URI's shape for logs but drops route tokens, slugs and
+// segment handles, which are bearer capabilities (trino-protocol.md §1.1):
+// /r/{token}/v1/statement/executing/{id}/{slug}/{n} logs as
+// /v1/statement/executing/{id}/….
+func redactPath(p string) string {
+	if _, target, ok := SplitRouted(p); ok {
+		p = target
+	}
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	keep := 5 // "", v1, statement, executing, {id}
+	if strings.HasPrefix(p, "/v1/spooled/") {
+		keep = 3
+	}
+	parts := strings.SplitN(p, "/", keep+1)
+	if len(parts) > keep {
+		return strings.Join(parts[:keep], "/") + "/…"
+	}
+	return p
+}

@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1 plus the legacy
+// ones that proxies still meet. They describe one connection, so they are
+// never forwarded in either direction. Headers named in the Connection
+// header are hop-by-hop too and are removed first (see connectionTokens).
+var hopHeaders = []string{
+	"Connection",
+	"Proxy-Connection", // non-standard, sent by some old clients
+	"Keep-Alive",
+	"Proxy-Authenticate",
+	"Proxy-Authorization",
+	"Te", // only "trailers" would survive (Go's httputil keeps it); fasthttp does not do trailers upstream, so drop it
+	"Trailer",
+	"Transfer-Encoding", // fasthttp frames bodies itself
+	"Upgrade",
+}
+
+// framingHeaders are set by fasthttp from the body it sends; copying them
+// would contradict the framing it chooses (a streamed body is chunked).
+var framingHeaders = []string{"Content-Length"}
+
+func isHop(key []byte, conn [][]byte) bool {
+	for _, h := range hopHeaders {
+		if strings.EqualFold(h, string(key)) {
+			return true
+		}
+	}
+	for _, t := range conn {
+		if bytes.EqualFold(t, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// connectionTokens returns the header names listed in Connection values.
+func connectionTokens(values [][]byte) [][]byte {
+	var out [][]byte
+	for _, v := range values {
+		for _, t := range bytes.Split(v, []byte{','}) {
+			t = bytes.TrimSpace(t)
+			if len(t) > 0 && !bytes.EqualFold(t, []byte("close")) && !bytes.EqualFold(t, []byte("keep-alive")) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
+}
+
+// copyRequestHeaders copies every end-to-end header of in to out, every
+// value of a repeated header in order. Host, framing and hop-by-hop headers
+// are left to the caller; X-Forwarded-* and Forwarded are dropped unless
+// forwarded is true, because Trino 451+ answers 406 to them by default
+// (airlift http-server.process-forwarded=REJECT). out must be fresh.
+func copyRequestHeaders(out, in *fasthttp.RequestHeader, forwarded bool) {
+	conn := connectionTokens(in.PeekAll("Connection"))
+	for k, v := range in.All() {
+		switch {
+		case isHop(k, conn):
+		case strings.EqualFold(string(k), "Host"), strings.EqualFold(string(k), "Content-Length"):
+		case !forwarded && (hasPrefixFold(k, "X-Forwarded-") || strings.EqualFold(string(k), "Forwarded")):
+		default:
+			out.AddBytesKV(k, v)
+		}
+	}
+}
+
+// copyResponseHeaders copies every end-to-end header of in to out, keeping
+// every value of multi-valued headers (X-Trino-Set-Session,
+// X-Trino-Added-Prepare, ...) in order. skipEncoding drops Content-Encoding
+// when the proxy decoded the body.
+func copyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
+	conn := connectionTokens(in.PeekAll("Connection"))
+	for k, v := range in.All() {
+		switch {
+		case isHop(k, conn):
+		case isFraming(k):
+		case skipEncoding && strings.EqualFold(string(k), "Content-Encoding"):
+		case strings.EqualFold(string(k), "Content-Type"):
+			out.SetContentTypeBytes(v)
+		default:
+			out.AddBytesKV(k, v)
+		}
+	}
+}
+
+func isFraming(k []byte) bool {
+	for _, h := range framingHeaders {
+		if strings.EqualFold(h, string(k)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,415 @@
+// Package proxy is Prestroid's Trino-protocol reverse proxy: it forwards the
+// client protocol to configured clusters, streams result pages while
+// rewriting their URIs to signed routed URIs (stateless routing), and keeps
+// every session header intact.
+//
+// It imports neither the estimator nor ONNX; cost-aware behaviour plugs in
+// through the small interfaces it declares.
+package proxy
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// ClusterConfig names one Trino coordinator.
+type ClusterConfig struct {
+	Name string
+	URL  string // http(s)://host:port
+}
+
+// Options configure a Server. Zero values are documented per field.
+type Options struct {
+	// Clusters to forward to; the first is the default. Required.
+	Clusters []ClusterConfig
+	// Signer signs route tokens. Nil means a random per-process key.
+	Signer *Signer
+	// PublicURL is the proxy's base URL as clients see it. Empty means
+	// derived per request from the Host header.
+	PublicURL string
+	// ForwardedHeaders forwards X-Forwarded-* / Forwarded upstream. False
+	// (the default) strips them: Trino 451+ answers 406 otherwise.
+	ForwardedHeaders bool
+	// UpstreamTimeout bounds one upstream exchange. Zero means 60s.
+	UpstreamTimeout time.Duration
+	// QueryMapSize bounds the query-id → cluster map. Zero means 100000.
+	QueryMapSize int
+	// MaxRequestBodyBytes bounds request bodies. Zero means 16 MiB.
+	MaxRequestBodyBytes int
+	// MaxHeaderBytes bounds a request's header block. Zero means 64 KiB.
+	MaxHeaderBytes int
+	// Logger receives request errors. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+type cluster struct {
+	name   string
+	url    string
+	base   string // lower-case scheme://host[:port]
+	host   string // host[:port] for the Host header
+	client *fasthttp.HostClient
+}
+
+// Server is the proxy. Create it with New; it is safe for concurrent use.
+type Server struct {
+	opts     Options
+	clusters []*cluster
+	byName   map[string]*cluster
+	signer   *Signer
+	queries  *queryMap
+	log      *slog.Logger
+	srv      *fasthttp.Server
+}
+
+// New validates o and builds a Server.
+func New(o Options) (*Server, error) {
+	if len(o.Clusters) == 0 {
+		return nil, errors.New("proxy: no clusters configured")
+	}
+	if o.UpstreamTimeout == 0 {
+		o.UpstreamTimeout = 60 * time.Second
+	}
+	if o.QueryMapSize == 0 {
+		o.QueryMapSize = 100000
+	}
+	if o.MaxRequestBodyBytes == 0 {
+		o.MaxRequestBodyBytes = 16 << 20
+	}
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = 64 << 10
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Signer == nil {
+		sg, err := NewSigner(nil)
+		if err != nil {
+			return nil, err
+		}
+		o.Signer = sg
+	}
+	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
+	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: newQueryMap(o.QueryMapSize), log: o.Logger}
+	for _, cc := range o.Clusters {
+		u, err := url.Parse(cc.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("proxy: cluster %s: bad URL %q", cc.Name, cc.URL)
+		}
+		if _, dup := s.byName[cc.Name]; dup {
+			return nil, fmt.Errorf("proxy: duplicate cluster %s", cc.Name)
+		}
+		addr := u.Host
+		if u.Port() == "" {
+			if u.Scheme == "https" {
+				addr += ":443"
+			} else {
+				addr += ":80"
+			}
+		}
+		c := &cluster{
+			name: cc.Name,
+			url:  u.Scheme + "://" + u.Host,
+			base: strings.ToLower(u.Scheme + "://" + u.Host),
+			host: u.Host,
+			client: &fasthttp.HostClient{
+				Addr:                     addr,
+				Name:                     "prestroid",
+				IsTLS:                    u.Scheme == "https",
+				NoDefaultUserAgentHeader: true,
+				DisablePathNormalizing:   true,
+				StreamResponseBody:       true,
+				ReadTimeout:              o.UpstreamTimeout,
+				WriteTimeout:             o.UpstreamTimeout,
+				MaxConns:                 1024,
+				MaxIdleConnDuration:      30 * time.Second,
+				ReadBufferSize:           64 << 10,
+			},
+		}
+		s.clusters = append(s.clusters, c)
+		s.byName[c.name] = c
+	}
+	s.srv = &fasthttp.Server{
+		Handler:               s.Handler,
+		Name:                  "prestroid",
+		NoDefaultServerHeader: true,
+		NoDefaultDate:         true,
+		NoDefaultContentType:  true,
+		MaxRequestBodySize:    o.MaxRequestBodyBytes,
+		ReadBufferSize:        o.MaxHeaderBytes,
+		ReadTimeout:           5 * time.Minute,
+		IdleTimeout:           2 * time.Minute,
+		CloseOnShutdown:       true,
+		Logger:                fasthttpLogger{o.Logger},
+	}
+	return s, nil
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) { f.l.Debug(fmt.Sprintf(format, args...)) }
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting connections and waits for open ones to finish
+// (or ctx to end).
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+// DefaultCluster is the name of the first configured cluster.
+func (s *Server) DefaultCluster() string { return s.clusters[0].name }
+
+// publicBase is the proxy's base URL for this request.
+func (s *Server) publicBase(ctx *fasthttp.RequestCtx) string {
+	if s.opts.PublicURL != "" {
+		return s.opts.PublicURL
+	}
+	scheme := "http://"
+	if ctx.IsTLS() {
+		scheme = "https://"
+	}
+	return scheme + string(ctx.Host())
+}
+
+// Handler is the fasthttp request handler.
+func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
+	raw := string(ctx.Request.Header.RequestURI())
+	method := string(ctx.Method())
+	if token, target, ok := SplitRouted(raw); ok {
+		s.routed(ctx, method, token, target)
+		return
+	}
+	path := string(ctx.Path())
+	switch {
+	case path == "/v1/statement" && method == fasthttp.MethodPost:
+		s.statement(ctx)
+	case path == "/v1/statement" && method == fasthttp.MethodHead:
+		s.forward(ctx, s.clusters[0], raw, modeRaw)
+	case strings.HasPrefix(path, "/v1/query/"):
+		s.queryResource(ctx, method, strings.TrimPrefix(path, "/v1/query/"))
+	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
+		s.forward(ctx, s.clusters[0], raw, modeRaw)
+	case path == "/ui" || strings.HasPrefix(path, "/ui/"):
+		s.forward(ctx, s.clusters[0], raw, modeRaw)
+	case strings.HasPrefix(path, "/v1/spooled/"):
+		// Segment URIs are always handed out routed; an unrouted one can
+		// only be meant for the default cluster.
+		s.forward(ctx, s.clusters[0], raw, modeRaw)
+	default:
+		s.fail(ctx, ErrNotFound, false)
+	}
+}
+
+// statement forwards a new query to its cluster.
+func (s *Server) statement(ctx *fasthttp.RequestCtx) {
+	s.forward(ctx, s.clusters[0], "/v1/statement", modeStatementPOST)
+}
+
+// routed serves a URI the proxy handed out: verify, then forward to the
+// cluster the token names. A bad token never reaches any cluster.
+func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) {
+	name, err := s.signer.Verify(token, target)
+	if err != nil {
+		s.fail(ctx, err, false)
+		return
+	}
+	c, ok := s.byName[name]
+	if !ok {
+		s.fail(ctx, ErrUnknownCluster, false)
+		return
+	}
+	switch {
+	case strings.HasPrefix(target, "/v1/statement/"):
+		if method == fasthttp.MethodGet {
+			s.forward(ctx, c, target, modeJSON)
+		} else {
+			s.forward(ctx, c, target, modeRaw)
+		}
+	case strings.HasPrefix(target, "/v1/spooled/"), strings.HasPrefix(target, "/ui/"), target == "/ui":
+		s.forward(ctx, c, target, modeRaw)
+	default:
+		s.fail(ctx, ErrNotFound, false)
+	}
+}
+
+// queryResource serves GET/DELETE /v1/query/{id}: to the cluster that ran
+// the query, from the query map or, failing that, by asking each cluster.
+func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
+	if !validQueryID(id) {
+		s.fail(ctx, fmt.Errorf("%w: bad query id", ErrBadRequest), false)
+		return
+	}
+	target := "/v1/query/" + id
+	if q := ctx.URI().QueryString(); len(q) > 0 {
+		target += "?" + string(q)
+	}
+	if name, ok := s.queries.Get(id); ok {
+		if c, ok := s.byName[name]; ok {
+			s.forward(ctx, c, target, modeRaw)
+			return
+		}
+	}
+	for _, c := range s.clusters {
+		s.forward(ctx, c, target, modeRaw)
+		if ctx.Response.StatusCode() != fasthttp.StatusNotFound {
+			s.queries.Put(id, c.name)
+			return
+		}
+	}
+	s.fail(ctx, ErrUnknownQuery, false)
+}
+
+func validQueryID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+type fwdMode uint8
+
+const (
+	modeRaw           fwdMode = iota // stream the body through untouched
+	modeJSON                         // QueryResults: rewrite URIs while streaming
+	modeStatementPOST                // a new query: modeJSON plus POST error rules
+)
+
+// forward sends the client's request to c at target and streams the answer
+// back. The incoming request is read-only here; the outgoing one is built
+// fresh. Nothing of ctx is kept past the handler except through the body
+// stream, which owns the upstream response and releases it on Close.
+func (s *Server) forward(ctx *fasthttp.RequestCtx, c *cluster, target string, mode fwdMode) {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	copyRequestHeaders(&req.Header, &ctx.Request.Header, s.opts.ForwardedHeaders)
+	req.Header.SetMethodBytes(ctx.Method())
+	req.SetRequestURI(c.url + target)
+	req.Header.SetHost(c.host)
+	if mode != modeRaw {
+		// The body is scanned, so ask for it uncompressed (gzip is still
+		// handled below if a server sends it anyway).
+		req.Header.Set("Accept-Encoding", "identity")
+	}
+	if s.opts.ForwardedHeaders {
+		req.Header.Add("X-Forwarded-For", ctx.RemoteIP().String())
+		req.Header.Set("X-Forwarded-Host", string(ctx.Host()))
+		if ctx.IsTLS() {
+			req.Header.Set("X-Forwarded-Proto", "https")
+		} else {
+			req.Header.Set("X-Forwarded-Proto", "http")
+		}
+	}
+	if body := ctx.Request.Body(); len(body) > 0 {
+		req.SetBodyRaw(body)
+	}
+
+	resp := fasthttp.AcquireResponse()
+	if ctx.IsHead() {
+		resp.SkipBody = true
+	}
+	if err := c.client.Do(req, resp); err != nil {
+		fasthttp.ReleaseResponse(resp)
+		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Err: err}, mode == modeStatementPOST)
+		return
+	}
+	s.respond(ctx, c, resp, mode)
+}
+
+// respond copies status and headers and hands the body stream to fasthttp.
+func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Response, mode fwdMode) {
+	release := func() error {
+		err := resp.CloseBodyStream()
+		fasthttp.ReleaseResponse(resp)
+		return err
+	}
+	rewrite := mode != modeRaw && isJSON(resp.Header.ContentType())
+	gz := rewrite && strings.EqualFold(string(resp.Header.ContentEncoding()), "gzip")
+
+	ctx.Response.Reset()
+	ctx.SetStatusCode(resp.StatusCode())
+	copyResponseHeaders(&ctx.Response.Header, &resp.Header, gz)
+	s.rewriteLocation(ctx, c)
+
+	stream := resp.BodyStream()
+	if stream == nil || ctx.IsHead() {
+		body := append([]byte(nil), resp.Body()...)
+		_ = release()
+		ctx.Response.SkipBody = ctx.IsHead()
+		ctx.SetBody(body)
+		return
+	}
+	if !rewrite {
+		ctx.SetBodyStream(&releasingReader{r: stream, close: release}, resp.Header.ContentLength())
+		return
+	}
+	var src io.Reader = stream
+	if gz {
+		zr, err := gzip.NewReader(stream)
+		if err != nil {
+			_ = release()
+			s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: true, Err: fmt.Errorf("bad gzip body: %w", err)}, mode == modeStatementPOST)
+			return
+		}
+		src = zr
+	}
+	info := &PageInfo{}
+	m := &uriMapper{signer: s.signer, cluster: c.name, upstreamBase: c.base, publicBase: s.publicBase(ctx)}
+	cname := c.name
+	rw := newJSONRewriter(src, func() error {
+		if info.ID != "" && mode == modeStatementPOST {
+			s.queries.Put(info.ID, cname)
+		}
+		return release()
+	}, m, info)
+	ctx.SetBodyStream(rw, -1)
+}
+
+// rewriteLocation points redirects at the cluster back through the proxy.
+func (s *Server) rewriteLocation(ctx *fasthttp.RequestCtx, c *cluster) {
+	loc := string(ctx.Response.Header.Peek("Location"))
+	if loc == "" {
+		return
+	}
+	base, target, ok := splitBase(loc)
+	if !ok || !strings.EqualFold(base, c.base) {
+		return
+	}
+	ctx.Response.Header.Set("Location", s.publicBase(ctx)+s.signer.RoutedPath(c.name, target))
+}
+
+func isJSON(ct []byte) bool {
+	return len(ct) >= 16 && strings.EqualFold(string(ct[:16]), "application/json")
+}
+
+// releasingReader streams an upstream body and releases the upstream
+// response when fasthttp closes it.
+type releasingReader struct {
+	r     io.Reader
+	close func() error
+}
+
+func (r *releasingReader) Read(p []byte) (int, error) { return r.r.Read(p) }
+
+func (r *releasingReader) Close() error {
+	if r.close == nil {
+		return nil
+	}
+	c := r.close
+	r.close = nil
+	return c()
+}
