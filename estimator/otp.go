@@ -1,0 +1,334 @@
+package estimator
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// OTPKind is the type of an O-T-P node.
+type OTPKind uint8
+
+const (
+	OTPEmpty     OTPKind = iota // ∅: a missing child; a leaf
+	OTPOperator                 // OPR: a plan operator; always has exactly two children
+	OTPTable                    // TBL: a scanned table; a leaf
+	OTPPredicate                // PRED: a node's predicate; a leaf
+)
+
+func (k OTPKind) String() string {
+	switch k {
+	case OTPOperator:
+		return "OPR"
+	case OTPTable:
+		return "TBL"
+	case OTPPredicate:
+		return "PRED"
+	}
+	return "∅"
+}
+
+// OTPNode is a node of the Operator-Table-Predicate binary tree (DESIGN §2.2).
+// OPR nodes have exactly two non-nil children; TBL, PRED and ∅ nodes have
+// none. Trees returned by BuildOTP must not be modified (nodes are allocated
+// in one block and may be shared by callers).
+type OTPNode struct {
+	Kind OTPKind
+	// Value is the operator for OPR ("Aggregate", "InnerJoin(REPLICATED)"),
+	// the table for TBL ("tpcds.sf1.store_sales"), the normalized predicate
+	// text for PRED ("AND([d_year =], [d_moy BETWEEN])"), "" for ∅.
+	Value string
+	Left  *OTPNode
+	Right *OTPNode
+	// Pred is the parsed predicate of a PRED node, or the parsed join
+	// criteria (AND the join filter) of a join OPR (kept for experiments; the
+	// default encoding ignores it). Nil when absent or unparseable.
+	Pred *Pred
+	// Text is the predicate as Trino rendered it (PRED nodes, join OPRs).
+	Text string
+	// PredErr is the parse error of Text, if any; the node then carries a
+	// best-effort clause of the identifiers found in Text.
+	PredErr error
+	// Plan is the plan node an OPR came from (shared by the parts of a split
+	// fused node and by the links of a chained multi-child node).
+	Plan *PlanNode
+}
+
+// IsLeaf reports whether n has no children.
+func (n *OTPNode) IsLeaf() bool { return n.Left == nil && n.Right == nil }
+
+// BuildOTP converts a stitched plan into its O-T-P binary tree:
+//   - every plan node becomes an OPR; fused ScanFilterProject, ScanFilter,
+//     ScanProject and FilterProject nodes are split into Project → Filter →
+//     TableScan (→ child);
+//   - a non-join OPR gets its plan child on the left and a PRED (its filter
+//     predicate) or ∅ on the right;
+//   - a join keeps its children (left = probe, right = build); its value adds
+//     the distribution ("InnerJoin(PARTITIONED)"); its criteria go to Pred;
+//   - a table scan gets TBL (catalog.schema.table) on the left, ∅ on the right;
+//   - a node with more than two plan children becomes a left-deep chain of
+//     the same operator, Op(Op(c1, c2), c3), with no PRED child;
+//   - missing children are ∅. Unknown operators are kept by name.
+func BuildOTP(p *Plan) (*OTPNode, error) {
+	if p == nil || p.Root == nil {
+		return nil, fmt.Errorf("%w: empty plan", ErrBadPlan)
+	}
+	b := otpBuilder{arena: make([]OTPNode, 0, 4*p.Nodes+8)}
+	return b.node(p.Root), nil
+}
+
+type otpBuilder struct {
+	arena []OTPNode
+}
+
+// alloc returns a new node from the arena (a new block when it is full, so
+// earlier pointers stay valid).
+func (b *otpBuilder) alloc(k OTPKind, v string) *OTPNode {
+	if len(b.arena) == cap(b.arena) {
+		b.arena = make([]OTPNode, 0, 2*cap(b.arena)+16)
+	}
+	b.arena = append(b.arena, OTPNode{Kind: k, Value: v})
+	return &b.arena[len(b.arena)-1]
+}
+
+func (b *otpBuilder) empty() *OTPNode { return b.alloc(OTPEmpty, "") }
+
+// IsJoin reports whether a plan node name is a join (InnerJoin, LeftJoin,
+// RightJoin, FullJoin, CrossJoin, SemiJoin, SpatialJoin, IndexJoin, ...).
+func IsJoin(name string) bool { return strings.HasSuffix(name, "Join") }
+
+// OperatorValue is the OPR value of a plan node: its name, plus the
+// distribution in parentheses where the plan gives one (joins).
+func OperatorValue(n *PlanNode) string {
+	if d := n.Descriptor["distribution"]; d != "" {
+		return n.Name + "(" + d + ")"
+	}
+	return n.Name
+}
+
+func (b *otpBuilder) node(n *PlanNode) *OTPNode {
+	switch n.Name {
+	case "ScanFilterProject":
+		return b.op(n, "Project", b.predFor(n, ""), b.op(n, "Filter", b.predFor(n, n.Descriptor["filterPredicate"]), b.scan(n)))
+	case "ScanFilter":
+		return b.op(n, "Filter", b.predFor(n, n.Descriptor["filterPredicate"]), b.scan(n))
+	case "ScanProject":
+		return b.op(n, "Project", b.predFor(n, ""), b.scan(n))
+	case "FilterProject":
+		inner := b.generic(n, "Filter", n.Descriptor["filterPredicate"])
+		return b.op(n, "Project", b.predFor(n, ""), inner)
+	case "TableScan":
+		return b.scan(n)
+	}
+	if len(n.Children) == 0 && n.Descriptor["table"] != "" {
+		return b.scan(n)
+	}
+	if IsJoin(n.Name) {
+		return b.join(n)
+	}
+	return b.generic(n, OperatorValue(n), n.Descriptor["filterPredicate"])
+}
+
+// op builds OPR(value) with the given children.
+func (b *otpBuilder) op(n *PlanNode, value string, right, left *OTPNode) *OTPNode {
+	o := b.alloc(OTPOperator, value)
+	o.Plan, o.Left, o.Right = n, left, right
+	return o
+}
+
+// scan builds TableScan OPR(TBL, ∅).
+func (b *otpBuilder) scan(n *PlanNode) *OTPNode {
+	t := b.alloc(OTPTable, NormalizeTable(n.Descriptor["table"]))
+	return b.op(n, "TableScan", b.empty(), t)
+}
+
+// generic handles a non-join node: one child + PRED, or a chain when it has
+// two or more plan children.
+func (b *otpBuilder) generic(n *PlanNode, value, pred string) *OTPNode {
+	switch len(n.Children) {
+	case 0:
+		return b.op(n, value, b.predFor(n, pred), b.empty())
+	case 1:
+		return b.op(n, value, b.predFor(n, pred), b.node(n.Children[0]))
+	}
+	return b.chain(n, value, n.Children)
+}
+
+func (b *otpBuilder) join(n *PlanNode) *OTPNode {
+	var o *OTPNode
+	switch len(n.Children) {
+	case 0:
+		o = b.op(n, OperatorValue(n), b.empty(), b.empty())
+	case 1:
+		o = b.op(n, OperatorValue(n), b.empty(), b.node(n.Children[0]))
+	default:
+		o = b.chain(n, OperatorValue(n), n.Children)
+	}
+	text := n.Descriptor["criteria"]
+	if f := n.Descriptor["filter"]; f != "" {
+		if text != "" {
+			text = "(" + text + ") AND (" + f + ")"
+		} else {
+			text = f
+		}
+	}
+	o.Text = text
+	o.Pred, o.PredErr = parsePredicateLenient(text)
+	return o
+}
+
+// chain builds the left-deep series Op(Op(Op(c1, c2), c3), c4).
+func (b *otpBuilder) chain(n *PlanNode, value string, children []*PlanNode) *OTPNode {
+	left := b.node(children[0])
+	for _, c := range children[1:] {
+		left = b.op(n, value, b.node(c), left)
+	}
+	return left
+}
+
+// predFor builds the PRED child for a predicate text, or ∅ when empty.
+func (b *otpBuilder) predFor(_ *PlanNode, text string) *OTPNode {
+	if strings.TrimSpace(text) == "" {
+		return b.empty()
+	}
+	pr, err := parsePredicateLenient(text)
+	if pr == nil { // a predicate that is TRUE
+		return b.empty()
+	}
+	o := b.alloc(OTPPredicate, pr.String())
+	o.Pred, o.Text, o.PredErr = pr, text, err
+	return o
+}
+
+// parsePredicateLenient parses text; on error it returns a single clause of
+// the identifiers found in it (operator "?") together with the error.
+func parsePredicateLenient(text string) (*Pred, error) {
+	pr, err := ParsePredicate(text)
+	if err == nil {
+		return pr, nil
+	}
+	fb := &Pred{Kind: PredClause, Operator: "?"}
+	if toks, lerr := lex(text, nil); lerr == nil {
+		for _, t := range toks {
+			if t.kind == tIdent || t.kind == tQuoted {
+				fb.Columns = append(fb.Columns, normalizeSymbol(t.text))
+			}
+		}
+	}
+	return fb, err
+}
+
+// NormalizeTable turns a Trino table handle as rendered in EXPLAIN into
+// catalog.schema.table: "tpch:tiny:orders" → "tpch.tiny.orders",
+// "tpcds:store_sales:sf1.0" → "tpcds.sf1.store_sales" (the tpcds connector
+// prints table:sf<scale>; scale 0.01 is the schema "tiny"). Other handles keep
+// their parts in order, joined with dots; anything after a space is dropped.
+func NormalizeTable(handle string) string {
+	h := strings.TrimSpace(handle)
+	if i := strings.IndexByte(h, ' '); i > 0 {
+		h = h[:i]
+	}
+	parts := strings.Split(h, ":")
+	if len(parts) == 3 && isScaleSchema(parts[2]) && !isScaleSchema(parts[1]) {
+		return parts[0] + "." + scaleSchema(parts[2]) + "." + parts[1]
+	}
+	return strings.Join(parts, ".")
+}
+
+func isScaleSchema(s string) bool {
+	if len(s) < 3 || s[:2] != "sf" {
+		return false
+	}
+	_, err := strconv.ParseFloat(s[2:], 64)
+	return err == nil
+}
+
+func scaleSchema(s string) string {
+	f, _ := strconv.ParseFloat(s[2:], 64)
+	if f == 0.01 {
+		return "tiny"
+	}
+	return "sf" + strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+// OTPStats summarizes an O-T-P tree.
+type OTPStats struct {
+	Nodes    int      // all nodes: OPR, TBL, PRED and ∅
+	MaxDepth int      // levels on the longest root-to-leaf path (a lone root has depth 1)
+	Preds    int      // PRED nodes
+	Tables   []string // distinct TBL values, sorted
+}
+
+// Stats counts nodes, depth, PRED nodes and tables of an O-T-P tree.
+func Stats(root *OTPNode) OTPStats {
+	var s OTPStats
+	if root == nil {
+		return s
+	}
+	tables := map[string]struct{}{}
+	type item struct {
+		n *OTPNode
+		d int
+	}
+	stack := []item{{root, 1}}
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		s.Nodes++
+		if it.d > s.MaxDepth {
+			s.MaxDepth = it.d
+		}
+		switch it.n.Kind {
+		case OTPPredicate:
+			s.Preds++
+		case OTPTable:
+			tables[it.n.Value] = struct{}{}
+		}
+		if it.n.Right != nil {
+			stack = append(stack, item{it.n.Right, it.d + 1})
+		}
+		if it.n.Left != nil {
+			stack = append(stack, item{it.n.Left, it.d + 1})
+		}
+	}
+	for t := range tables {
+		s.Tables = append(s.Tables, t)
+	}
+	sort.Strings(s.Tables)
+	return s
+}
+
+// RenderOTP writes the tree indented two spaces per level, one node a line:
+// "OPR InnerJoin(PARTITIONED)", "TBL tpch.tiny.orders", "PRED [d_year =]", "∅".
+// Join OPRs show their criteria after " on ".
+func RenderOTP(root *OTPNode) string {
+	var b strings.Builder
+	type item struct {
+		n *OTPNode
+		d int
+	}
+	stack := []item{{root, 0}}
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if it.n == nil {
+			continue
+		}
+		for i := 0; i < it.d; i++ {
+			b.WriteString("  ")
+		}
+		b.WriteString(it.n.Kind.String())
+		if it.n.Value != "" {
+			b.WriteByte(' ')
+			b.WriteString(it.n.Value)
+		}
+		if it.n.Kind == OTPOperator && it.n.Pred != nil {
+			b.WriteString(" on ")
+			b.WriteString(it.n.Pred.String())
+		}
+		b.WriteByte('\n')
+		stack = append(stack, item{it.n.Right, it.d + 1}, item{it.n.Left, it.d + 1})
+	}
+	return b.String()
+}

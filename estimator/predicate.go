@@ -1,0 +1,824 @@
+package estimator
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// PredKind says what a Pred node is.
+type PredKind uint8
+
+const (
+	PredClause PredKind = iota // a leaf: Columns + Operator
+	PredAnd
+	PredOr
+	PredNot
+)
+
+// Pred is a parsed predicate (DESIGN §2.3): a tree of AND / OR / NOT over
+// clauses. A clause keeps its column names and its comparison operator and
+// drops values and literal types:
+//
+//	(d_year = integer '2000') AND (d_moy BETWEEN 1 AND 3)  →  AND([d_year =], [d_moy BETWEEN])
+//
+// Column names are normalized by normalizeSymbol (lower case, Trino's
+// "_<n>" symbol-allocator suffix removed), so `d_date_sk_98` is `d_date_sk`.
+// A Pred is immutable once returned: it may be shared (cached).
+type Pred struct {
+	Kind     PredKind
+	Children []*Pred   // AND / OR: two or more; NOT: one
+	Columns  []string  // clause: columns in order of appearance (duplicates kept)
+	Operator string    // clause: "=", "<>", "<", "<=", ">", ">=", "BETWEEN", "IN", "LIKE", "IS_NULL", "IS_DISTINCT_FROM", a function name, "CASE", or "" for a bare column / literal
+}
+
+// Clause operators that are not plain comparison symbols.
+const (
+	OpBetween  = "BETWEEN"
+	OpIn       = "IN"
+	OpLike     = "LIKE"
+	OpIsNull   = "IS_NULL"
+	OpDistinct = "IS_DISTINCT_FROM"
+	OpCase     = "CASE"
+)
+
+// Limits of the predicate parser (untrusted input: fuzzed, bounded).
+const (
+	MaxPredicateBytes = 1 << 20
+	maxPredDepth      = 256
+)
+
+// ErrPredicate is wrapped by every predicate parse error.
+var ErrPredicate = errors.New("estimator: bad predicate")
+
+// ParsePredicate parses one rendered Trino expression. An empty (or blank)
+// string means TRUE and returns (nil, nil).
+func ParsePredicate(s string) (*Pred, error) {
+	if len(s) > MaxPredicateBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPredicate, len(s), MaxPredicateBytes)
+	}
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var buf [64]token
+	toks, err := lex(s, buf[:0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPredicate, err)
+	}
+	p := parser{toks: toks}
+	e, err := p.parseExpr()
+	if err == nil && p.peek().kind != tEOF {
+		err = p.errorf("unexpected %q", p.peek().text)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPredicate, err)
+	}
+	return toPred(e), nil
+}
+
+// Tokens returns the predicate's token sentence: every clause's columns then
+// its operator, depth first, left to right (the Word2Vec corpus line).
+func (p *Pred) Tokens() []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	p.appendTokens(&out)
+	return out
+}
+
+func (p *Pred) appendTokens(out *[]string) {
+	if p.Kind == PredClause {
+		*out = append(*out, p.Columns...)
+		if p.Operator != "" {
+			*out = append(*out, p.Operator)
+		}
+		return
+	}
+	for _, c := range p.Children {
+		c.appendTokens(out)
+	}
+}
+
+// ClauseTokens returns a clause's tokens (columns then operator).
+func (p *Pred) ClauseTokens() []string {
+	out := make([]string, 0, len(p.Columns)+1)
+	out = append(out, p.Columns...)
+	if p.Operator != "" {
+		out = append(out, p.Operator)
+	}
+	return out
+}
+
+// String is the normalized predicate text: values stripped, symbols
+// normalized, one canonical spelling. It is the predicate-vector cache key.
+// A nil Pred prints as "TRUE".
+func (p *Pred) String() string {
+	if p == nil {
+		return "TRUE"
+	}
+	var b strings.Builder
+	p.write(&b)
+	return b.String()
+}
+
+func (p *Pred) write(b *strings.Builder) {
+	switch p.Kind {
+	case PredClause:
+		b.WriteByte('[')
+		for i, t := range p.Columns {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(t)
+		}
+		if p.Operator != "" {
+			if len(p.Columns) > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(p.Operator)
+		}
+		b.WriteByte(']')
+		return
+	case PredAnd:
+		b.WriteString("AND(")
+	case PredOr:
+		b.WriteString("OR(")
+	default:
+		b.WriteString("NOT(")
+	}
+	for i, c := range p.Children {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		c.write(b)
+	}
+	b.WriteByte(')')
+}
+
+// Clauses returns the number of clauses (leaves).
+func (p *Pred) Clauses() int {
+	if p == nil {
+		return 0
+	}
+	if p.Kind == PredClause {
+		return 1
+	}
+	n := 0
+	for _, c := range p.Children {
+		n += c.Clauses()
+	}
+	return n
+}
+
+// normalizeSymbol lower-cases a symbol and removes one trailing "_<digits>",
+// the suffix Trino's SymbolAllocator adds to keep symbols unique (it strips
+// the same suffix from name hints before adding a new one).
+func normalizeSymbol(s string) string {
+	if i := strings.LastIndexByte(s, '_'); i > 0 && i < len(s)-1 {
+		digits := true
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < '0' || s[j] > '9' {
+				digits = false
+				break
+			}
+		}
+		if digits {
+			s = s[:i]
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
+}
+
+// toPred turns an expression into the AND/OR/NOT tree of clauses.
+func toPred(e *expr) *Pred {
+	switch e.kind {
+	case eAnd, eOr:
+		k := PredAnd
+		if e.kind == eOr {
+			k = PredOr
+		}
+		p := &Pred{Kind: k, Children: make([]*Pred, 0, len(e.args))}
+		for _, a := range e.args {
+			c := toPred(a)
+			if c.Kind == k { // flatten (a AND (b AND c))
+				p.Children = append(p.Children, c.Children...)
+			} else {
+				p.Children = append(p.Children, c)
+			}
+		}
+		return p
+	case eNot:
+		return &Pred{Kind: PredNot, Children: []*Pred{toPred(e.args[0])}}
+	case eCall:
+		switch e.name {
+		case "$not", "not":
+			if len(e.args) == 1 {
+				return &Pred{Kind: PredNot, Children: []*Pred{toPred(e.args[0])}}
+			}
+		case "$like", "like":
+			return clause(e, OpLike)
+		case "$is_null", "is_null":
+			return clause(e, OpIsNull)
+		}
+		return clause(e, e.name)
+	case eCol:
+		return clause(e, "")
+	case eLit:
+		return &Pred{Kind: PredClause}
+	case eCase:
+		return clause(e, OpCase)
+	}
+	return clause(e, e.name) // comparison, BETWEEN, IN, LIKE, IS NULL, arithmetic...
+}
+
+func clause(e *expr, op string) *Pred {
+	p := &Pred{Kind: PredClause, Operator: op}
+	collectColumns(e, &p.Columns)
+	return p
+}
+
+func collectColumns(e *expr, out *[]string) {
+	if e.kind == eCol {
+		*out = append(*out, e.name)
+		return
+	}
+	for _, a := range e.args {
+		collectColumns(a, out)
+	}
+}
+
+// ---- expressions ----
+
+type exprKind uint8
+
+const (
+	eCol exprKind = iota
+	eLit
+	eCall    // name = function name (lower case)
+	eCompare // name = operator; also BETWEEN, IN, LIKE, IS_NULL, IS_DISTINCT_FROM
+	eAnd
+	eOr
+	eNot
+	eArith // name = operator
+	eCase
+)
+
+type expr struct {
+	kind exprKind
+	name string
+	args []*expr
+}
+
+type parser struct {
+	toks  []token
+	i     int
+	depth int
+}
+
+func (p *parser) peek() token { return p.toks[p.i] }
+func (p *parser) peekN(n int) token {
+	if p.i+n < len(p.toks) {
+		return p.toks[p.i+n]
+	}
+	return p.toks[len(p.toks)-1]
+}
+func (p *parser) next() token {
+	t := p.toks[p.i]
+	if t.kind != tEOF {
+		p.i++
+	}
+	return t
+}
+func (p *parser) isKw(kw string) bool {
+	t := p.toks[p.i]
+	return t.kind == tIdent && strings.EqualFold(t.text, kw)
+}
+func (p *parser) isOp(op string) bool {
+	t := p.toks[p.i]
+	return t.kind == tOp && t.text == op
+}
+func (p *parser) acceptKw(kw string) bool {
+	if p.isKw(kw) {
+		p.i++
+		return true
+	}
+	return false
+}
+func (p *parser) acceptOp(op string) bool {
+	if p.isOp(op) {
+		p.i++
+		return true
+	}
+	return false
+}
+func (p *parser) expectOp(op string) error {
+	if !p.acceptOp(op) {
+		return p.errorf("expected %q, found %q", op, p.peek().text)
+	}
+	return nil
+}
+func (p *parser) errorf(format string, args ...any) error {
+	return fmt.Errorf("offset %d: %s", p.peek().pos, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxPredDepth {
+		return p.errorf("nested deeper than %d", maxPredDepth)
+	}
+	return nil
+}
+
+func (p *parser) parseExpr() (*expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer func() { p.depth-- }()
+	return p.parseBinaryBool("OR", eOr, p.parseAnd)
+}
+
+func (p *parser) parseAnd() (*expr, error) { return p.parseBinaryBool("AND", eAnd, p.parseNot) }
+
+func (p *parser) parseBinaryBool(kw string, k exprKind, sub func() (*expr, error)) (*expr, error) {
+	l, err := sub()
+	if err != nil {
+		return nil, err
+	}
+	if !p.isKw(kw) {
+		return l, nil
+	}
+	e := &expr{kind: k, args: []*expr{l}}
+	for p.acceptKw(kw) {
+		r, err := sub()
+		if err != nil {
+			return nil, err
+		}
+		e.args = append(e.args, r)
+	}
+	return e, nil
+}
+
+func (p *parser) parseNot() (*expr, error) {
+	if p.acceptKw("NOT") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
+		e, err := p.parseNot()
+		if err != nil {
+			return nil, err
+		}
+		return &expr{kind: eNot, args: []*expr{e}}, nil
+	}
+	return p.parsePredicate()
+}
+
+var comparisonOps = map[string]string{"=": "=", "<>": "<>", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+func (p *parser) parsePredicate() (*expr, error) {
+	l, err := p.parseAdditive()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := p.peek()
+		if t.kind == tOp {
+			if op, ok := comparisonOps[t.text]; ok {
+				p.i++
+				// quantified comparison: = ANY / ALL / SOME (subquery)
+				if p.isKw("ANY") || p.isKw("ALL") || p.isKw("SOME") {
+					p.i++
+				}
+				r, err := p.parseAdditive()
+				if err != nil {
+					return nil, err
+				}
+				l = &expr{kind: eCompare, name: op, args: []*expr{l, r}}
+				continue
+			}
+			return l, nil
+		}
+		if t.kind != tIdent {
+			return l, nil
+		}
+		negate := false
+		if strings.EqualFold(t.text, "NOT") {
+			n := p.peekN(1)
+			if n.kind == tIdent && (strings.EqualFold(n.text, "BETWEEN") || strings.EqualFold(n.text, "IN") || strings.EqualFold(n.text, "LIKE")) {
+				p.i++
+				negate = true
+			} else {
+				return l, nil
+			}
+		}
+		var e *expr
+		switch {
+		case p.acceptKw("BETWEEN"):
+			lo, err := p.parseAdditive()
+			if err != nil {
+				return nil, err
+			}
+			if !p.acceptKw("AND") {
+				return nil, p.errorf("expected AND in BETWEEN")
+			}
+			hi, err := p.parseAdditive()
+			if err != nil {
+				return nil, err
+			}
+			e = &expr{kind: eCompare, name: OpBetween, args: []*expr{l, lo, hi}}
+		case p.acceptKw("IN"):
+			if err := p.expectOp("("); err != nil {
+				return nil, err
+			}
+			args, err := p.parseList(")")
+			if err != nil {
+				return nil, err
+			}
+			e = &expr{kind: eCompare, name: OpIn, args: append([]*expr{l}, args...)}
+		case p.acceptKw("LIKE"):
+			pat, err := p.parseAdditive()
+			if err != nil {
+				return nil, err
+			}
+			args := []*expr{l, pat}
+			if p.acceptKw("ESCAPE") {
+				esc, err := p.parseAdditive()
+				if err != nil {
+					return nil, err
+				}
+				args = append(args, esc)
+			}
+			e = &expr{kind: eCompare, name: OpLike, args: args}
+		case p.acceptKw("IS"):
+			not := p.acceptKw("NOT")
+			switch {
+			case p.acceptKw("NULL"):
+				e = &expr{kind: eCompare, name: OpIsNull, args: []*expr{l}}
+			case p.acceptKw("DISTINCT"):
+				if !p.acceptKw("FROM") {
+					return nil, p.errorf("expected FROM after IS DISTINCT")
+				}
+				r, err := p.parseAdditive()
+				if err != nil {
+					return nil, err
+				}
+				e = &expr{kind: eCompare, name: OpDistinct, args: []*expr{l, r}}
+			case p.acceptKw("TRUE"), p.acceptKw("FALSE"), p.acceptKw("UNKNOWN"):
+				e = &expr{kind: eCompare, name: "=", args: []*expr{l}}
+			default:
+				return nil, p.errorf("unexpected %q after IS", p.peek().text)
+			}
+			negate = not
+		default:
+			return l, nil
+		}
+		if negate {
+			e = &expr{kind: eNot, args: []*expr{e}}
+		}
+		l = e
+	}
+}
+
+func (p *parser) parseAdditive() (*expr, error) {
+	l, err := p.parseMultiplicative()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp("+") || p.isOp("-") || p.isOp("||") {
+		op := p.next().text
+		r, err := p.parseMultiplicative()
+		if err != nil {
+			return nil, err
+		}
+		l = &expr{kind: eArith, name: op, args: []*expr{l, r}}
+	}
+	return l, nil
+}
+
+func (p *parser) parseMultiplicative() (*expr, error) {
+	l, err := p.parseUnary()
+	if err != nil {
+		return nil, err
+	}
+	for p.isOp("*") || p.isOp("/") || p.isOp("%") {
+		op := p.next().text
+		r, err := p.parseUnary()
+		if err != nil {
+			return nil, err
+		}
+		l = &expr{kind: eArith, name: op, args: []*expr{l, r}}
+	}
+	return l, nil
+}
+
+func (p *parser) parseUnary() (*expr, error) {
+	if p.isOp("-") || p.isOp("+") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
+		p.i++
+		return p.parseUnary()
+	}
+	e, err := p.parsePrimary()
+	if err != nil {
+		return nil, err
+	}
+	// postfix: ::type, [subscript], .field, AT TIME ZONE
+	for {
+		switch {
+		case p.acceptOp("::"):
+			if err := p.skipType(); err != nil {
+				return nil, err
+			}
+		case p.acceptOp("["):
+			idx, err := p.parseExpr()
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectOp("]"); err != nil {
+				return nil, err
+			}
+			e = &expr{kind: eCall, name: "subscript", args: []*expr{e, idx}}
+		case p.isOp(".") && (p.peekN(1).kind == tIdent || p.peekN(1).kind == tQuoted):
+			p.i++
+			f := p.next()
+			if e.kind == eCol { // qualified name t.col: keep the last part
+				e = &expr{kind: eCol, name: normalizeSymbol(f.text)}
+			}
+		case p.isKw("AT") && strings.EqualFold(p.peekN(1).text, "TIME"):
+			p.i += 2
+			if !p.acceptKw("ZONE") {
+				return nil, p.errorf("expected ZONE")
+			}
+			z, err := p.parsePrimary()
+			if err != nil {
+				return nil, err
+			}
+			e = &expr{kind: eCall, name: "at_timezone", args: []*expr{e, z}}
+		default:
+			return e, nil
+		}
+	}
+}
+
+// typeWords may follow a type name: `timestamp(3) with time zone`, `double precision`.
+func isTypeWord(t token) bool {
+	if t.kind != tIdent {
+		return false
+	}
+	switch strings.ToLower(t.text) {
+	case "with", "without", "time", "zone", "precision", "local", "varying":
+		return true
+	}
+	return false
+}
+
+// skipType consumes a type: name, optional balanced (...), trailing words.
+func (p *parser) skipType() error {
+	t := p.next()
+	if t.kind != tIdent && t.kind != tQuoted {
+		return p.errorf("expected a type, found %q", t.text)
+	}
+	for {
+		if p.isOp("(") {
+			if err := p.skipBalanced(); err != nil {
+				return err
+			}
+			continue
+		}
+		if isTypeWord(p.peek()) {
+			p.i++
+			continue
+		}
+		return nil
+	}
+}
+
+// skipBalanced consumes a parenthesized group starting at "(".
+func (p *parser) skipBalanced() error {
+	depth := 0
+	for {
+		t := p.next()
+		switch {
+		case t.kind == tEOF:
+			return p.errorf("unbalanced parentheses")
+		case t.kind == tOp && t.text == "(":
+			depth++
+		case t.kind == tOp && t.text == ")":
+			depth--
+			if depth == 0 {
+				return nil
+			}
+		}
+	}
+}
+
+// parseList parses comma-separated expressions (lambdas allowed) up to close.
+func (p *parser) parseList(close string) ([]*expr, error) {
+	var args []*expr
+	if p.acceptOp(close) {
+		return args, nil
+	}
+	for {
+		a, err := p.parseExpr()
+		if err != nil {
+			return nil, err
+		}
+		if p.acceptOp("->") { // lambda: x -> body
+			body, err := p.parseExpr()
+			if err != nil {
+				return nil, err
+			}
+			a = &expr{kind: eCall, name: "lambda", args: []*expr{body}}
+		}
+		args = append(args, a)
+		if p.acceptOp(close) {
+			return args, nil
+		}
+		if err := p.expectOp(","); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (p *parser) parsePrimary() (*expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer func() { p.depth-- }()
+	t := p.next()
+	switch t.kind {
+	case tNumber, tString:
+		return &expr{kind: eLit}, nil
+	case tQuoted:
+		return &expr{kind: eCol, name: normalizeSymbol(t.text)}, nil
+	case tOp:
+		switch t.text {
+		case "(":
+			args, err := p.parseList(")")
+			if err != nil {
+				return nil, err
+			}
+			if len(args) == 1 {
+				return args[0], nil
+			}
+			return &expr{kind: eCall, name: "row", args: args}, nil // (a, b) row or lambda params
+		case "?":
+			return &expr{kind: eLit}, nil
+		}
+		return nil, fmt.Errorf("offset %d: unexpected %q", t.pos, t.text)
+	case tEOF:
+		return nil, fmt.Errorf("offset %d: unexpected end of expression", t.pos)
+	}
+	// identifier or keyword
+	switch strings.ToUpper(t.text) {
+	case "NULL", "TRUE", "FALSE":
+		return &expr{kind: eLit}, nil
+	case "CAST", "TRY_CAST":
+		if p.isOp("(") {
+			p.i++
+			e, err := p.parseExpr()
+			if err != nil {
+				return nil, err
+			}
+			if !p.acceptKw("AS") {
+				return nil, p.errorf("expected AS in CAST")
+			}
+			if err := p.skipType(); err != nil {
+				return nil, err
+			}
+			if err := p.expectOp(")"); err != nil {
+				return nil, err
+			}
+			return e, nil // the cast itself is a type: dropped
+		}
+	case "CASE":
+		return p.parseCase()
+	case "INTERVAL":
+		if p.peek().kind == tString || p.isOp("-") || p.isOp("+") {
+			if !p.acceptOp("-") {
+				p.acceptOp("+")
+			}
+			if p.next().kind != tString {
+				return nil, p.errorf("expected an interval string")
+			}
+			for p.peek().kind == tIdent && isIntervalUnit(p.peek().text) {
+				p.i++
+			}
+			return &expr{kind: eLit}, nil
+		}
+	case "ARRAY":
+		if p.acceptOp("[") {
+			args, err := p.parseList("]")
+			if err != nil {
+				return nil, err
+			}
+			return &expr{kind: eCall, name: "array", args: args}, nil
+		}
+	case "EXISTS":
+		if p.isOp("(") {
+			return nil, p.errorf("subqueries are not supported")
+		}
+	}
+	// typed literal: type 'value' (date '2000-01-01', LikePattern '[a%]', bigint '3')
+	if p.peek().kind == tString {
+		p.i++
+		return &expr{kind: eLit}, nil
+	}
+	if isTypeWord(p.peek()) && typedLiteralAhead(p.toks[p.i:]) {
+		for isTypeWord(p.peek()) {
+			p.i++
+		}
+		p.i++ // the string
+		return &expr{kind: eLit}, nil
+	}
+	if p.isOp("(") {
+		// function call, or a parameterized type before a literal: varchar(25) 'X'
+		start := p.i
+		if err := p.skipBalanced(); err != nil {
+			return nil, err
+		}
+		for isTypeWord(p.peek()) {
+			p.i++
+		}
+		if p.peek().kind == tString {
+			p.i++
+			return &expr{kind: eLit}, nil
+		}
+		p.i = start + 1
+		p.acceptKw("DISTINCT")
+		args, err := p.parseList(")")
+		if err != nil {
+			return nil, err
+		}
+		name := strings.ToLower(t.text)
+		if p.isKw("FILTER") || p.isKw("OVER") {
+			return nil, p.errorf("window or filtered aggregate in a predicate")
+		}
+		return &expr{kind: eCall, name: name, args: args}, nil
+	}
+	return &expr{kind: eCol, name: normalizeSymbol(t.text)}, nil
+}
+
+func typedLiteralAhead(toks []token) bool {
+	for _, t := range toks {
+		if t.kind == tString {
+			return true
+		}
+		if !isTypeWord(t) {
+			return false
+		}
+	}
+	return false
+}
+
+func isIntervalUnit(s string) bool {
+	switch strings.ToUpper(s) {
+	case "YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND", "TO":
+		return true
+	}
+	return false
+}
+
+func (p *parser) parseCase() (*expr, error) {
+	e := &expr{kind: eCase}
+	if !p.isKw("WHEN") { // simple CASE operand WHEN ...
+		op, err := p.parseExpr()
+		if err != nil {
+			return nil, err
+		}
+		e.args = append(e.args, op)
+	}
+	for p.acceptKw("WHEN") {
+		c, err := p.parseExpr()
+		if err != nil {
+			return nil, err
+		}
+		if !p.acceptKw("THEN") {
+			return nil, p.errorf("expected THEN")
+		}
+		r, err := p.parseExpr()
+		if err != nil {
+			return nil, err
+		}
+		e.args = append(e.args, c, r)
+	}
+	if p.acceptKw("ELSE") {
+		r, err := p.parseExpr()
+		if err != nil {
+			return nil, err
+		}
+		e.args = append(e.args, r)
+	}
+	if !p.acceptKw("END") {
+		return nil, p.errorf("expected END in CASE")
+	}
+	return e, nil
+}
