@@ -27,9 +27,9 @@ const (
 // A Pred is immutable once returned: it may be shared (cached).
 type Pred struct {
 	Kind     PredKind
-	Children []*Pred   // AND / OR: two or more; NOT: one
-	Columns  []string  // clause: columns in order of appearance (duplicates kept)
-	Operator string    // clause: "=", "<>", "<", "<=", ">", ">=", "BETWEEN", "IN", "LIKE", "IS_NULL", "IS_DISTINCT_FROM", a function name, "CASE", or "" for a bare column / literal
+	Children []*Pred  // AND / OR: two or more; NOT: one
+	Columns  []string // clause: columns in order of appearance (duplicates kept)
+	Operator string   // clause: "=", "<>", "<", "<=", ">", ">=", "BETWEEN", "IN", "LIKE", "IS_NULL", "IS_DISTINCT_FROM", a function name, "CASE", or "" for a bare column / literal
 }
 
 // Clause operators that are not plain comparison symbols.

@@ -12,12 +12,12 @@ import (
 type tokKind uint8
 
 const (
-	tEOF     tokKind = iota
-	tIdent           // bare identifier or keyword (case kept; compare with strings.EqualFold)
-	tQuoted          // "quoted identifier" (value unescaped)
-	tString          // 'string literal'
-	tNumber          // 12, 1.5, 1E3
-	tOp              // = <> != < <= > >= + - * / % || :: -> ( ) , [ ] . ? { } ;
+	tEOF    tokKind = iota
+	tIdent          // bare identifier or keyword (case kept; compare with strings.EqualFold)
+	tQuoted         // "quoted identifier" (value unescaped)
+	tString         // 'string literal'
+	tNumber         // 12, 1.5, 1E3
+	tOp             // = <> != < <= > >= + - * / % || :: -> ( ) , [ ] . ? { } ;
 )
 
 type token struct {

@@ -1,0 +1,248 @@
+package estimator
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// TensorFormatVersion is the version of the on-disk tensor layout written by
+// WriteNPZ (documented in TENSORS.md). Bump it on any incompatible change.
+const TensorFormatVersion = 1
+
+// Node kinds in the "kind" tensor.
+const (
+	SlotNone  int8 = 0 // slot 0 and unused slots
+	SlotOPR   int8 = 1
+	SlotTBL   int8 = 2
+	SlotPRED  int8 = 3
+	SlotEmpty int8 = 4 // an ∅ node (occupies a slot; ids 0, zero vector)
+)
+
+// Features are one query's model inputs (DESIGN §2.5): K sub-trees of Slots
+// slots each (Slots = N + 1: slot 0 is the all-zero "no node" slot that
+// missing children point to, slot 1 the sub-tree's root, then the sub-tree's
+// nodes in breadth-first order, then unused slots). Arrays are flat in C
+// order: index [k*Slots + s] (Pred: [(k*Slots + s)*Dim + d]).
+type Features struct {
+	K, Slots, Dim int
+	SubTrees      int     // real sub-trees (the rest, up to K, are padding)
+	Op            []int32 // operator id (OPR slots), else 0
+	Table         []int32 // table id (TBL slots), else 0
+	Kind          []int8  // Slot* constants
+	Left, Right   []int32 // child slot within the same sub-tree; 0 = none
+	Vote          []float32
+	Pred          []float32 // predicate vector (PRED slots), else zeros
+}
+
+// Encoder turns O-T-P trees into Features. Its fields are read-only while
+// Encode runs; one Encoder may serve concurrent calls.
+type Encoder struct {
+	// Ops and Tables are the vocabularies; nil maps every name to IDUnknown.
+	Ops, Tables *Vocab
+	// Vectors supplies predicate token vectors; nil (or Dim 0) leaves the
+	// predicate vectors out (Dim 0) or zero.
+	Vectors PredicateVectors
+	// Dim is Pf, the predicate vector size.
+	Dim int
+	// Sampler holds N, K, C. K must be ≥ 1 for Encode.
+	Sampler SamplerConfig
+	// Cache, if set, caches directly encoded predicate vectors by normalized
+	// predicate text.
+	Cache PredicateCache
+}
+
+// ErrEncoder is wrapped by invalid Encoder settings.
+var ErrEncoder = errors.New("estimator: invalid encoder")
+
+// Featurize parses planJSON and encodes it: the serving path in one call.
+func (e *Encoder) Featurize(planJSON []byte) (*Features, error) {
+	p, err := ParsePlan(planJSON)
+	if err != nil {
+		return nil, err
+	}
+	root, err := BuildOTP(p)
+	if err != nil {
+		return nil, err
+	}
+	return e.Encode(root)
+}
+
+// Encode samples the first K sub-trees of root (DESIGN §2.4) and encodes
+// them, padding with empty sub-trees up to K.
+func (e *Encoder) Encode(root *OTPNode) (*Features, error) {
+	if e.Sampler.K < 1 {
+		return nil, fmt.Errorf("%w: K=%d, want ≥ 1", ErrEncoder, e.Sampler.K)
+	}
+	sts, err := SampleSubTrees(root, e.Sampler)
+	if err != nil {
+		return nil, err
+	}
+	return e.encode(root, sts, e.Sampler.K, e.Sampler.N+1)
+}
+
+// EncodeFull encodes the whole tree as one sub-tree (the full-tree variant).
+// slots ≤ 0 sizes it to the tree (nodes + 1); a larger value pads (to the
+// longest tree of a batch); a smaller one is an error.
+func (e *Encoder) EncodeFull(root *OTPNode, slots int) (*Features, error) {
+	ft := FullTree(root)
+	if slots <= 0 {
+		slots = ft.Len() + 1
+	}
+	if slots < ft.Len()+1 {
+		return nil, fmt.Errorf("%w: tree of %d nodes needs %d slots, have %d", ErrEncoder, ft.Len(), ft.Len()+1, slots)
+	}
+	return e.encode(root, []SubTree{ft}, 1, slots)
+}
+
+func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features, error) {
+	if e.Dim < 0 {
+		return nil, fmt.Errorf("%w: Dim=%d", ErrEncoder, e.Dim)
+	}
+	dim := e.Dim
+	if e.Vectors == nil {
+		dim = 0
+	}
+	total := k * slots
+	// One allocation per element type.
+	ints := make([]int32, 4*total)
+	f := &Features{
+		K: k, Slots: slots, Dim: dim, SubTrees: len(sts),
+		Op: ints[:total:total], Table: ints[total : 2*total : 2*total],
+		Left: ints[2*total : 3*total : 3*total], Right: ints[3*total:],
+		Kind: make([]int8, total),
+		Vote: make([]float32, total),
+	}
+	var predIdx map[*OTPNode]int
+	var predVecs [][]float32
+	if dim > 0 {
+		f.Pred = make([]float32, total*dim)
+		// Vectors for every PRED node of the query (the fallback chain looks
+		// at all of them, not only those in the first K sub-trees).
+		var preds []*OTPNode
+		walkOTP(root, func(n *OTPNode) {
+			if n.Kind == OTPPredicate {
+				preds = append(preds, n)
+			}
+		})
+		predIdx = make(map[*OTPNode]int, len(preds))
+		for i, p := range preds {
+			predIdx[p] = i
+		}
+		pe := predEncoder{vecs: e.Vectors, cache: e.Cache, dim: dim}
+		predVecs = pe.vectors(preds)
+	}
+	for si := range sts {
+		st := &sts[si]
+		base := si * slots
+		for i, n := range st.Nodes {
+			s := base + i + 1
+			switch n.Kind {
+			case OTPOperator:
+				f.Kind[s], f.Op[s] = SlotOPR, e.Ops.ID(n.Value)
+			case OTPTable:
+				f.Kind[s], f.Table[s] = SlotTBL, e.Tables.ID(n.Value)
+			case OTPPredicate:
+				f.Kind[s] = SlotPRED
+				if dim > 0 {
+					if v := predVecs[predIdx[n]]; v != nil {
+						copy(f.Pred[s*dim:(s+1)*dim], v)
+					}
+				}
+			default:
+				f.Kind[s] = SlotEmpty
+			}
+			if l := st.Left[i]; l >= 0 {
+				f.Left[s] = l + 1
+			}
+			if r := st.Right[i]; r >= 0 {
+				f.Right[s] = r + 1
+			}
+			f.Vote[s] = float32(st.Vote[i])
+		}
+	}
+	return f, nil
+}
+
+// BatchMeta describes a batch for WriteNPZ.
+type BatchMeta struct {
+	N, K, C int  // sampler settings (N = 0, K = 1 for the full-tree variant)
+	Full    bool // full-tree variant
+}
+
+// WriteNPZ writes a batch of Features as an .npz archive (layout version
+// TensorFormatVersion, see TENSORS.md). Every Features must have the same K
+// and Dim; their Slots may differ (full-tree variant) and are padded to the
+// largest. Targets, when not nil, go in "target" (one per query).
+func WriteNPZ(w io.Writer, batch []*Features, meta BatchMeta, targets []float32) error {
+	if len(batch) == 0 {
+		return fmt.Errorf("%w: empty batch", ErrEncoder)
+	}
+	if targets != nil && len(targets) != len(batch) {
+		return fmt.Errorf("%w: %d targets for %d queries", ErrEncoder, len(targets), len(batch))
+	}
+	k, dim, slots := batch[0].K, batch[0].Dim, 0
+	for i, f := range batch {
+		if f.K != k || f.Dim != dim {
+			return fmt.Errorf("%w: query %d has K=%d Dim=%d, want K=%d Dim=%d", ErrEncoder, i, f.K, f.Dim, k, dim)
+		}
+		slots = max(slots, f.Slots)
+	}
+	b := len(batch)
+	per := k * slots
+	op, tbl := make([]int32, b*per), make([]int32, b*per)
+	left, right := make([]int32, b*per), make([]int32, b*per)
+	kind, vote := make([]int8, b*per), make([]float32, b*per)
+	pred := make([]float32, b*per*dim)
+	subtrees := make([]int32, b)
+	for qi, f := range batch {
+		subtrees[qi] = int32(f.SubTrees)
+		for kk := 0; kk < k; kk++ {
+			src, dst := kk*f.Slots, qi*per+kk*slots
+			copy(op[dst:dst+f.Slots], f.Op[src:src+f.Slots])
+			copy(tbl[dst:dst+f.Slots], f.Table[src:src+f.Slots])
+			copy(left[dst:dst+f.Slots], f.Left[src:src+f.Slots])
+			copy(right[dst:dst+f.Slots], f.Right[src:src+f.Slots])
+			copy(kind[dst:dst+f.Slots], f.Kind[src:src+f.Slots])
+			copy(vote[dst:dst+f.Slots], f.Vote[src:src+f.Slots])
+			if dim > 0 {
+				copy(pred[dst*dim:(dst+f.Slots)*dim], f.Pred[src*dim:(src+f.Slots)*dim])
+			}
+		}
+	}
+	full := int32(0)
+	if meta.Full {
+		full = 1
+	}
+	z := NewNPZWriter(w)
+	shape := []int{b, k, slots}
+	entries := []struct {
+		name  string
+		shape []int
+		data  any
+	}{
+		{"format_version", nil, []int32{TensorFormatVersion}},
+		{"params", []int{5}, []int32{int32(meta.N), int32(k), int32(meta.C), int32(dim), full}},
+		{"op", shape, op},
+		{"table", shape, tbl},
+		{"kind", shape, kind},
+		{"left", shape, left},
+		{"right", shape, right},
+		{"vote", shape, vote},
+		{"pred", []int{b, k, slots, dim}, pred},
+		{"subtrees", []int{b}, subtrees},
+	}
+	if targets != nil {
+		entries = append(entries, struct {
+			name  string
+			shape []int
+			data  any
+		}{"target", []int{b}, targets})
+	}
+	for _, en := range entries {
+		if err := z.Add(en.name, en.shape, en.data); err != nil {
+			return err
+		}
+	}
+	return z.Close()
+}
