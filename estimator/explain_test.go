@@ -1,0 +1,248 @@
+package estimator
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// trinoURL returns PRESTROID_TRINO_URL or skips the test when it is unset.
+func trinoURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("PRESTROID_TRINO_URL")
+	if u == "" {
+		t.Skip("PRESTROID_TRINO_URL not set: no real Trino to EXPLAIN against")
+	}
+	return u
+}
+
+func userHeader(user string) http.Header {
+	h := http.Header{}
+	h.Set("X-Trino-User", user)
+	return h
+}
+
+func TestExplainAgainstTrino(t *testing.T) {
+	server := trinoURL(t)
+	c := &ExplainClient{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("a query gives a plan that parses", func(t *testing.T) {
+		res, err := c.Explain(ctx, server, "SELECT orderpriority, count(*) FROM tpch.tiny.orders WHERE totalprice > 1000 GROUP BY 1", userHeader("prestroid-test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.QueryID == "" || res.ElapsedMillis <= 0 || res.Wall <= 0 {
+			t.Errorf("missing id or timing: %+v", res)
+		}
+		p, err := ParsePlan(res.PlanJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, err := BuildOTP(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := Stats(root); len(s.Tables) != 1 || s.Tables[0] != "tpch.tiny.orders" || s.Preds != 1 {
+			t.Errorf("stats %+v", s)
+		}
+	})
+	t.Run("session catalog and schema are the caller's", func(t *testing.T) {
+		h := userHeader("prestroid-test")
+		h.Set("X-Trino-Catalog", "tpcds")
+		h.Set("X-Trino-Schema", "sf1")
+		h.Add("X-Trino-Session", "join_distribution_type=PARTITIONED")
+		h.Add("X-Trino-Session", "join_reordering_strategy=NONE")
+		res, err := c.Explain(ctx, server, "-- a comment\n(SELECT count(*) FROM store_sales, date_dim WHERE ss_sold_date_sk = d_date_sk AND d_year = 2000);", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ParsePlan(res.PlanJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, _ := BuildOTP(p)
+		s := Stats(root)
+		if strings.Join(s.Tables, ",") != "tpcds.sf1.date_dim,tpcds.sf1.store_sales" {
+			t.Errorf("tables %v", s.Tables)
+		}
+		if !strings.Contains(RenderOTP(root), "InnerJoin(PARTITIONED)") {
+			t.Errorf("session property join_distribution_type not applied:\n%s", RenderOTP(root))
+		}
+	})
+	t.Run("EXECUTE uses the prepared statement header", func(t *testing.T) {
+		h := userHeader("prestroid-test")
+		h.Set("X-Trino-Prepared-Statement", "q1="+url.QueryEscape("SELECT name FROM tpch.tiny.nation WHERE nationkey = ?"))
+		res, err := c.Explain(ctx, server, "EXECUTE q1 USING 3", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(res.PlanJSON), "tpch:tiny:nation") {
+			t.Errorf("plan does not scan nation")
+		}
+	})
+	t.Run("a syntax error is a TrinoError", func(t *testing.T) {
+		_, err := c.Explain(ctx, server, "SELEKT 1", userHeader("prestroid-test"))
+		var te *TrinoError
+		if !errors.As(err, &te) || te.ErrorName != "SYNTAX_ERROR" || te.ErrorType != "USER_ERROR" {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("a missing table is a TrinoError", func(t *testing.T) {
+		_, err := c.Explain(ctx, server, "SELECT * FROM tpch.tiny.nope", userHeader("prestroid-test"))
+		var te *TrinoError
+		if !errors.As(err, &te) || te.ErrorName != "TABLE_NOT_FOUND" {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("no user is never invented", func(t *testing.T) {
+		_, err := c.Explain(ctx, server, "SELECT 1", http.Header{})
+		var he *HTTPError
+		if !errors.As(err, &he) || (he.StatusCode != 400 && he.StatusCode != 401) {
+			t.Fatalf("got %v, want HTTP 400 or 401 (no user)", err)
+		}
+	})
+	t.Run("an ended context cancels", func(t *testing.T) {
+		short, done := context.WithTimeout(ctx, time.Millisecond)
+		defer done()
+		time.Sleep(2 * time.Millisecond)
+		_, err := c.Explain(short, server, "SELECT 1", userHeader("prestroid-test"))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("the size limit holds", func(t *testing.T) {
+		small := &ExplainClient{MaxBytes: 1000}
+		_, err := small.Explain(ctx, server, "SELECT * FROM tpch.tiny.nation", userHeader("prestroid-test"))
+		if !errors.Is(err, ErrPlanTooLarge) {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// fakeTrino answers the protocol with a fixed plan in three pages, gzipped,
+// recording requests. It checks client behaviour a real Trino cannot show
+// (header copies, DELETE on cancel).
+type fakeTrino struct {
+	mu      sync.Mutex
+	headers []http.Header
+	deletes int
+	block   chan struct{} // when set, the second GET waits on it
+}
+
+func (f *fakeTrino) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.headers = append(f.headers, r.Header.Clone())
+	f.mu.Unlock()
+	base := "http://" + r.Host
+	page := func(v any) {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		json.NewEncoder(zw).Encode(v)
+		zw.Close()
+	}
+	switch {
+	case r.Method == http.MethodDelete:
+		f.mu.Lock()
+		f.deletes++
+		f.mu.Unlock()
+		w.WriteHeader(204)
+	case r.Method == http.MethodPost:
+		page(map[string]any{"id": "q1", "nextUri": base + "/v1/statement/queued/q1/y/1", "stats": map[string]any{"state": "QUEUED"}})
+	case strings.Contains(r.URL.Path, "/queued/"):
+		if f.block != nil {
+			select {
+			case <-f.block:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		page(map[string]any{"id": "q1", "nextUri": base + "/v1/statement/executing/q1/y/0",
+			"data": [][]string{{`{"0":{"id":"1","name":"Values","descriptor":{},"outputs":[],"details":[],"estimates":[],"children":[]}}`}}})
+	default:
+		page(map[string]any{"id": "q1", "stats": map[string]any{"state": "FINISHED", "elapsedTimeMillis": 7, "analysisTimeMillis": 3, "planningTimeMillis": 2}})
+	}
+}
+
+func TestExplainCopiesCallerHeaders(t *testing.T) {
+	f := &fakeTrino{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	h := http.Header{}
+	h.Set("X-Trino-User", "alice")
+	h.Add("X-Trino-Session", "a=1")
+	h.Add("X-Trino-Session", "b=2")
+	h.Set("X-Trino-Role", "system=ROLE{admin}")
+	h.Set("X-Trino-Extra-Credential", "k=v")
+	h.Set("X-Trino-Client-Tags", "etl,nightly")
+	h.Set("X-Trino-Query-Data-Encoding", "json+zstd")
+	h.Set("Authorization", "Bearer secret")
+	h.Set("Cookie", "not-forwarded")
+	res, err := (&ExplainClient{}).Explain(context.Background(), srv.URL, "SELECT 1", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ElapsedMillis != 7 || res.AnalysisMillis != 3 || res.PlanningMillis != 2 || res.QueryID != "q1" {
+		t.Errorf("timing %+v", res)
+	}
+	if _, err := ParsePlan(res.PlanJSON); err != nil {
+		t.Fatal(err)
+	}
+	post := f.headers[0]
+	if got := post.Values("X-Trino-Session"); len(got) != 2 || got[0] != "a=1" || got[1] != "b=2" {
+		t.Errorf("X-Trino-Session = %v", got)
+	}
+	for _, k := range []string{"X-Trino-User", "X-Trino-Role", "X-Trino-Extra-Credential", "X-Trino-Client-Tags", "Authorization"} {
+		if post.Get(k) != h.Get(k) {
+			t.Errorf("%s = %q, want %q", k, post.Get(k), h.Get(k))
+		}
+	}
+	if post.Get("Cookie") != "" || post.Get("X-Trino-Query-Data-Encoding") != "" {
+		t.Errorf("forwarded a header it should not: %v", post)
+	}
+	if h.Get("Cookie") == "" {
+		t.Error("the caller's header was modified")
+	}
+}
+
+func TestExplainCancelsWithDelete(t *testing.T) {
+	f := &fakeTrino{block: make(chan struct{})}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	defer close(f.block)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := (&ExplainClient{}).Explain(ctx, srv.URL, "SELECT 1", userHeader("bob"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.deletes != 1 {
+		t.Errorf("%d DELETEs, want 1", f.deletes)
+	}
+}
+
+func TestExplainSQL(t *testing.T) {
+	for in, want := range map[string]string{
+		"SELECT 1":             explainPrefix + "SELECT 1",
+		"SELECT 1;\n":          explainPrefix + "SELECT 1",
+		"SELECT 1\n;\n":        explainPrefix + "SELECT 1",
+		"SELECT 1 -- done;":    explainPrefix + "SELECT 1 -- done;",
+		"EXECUTE q USING 1, 2": explainPrefix + "EXECUTE q USING 1, 2",
+	} {
+		if got := ExplainSQL(in); got != want {
+			t.Errorf("ExplainSQL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
