@@ -2,7 +2,10 @@ module github.com/prestroid/prestroid
 
 go 1.26.0
 
-require gopkg.in/yaml.v3 v3.0.1
+require (
+	github.com/trinodb/trino-go-client v1.1.0
+	gopkg.in/yaml.v3 v3.0.1
+)
 
 require (
 	github.com/hashicorp/go-uuid v1.0.3 // indirect
@@ -15,7 +18,6 @@ require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.30 // indirect
-	github.com/trinodb/trino-go-client v1.1.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasthttp v1.78.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
