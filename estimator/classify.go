@@ -9,26 +9,26 @@ import (
 type StatementKind int
 
 const (
-	StmtUnknown          StatementKind = iota // empty or unrecognized
-	StmtQuery                                 // SELECT, WITH, VALUES, TABLE
-	StmtInsert                                // INSERT
-	StmtCreateTableAs                         // CREATE [OR REPLACE] TABLE ... AS query
-	StmtMerge                                 // MERGE
-	StmtUpdate                                // UPDATE
-	StmtDelete                                // DELETE
-	StmtExecute                               // EXECUTE name [USING ...], EXECUTE IMMEDIATE
-	StmtExplain                               // EXPLAIN [ANALYZE]
-	StmtSetSession                            // SET SESSION, RESET SESSION, SET ROLE, SET PATH, SET TIME ZONE, SET SESSION AUTHORIZATION
-	StmtUse                                   // USE
-	StmtShow                                  // SHOW ...
-	StmtDescribe                              // DESCRIBE / DESC INPUT / OUTPUT
-	StmtPrepare                               // PREPARE
-	StmtDeallocate                            // DEALLOCATE PREPARE
-	StmtTransaction                           // START TRANSACTION, COMMIT, ROLLBACK
-	StmtCall                                  // CALL
-	StmtAccessControl                         // GRANT, REVOKE, DENY
-	StmtDDL                                   // CREATE / DROP / ALTER / COMMENT / TRUNCATE / REFRESH without a query
-	StmtAnalyze                               // ANALYZE (table statistics)
+	StmtUnknown       StatementKind = iota // empty or unrecognized
+	StmtQuery                              // SELECT, WITH, VALUES, TABLE
+	StmtInsert                             // INSERT
+	StmtCreateTableAs                      // CREATE [OR REPLACE] TABLE ... AS query
+	StmtMerge                              // MERGE
+	StmtUpdate                             // UPDATE
+	StmtDelete                             // DELETE
+	StmtExecute                            // EXECUTE name [USING ...], EXECUTE IMMEDIATE
+	StmtExplain                            // EXPLAIN [ANALYZE]
+	StmtSetSession                         // SET SESSION, RESET SESSION, SET ROLE, SET PATH, SET TIME ZONE, SET SESSION AUTHORIZATION
+	StmtUse                                // USE
+	StmtShow                               // SHOW ...
+	StmtDescribe                           // DESCRIBE / DESC INPUT / OUTPUT
+	StmtPrepare                            // PREPARE
+	StmtDeallocate                         // DEALLOCATE PREPARE
+	StmtTransaction                        // START TRANSACTION, COMMIT, ROLLBACK
+	StmtCall                               // CALL
+	StmtAccessControl                      // GRANT, REVOKE, DENY
+	StmtDDL                                // CREATE / DROP / ALTER / COMMENT / TRUNCATE / REFRESH without a query
+	StmtAnalyze                            // ANALYZE (table statistics)
 )
 
 var kindNames = [...]string{
