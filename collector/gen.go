@@ -251,9 +251,9 @@ func GeneratedQuery(kind, scale string, v int, seed int64, sessionShare float64,
 	var sql string
 	switch kind {
 	case "union":
-		sql = g.union(8+g.rng.IntN(53), 1, 3)
+		sql = g.union(8+g.rng.IntN(33), 1, 3)
 	case "unionjoin":
-		sql = g.union(20+g.rng.IntN(41), 3, 6)
+		sql = g.union(10+g.rng.IntN(16), 3, 5)
 	case "joinchain":
 		sql = g.joinChain()
 	case "nested":
@@ -273,7 +273,8 @@ func GeneratedQuery(kind, scale string, v int, seed int64, sessionShare float64,
 }
 
 // union: UNION ALL of n star-join branches (each with lo..hi dimensions),
-// aggregated on top.
+// aggregated on top. Trino refuses plans of more than 150 stages
+// (query.max-stage-count): about 40 one-join or 25 five-join branches.
 func (g *gen) union(n, lo, hi int) string {
 	g.params["branches"] = fmt.Sprint(n)
 	var parts []string
