@@ -203,3 +203,24 @@ func TestGenerateIsDeterministicAndUnique(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitIsFixedAndByTemplate(t *testing.T) {
+	var names []string
+	for i := 0; i < 111; i++ {
+		names = append(names, "t/"+string(rune('a'+i%26))+strings.Repeat("x", i/26))
+	}
+	a := MakeSplit(names, 1)
+	if len(a.Test) != 11 || len(a.Validation) != 11 || len(a.Train) != 89 || len(a.ByTemplate) != 111 {
+		t.Fatalf("split sizes %d/%d/%d", len(a.Train), len(a.Validation), len(a.Test))
+	}
+	rev := append([]string(nil), names...)
+	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+		rev[i], rev[j] = rev[j], rev[i]
+	}
+	if !reflect.DeepEqual(MakeSplit(rev, 1), a) {
+		t.Fatal("split depends on input order")
+	}
+	if reflect.DeepEqual(MakeSplit(names, 2).Test, a.Test) {
+		t.Fatal("seed does not change the split")
+	}
+}

@@ -43,6 +43,7 @@ func runCollect(args []string) int {
 	timeout := fs.Duration("timeout", 5*time.Minute, "per-query execution timeout (cancels the query on Trino)")
 	dryRun := fs.Bool("dry-run", false, "print the planned queries as JSON lines and exit")
 	noPlan := fs.Bool("no-plan", false, "do not take EXPLAIN plans")
+	splitOut := fs.String("write-split", "", "write the seeded template-level 8/1/1 split to this file and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -54,6 +55,13 @@ func runCollect(args []string) int {
 	if err != nil {
 		logf("%v", err)
 		return 1
+	}
+	if *splitOut != "" {
+		if err := collector.MakeSplit(collector.AllTemplateNames(ts), *seed).WriteFile(*splitOut); err != nil {
+			logf("%v", err)
+			return 1
+		}
+		return 0
 	}
 	dom, err := collector.LoadDomains(*domainsPath)
 	if err != nil {

@@ -1,0 +1,69 @@
+package collector
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+)
+
+// Split is the fixed train/validation/test assignment by template: every
+// query of a template lands in the same part, so the test set measures
+// generalisation to unseen query shapes (DESIGN.md §3, "Split 8/1/1 by query
+// template").
+type Split struct {
+	Seed       int64             `json:"seed"`
+	Train      []string          `json:"train"`
+	Validation []string          `json:"validation"`
+	Test       []string          `json:"test"`
+	ByTemplate map[string]string `json:"by_template"` // template -> "train", "validation" or "test"
+}
+
+// MakeSplit shuffles the template names with seed and cuts 80/10/10
+// (validation and test get round(n/10) each, at least one).
+func MakeSplit(templates []string, seed int64) *Split {
+	names := append([]string(nil), templates...)
+	sort.Strings(names)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x5117))
+	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	k := max(1, (len(names)+5)/10)
+	s := &Split{Seed: seed, ByTemplate: map[string]string{}}
+	s.Test = append(s.Test, names[:k]...)
+	s.Validation = append(s.Validation, names[k:2*k]...)
+	s.Train = append(s.Train, names[2*k:]...)
+	for _, part := range []struct {
+		name string
+		xs   []string
+	}{{"train", s.Train}, {"validation", s.Validation}, {"test", s.Test}} {
+		sort.Strings(part.xs)
+		for _, n := range part.xs {
+			s.ByTemplate[n] = part.name
+		}
+	}
+	return s
+}
+
+// AllTemplateNames lists the TPC templates and the generator kinds.
+func AllTemplateNames(ts []Template) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	for _, k := range GenKinds {
+		out = append(out, "gen/"+k)
+	}
+	return out
+}
+
+// WriteFile writes s as indented JSON.
+func (s *Split) WriteFile(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("collector: %w", err)
+	}
+	return nil
+}
