@@ -74,8 +74,43 @@ func BuildOTP(p *Plan) (*OTPNode, error) {
 	if p == nil || p.Root == nil {
 		return nil, fmt.Errorf("%w: empty plan", ErrBadPlan)
 	}
-	b := otpBuilder{arena: make([]OTPNode, 0, 4*p.Nodes+8)}
+	b := otpBuilder{arena: make([]OTPNode, 0, otpSize(p.Root))}
 	return b.node(p.Root), nil
+}
+
+// otpSize is the exact number of O-T-P nodes BuildOTP makes for n's tree.
+func otpSize(n *PlanNode) int {
+	total := 0
+	stack := []*PlanNode{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		stack = append(stack, n.Children...)
+		switch n.Name {
+		case "ScanFilterProject":
+			total += 7
+			continue
+		case "ScanFilter", "ScanProject":
+			total += 5
+			continue
+		case "TableScan":
+			total += 3
+			continue
+		case "FilterProject":
+			total += 2 // Project + its ∅; the Filter part is counted below
+		}
+		switch c := len(n.Children); {
+		case c == 0 && n.Descriptor["table"] != "":
+			total += 3
+		case c == 0:
+			total += 3 // OPR, ∅, PRED or ∅
+		case c == 1:
+			total += 2
+		default:
+			total += c - 1 // chain links
+		}
+	}
+	return total
 }
 
 type otpBuilder struct {

@@ -216,3 +216,12 @@ func TestBuildOTPRules(t *testing.T) {
 		}
 	})
 }
+
+func TestOTPSizeIsExact(t *testing.T) {
+	for _, f := range planFiles(t)[:40] {
+		p, root := loadOTP(t, f)
+		if got, want := otpSize(p.Root), Stats(root).Nodes; got != want {
+			t.Errorf("%s: otpSize %d, tree has %d", f, got, want)
+		}
+	}
+}

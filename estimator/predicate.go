@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // PredKind says what a Pred node is.
@@ -60,12 +61,20 @@ func ParsePredicate(s string) (*Pred, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	var buf [64]token
-	toks, err := lex(s, buf[:0])
+	bufp := tokenPool.Get().(*[]token)
+	defer func() {
+		if cap(*bufp) <= 4096 {
+			tokenPool.Put(bufp)
+		}
+	}()
+	toks, err := lex(s, (*bufp)[:0])
+	*bufp = toks[:0]
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPredicate, err)
 	}
-	p := parser{toks: toks}
+	// Every expression but the shared literal consumes a token: size the
+	// slabs to the input so a parse allocates them once.
+	p := parser{toks: toks, slab: make([]expr, 0, len(toks)/2+2), ptrs: make([]*expr, 0, len(toks)/2+2)}
 	e, err := p.parseExpr()
 	if err == nil && p.peek().kind != tEOF {
 		err = p.errorf("unexpected %q", p.peek().text)
@@ -75,6 +84,8 @@ func ParsePredicate(s string) (*Pred, error) {
 	}
 	return toPred(e), nil
 }
+
+var tokenPool = sync.Pool{New: func() any { b := make([]token, 0, 128); return &b }}
 
 // Tokens returns the predicate's token sentence: every clause's columns then
 // its operator, depth first, left to right (the Word2Vec corpus line).
@@ -171,6 +182,45 @@ func (p *Pred) Clauses() int {
 	return n
 }
 
+// keywords maps the lower-case spelling of every keyword the parser
+// switches on to its upper-case form.
+var keywords = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"NULL", "TRUE", "FALSE", "CAST", "TRY_CAST", "CASE", "INTERVAL", "ARRAY", "EXISTS",
+		"WITH", "WITHOUT", "TIME", "ZONE", "PRECISION", "LOCAL", "VARYING",
+		"YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND", "TO"} {
+		m[strings.ToLower(k)] = k
+	}
+	return m
+}()
+
+// kwUpper returns the upper-case keyword s spells (in any case), or "" when
+// s is no keyword the parser switches on. It does not allocate.
+func kwUpper(s string) string {
+	var buf [16]byte
+	if len(s) > len(buf) {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return keywords[string(buf[:len(s)])]
+}
+
+// lowerASCII lower-cases s, allocating only when s has upper-case letters.
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
+}
+
 // normalizeSymbol lower-cases a symbol and removes one trailing "_<digits>",
 // the suffix Trino's SymbolAllocator adds to keep symbols unique (it strips
 // the same suffix from name hints before adding a new one).
@@ -187,12 +237,7 @@ func normalizeSymbol(s string) string {
 			s = s[:i]
 		}
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' {
-			return strings.ToLower(s)
-		}
-	}
-	return s
+	return lowerASCII(s)
 }
 
 // toPred turns an expression into the AND/OR/NOT tree of clauses.
@@ -279,6 +324,29 @@ type parser struct {
 	toks  []token
 	i     int
 	depth int
+	slab  []expr  // expressions are allocated from here, a chunk at a time
+	ptrs  []*expr // and argument lists from here
+}
+
+// litExpr is the shared (immutable) literal expression.
+var litExpr = &expr{kind: eLit}
+
+// mk allocates an expression with args.
+func (p *parser) mk(k exprKind, name string, args ...*expr) *expr {
+	if len(p.slab) == cap(p.slab) {
+		p.slab = make([]expr, 0, 16)
+	}
+	p.slab = append(p.slab, expr{kind: k, name: name})
+	e := &p.slab[len(p.slab)-1]
+	if len(args) > 0 {
+		if cap(p.ptrs)-len(p.ptrs) < len(args) {
+			p.ptrs = make([]*expr, 0, max(16, len(args)))
+		}
+		n := len(p.ptrs)
+		p.ptrs = append(p.ptrs, args...)
+		e.args = p.ptrs[n:len(p.ptrs):len(p.ptrs)] // full slice: appends reallocate
+	}
+	return e
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -353,7 +421,7 @@ func (p *parser) parseBinaryBool(kw string, k exprKind, sub func() (*expr, error
 	if !p.isKw(kw) {
 		return l, nil
 	}
-	e := &expr{kind: k, args: []*expr{l}}
+	e := p.mk(k, "", l)
 	for p.acceptKw(kw) {
 		r, err := sub()
 		if err != nil {
@@ -374,7 +442,7 @@ func (p *parser) parseNot() (*expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &expr{kind: eNot, args: []*expr{e}}, nil
+		return p.mk(eNot, "", e), nil
 	}
 	return p.parsePredicate()
 }
@@ -399,7 +467,7 @@ func (p *parser) parsePredicate() (*expr, error) {
 				if err != nil {
 					return nil, err
 				}
-				l = &expr{kind: eCompare, name: op, args: []*expr{l, r}}
+				l = p.mk(eCompare, op, l, r)
 				continue
 			}
 			return l, nil
@@ -431,7 +499,7 @@ func (p *parser) parsePredicate() (*expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			e = &expr{kind: eCompare, name: OpBetween, args: []*expr{l, lo, hi}}
+			e = p.mk(eCompare, OpBetween, l, lo, hi)
 		case p.acceptKw("IN"):
 			if err := p.expectOp("("); err != nil {
 				return nil, err
@@ -440,7 +508,7 @@ func (p *parser) parsePredicate() (*expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			e = &expr{kind: eCompare, name: OpIn, args: append([]*expr{l}, args...)}
+			e = p.mk(eCompare, OpIn, append([]*expr{l}, args...)...)
 		case p.acceptKw("LIKE"):
 			pat, err := p.parseAdditive()
 			if err != nil {
@@ -454,12 +522,12 @@ func (p *parser) parsePredicate() (*expr, error) {
 				}
 				args = append(args, esc)
 			}
-			e = &expr{kind: eCompare, name: OpLike, args: args}
+			e = p.mk(eCompare, OpLike, args...)
 		case p.acceptKw("IS"):
 			not := p.acceptKw("NOT")
 			switch {
 			case p.acceptKw("NULL"):
-				e = &expr{kind: eCompare, name: OpIsNull, args: []*expr{l}}
+				e = p.mk(eCompare, OpIsNull, l)
 			case p.acceptKw("DISTINCT"):
 				if !p.acceptKw("FROM") {
 					return nil, p.errorf("expected FROM after IS DISTINCT")
@@ -468,9 +536,9 @@ func (p *parser) parsePredicate() (*expr, error) {
 				if err != nil {
 					return nil, err
 				}
-				e = &expr{kind: eCompare, name: OpDistinct, args: []*expr{l, r}}
+				e = p.mk(eCompare, OpDistinct, l, r)
 			case p.acceptKw("TRUE"), p.acceptKw("FALSE"), p.acceptKw("UNKNOWN"):
-				e = &expr{kind: eCompare, name: "=", args: []*expr{l}}
+				e = p.mk(eCompare, "=", l)
 			default:
 				return nil, p.errorf("unexpected %q after IS", p.peek().text)
 			}
@@ -479,7 +547,7 @@ func (p *parser) parsePredicate() (*expr, error) {
 			return l, nil
 		}
 		if negate {
-			e = &expr{kind: eNot, args: []*expr{e}}
+			e = p.mk(eNot, "", e)
 		}
 		l = e
 	}
@@ -496,7 +564,7 @@ func (p *parser) parseAdditive() (*expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		l = &expr{kind: eArith, name: op, args: []*expr{l, r}}
+		l = p.mk(eArith, op, l, r)
 	}
 	return l, nil
 }
@@ -512,7 +580,7 @@ func (p *parser) parseMultiplicative() (*expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		l = &expr{kind: eArith, name: op, args: []*expr{l, r}}
+		l = p.mk(eArith, op, l, r)
 	}
 	return l, nil
 }
@@ -545,12 +613,12 @@ func (p *parser) parseUnary() (*expr, error) {
 			if err := p.expectOp("]"); err != nil {
 				return nil, err
 			}
-			e = &expr{kind: eCall, name: "subscript", args: []*expr{e, idx}}
+			e = p.mk(eCall, "subscript", e, idx)
 		case p.isOp(".") && (p.peekN(1).kind == tIdent || p.peekN(1).kind == tQuoted):
 			p.i++
 			f := p.next()
 			if e.kind == eCol { // qualified name t.col: keep the last part
-				e = &expr{kind: eCol, name: normalizeSymbol(f.text)}
+				e = p.mk(eCol, normalizeSymbol(f.text))
 			}
 		case p.isKw("AT") && strings.EqualFold(p.peekN(1).text, "TIME"):
 			p.i += 2
@@ -561,7 +629,7 @@ func (p *parser) parseUnary() (*expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			e = &expr{kind: eCall, name: "at_timezone", args: []*expr{e, z}}
+			e = p.mk(eCall, "at_timezone", e, z)
 		default:
 			return e, nil
 		}
@@ -573,8 +641,8 @@ func isTypeWord(t token) bool {
 	if t.kind != tIdent {
 		return false
 	}
-	switch strings.ToLower(t.text) {
-	case "with", "without", "time", "zone", "precision", "local", "varying":
+	switch kwUpper(t.text) {
+	case "WITH", "WITHOUT", "TIME", "ZONE", "PRECISION", "LOCAL", "VARYING":
 		return true
 	}
 	return false
@@ -636,7 +704,7 @@ func (p *parser) parseList(close string) ([]*expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			a = &expr{kind: eCall, name: "lambda", args: []*expr{body}}
+			a = p.mk(eCall, "lambda", body)
 		}
 		args = append(args, a)
 		if p.acceptOp(close) {
@@ -656,9 +724,9 @@ func (p *parser) parsePrimary() (*expr, error) {
 	t := p.next()
 	switch t.kind {
 	case tNumber, tString:
-		return &expr{kind: eLit}, nil
+		return litExpr, nil
 	case tQuoted:
-		return &expr{kind: eCol, name: normalizeSymbol(t.text)}, nil
+		return p.mk(eCol, normalizeSymbol(t.text)), nil
 	case tOp:
 		switch t.text {
 		case "(":
@@ -669,18 +737,18 @@ func (p *parser) parsePrimary() (*expr, error) {
 			if len(args) == 1 {
 				return args[0], nil
 			}
-			return &expr{kind: eCall, name: "row", args: args}, nil // (a, b) row or lambda params
+			return p.mk(eCall, "row", args...), nil // (a, b) row or lambda params
 		case "?":
-			return &expr{kind: eLit}, nil
+			return litExpr, nil
 		}
 		return nil, fmt.Errorf("offset %d: unexpected %q", t.pos, t.text)
 	case tEOF:
 		return nil, fmt.Errorf("offset %d: unexpected end of expression", t.pos)
 	}
 	// identifier or keyword
-	switch strings.ToUpper(t.text) {
+	switch kwUpper(t.text) {
 	case "NULL", "TRUE", "FALSE":
-		return &expr{kind: eLit}, nil
+		return litExpr, nil
 	case "CAST", "TRY_CAST":
 		if p.isOp("(") {
 			p.i++
@@ -712,7 +780,7 @@ func (p *parser) parsePrimary() (*expr, error) {
 			for p.peek().kind == tIdent && isIntervalUnit(p.peek().text) {
 				p.i++
 			}
-			return &expr{kind: eLit}, nil
+			return litExpr, nil
 		}
 	case "ARRAY":
 		if p.acceptOp("[") {
@@ -720,7 +788,7 @@ func (p *parser) parsePrimary() (*expr, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &expr{kind: eCall, name: "array", args: args}, nil
+			return p.mk(eCall, "array", args...), nil
 		}
 	case "EXISTS":
 		if p.isOp("(") {
@@ -730,14 +798,14 @@ func (p *parser) parsePrimary() (*expr, error) {
 	// typed literal: type 'value' (date '2000-01-01', LikePattern '[a%]', bigint '3')
 	if p.peek().kind == tString {
 		p.i++
-		return &expr{kind: eLit}, nil
+		return litExpr, nil
 	}
 	if isTypeWord(p.peek()) && typedLiteralAhead(p.toks[p.i:]) {
 		for isTypeWord(p.peek()) {
 			p.i++
 		}
 		p.i++ // the string
-		return &expr{kind: eLit}, nil
+		return litExpr, nil
 	}
 	if p.isOp("(") {
 		// function call, or a parameterized type before a literal: varchar(25) 'X'
@@ -750,7 +818,7 @@ func (p *parser) parsePrimary() (*expr, error) {
 		}
 		if p.peek().kind == tString {
 			p.i++
-			return &expr{kind: eLit}, nil
+			return litExpr, nil
 		}
 		p.i = start + 1
 		p.acceptKw("DISTINCT")
@@ -758,13 +826,13 @@ func (p *parser) parsePrimary() (*expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		name := strings.ToLower(t.text)
+		name := lowerASCII(t.text)
 		if p.isKw("FILTER") || p.isKw("OVER") {
 			return nil, p.errorf("window or filtered aggregate in a predicate")
 		}
-		return &expr{kind: eCall, name: name, args: args}, nil
+		return p.mk(eCall, name, args...), nil
 	}
-	return &expr{kind: eCol, name: normalizeSymbol(t.text)}, nil
+	return p.mk(eCol, normalizeSymbol(t.text)), nil
 }
 
 func typedLiteralAhead(toks []token) bool {
@@ -780,7 +848,7 @@ func typedLiteralAhead(toks []token) bool {
 }
 
 func isIntervalUnit(s string) bool {
-	switch strings.ToUpper(s) {
+	switch kwUpper(s) {
 	case "YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND", "TO":
 		return true
 	}

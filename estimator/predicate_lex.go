@@ -60,14 +60,15 @@ func lex(s string, dst []token) ([]token, error) {
 			dst = append(dst, token{tNumber, s[i:j], i})
 			i = j
 		case c == '\'' || c == '"':
+			// String literal values are dropped by the parser: keep the raw
+			// text. Quoted identifiers are unescaped ("" → ").
 			q := c
 			j := i + 1
-			var b strings.Builder
-			closed := false
+			closed, escaped := false, false
 			for j < len(s) {
 				if s[j] == q {
 					if j+1 < len(s) && s[j+1] == q {
-						b.WriteByte(q)
+						escaped = true
 						j += 2
 						continue
 					}
@@ -75,17 +76,19 @@ func lex(s string, dst []token) ([]token, error) {
 					j++
 					break
 				}
-				b.WriteByte(s[j])
 				j++
 			}
 			if !closed {
 				return dst, fmt.Errorf("unterminated %c at offset %d", q, i)
 			}
-			k := tString
+			k, text := tString, s[i+1:j-1]
 			if q == '"' {
 				k = tQuoted
+				if escaped {
+					text = strings.ReplaceAll(text, `""`, `"`)
+				}
 			}
-			dst = append(dst, token{k, b.String(), i})
+			dst = append(dst, token{k, text, i})
 			i = j
 		default:
 			if i+1 < len(s) {
