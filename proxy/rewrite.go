@@ -136,10 +136,10 @@ func (m *uriMapper) mapSegment(v string) (string, bool) {
 
 // Limits that keep the rewriter's memory bounded whatever the page holds.
 const (
-	maxKeyLen      = 32      // longer keys are never interesting
-	maxCaptureLen  = 256     // captured ids, states, numbers
+	maxKeyLen      = 32       // longer keys are never interesting
+	maxCaptureLen  = 256      // captured ids, states, numbers
 	maxURILen      = 16 << 10 // a longer "URI" is passed through unchanged
-	maxDepth       = 4096    // deeper nesting is passed through untracked
+	maxDepth       = 4096     // deeper nesting is passed through untracked
 	rewriteReadBuf = 32 << 10
 )
 
@@ -481,10 +481,14 @@ func (r *jsonRewriter) endString() {
 	switch r.mode {
 	case strKey:
 		t := r.top()
-		if len(r.buf) > maxKeyLen || r.overflow || bytes.IndexByte(r.buf, '\\') >= 0 {
+		key := r.buf
+		if !r.overflow && bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(r.unescape(key)) // rare: Trino never escapes keys
+		}
+		if len(key) > maxKeyLen || r.overflow {
 			t.keyLen = 255
 		} else {
-			t.keyLen = uint8(copy(t.key[:], r.buf))
+			t.keyLen = uint8(copy(t.key[:], key))
 		}
 		t.expectKey = false
 		r.out = append(r.out, '"')

@@ -78,7 +78,7 @@ func (s *Signer) Verify(token, target string) (string, error) {
 		return "", ErrBadToken
 	}
 	cluster, enc := token[:i], token[i+1:]
-	got, err := base64.RawURLEncoding.DecodeString(enc)
+	got, err := base64.RawURLEncoding.Strict().DecodeString(enc) // Strict: unused low bits must be zero, so one MAC has one spelling
 	if err != nil || len(got) != macLen {
 		return "", ErrBadToken
 	}
