@@ -403,13 +403,10 @@ func (g *gen) window() string {
 	}
 	gc := g.groupCols(dims, 1+g.rng.IntN(2))
 	keys := []string{da + ".d_year", da + ".d_moy"}
-	var names []string
-	for i, c := range gc {
-		if c == keys[0] || c == keys[1] {
-			continue
+	for _, c := range gc {
+		if c != keys[0] && c != keys[1] {
+			keys = append(keys, c)
 		}
-		keys = append(keys, c)
-		names = append(names, fmt.Sprintf("g%d", i))
 	}
 	var sel []string
 	for i, k := range keys {
@@ -438,7 +435,6 @@ func (g *gen) window() string {
 			ws = append(ws, fmt.Sprintf("max(c) OVER (PARTITION BY %s, k1) AS w%d", part, i))
 		}
 	}
-	_ = names
 	return fmt.Sprintf("WITH base AS (\n%s\n)\nSELECT *\nFROM (SELECT base.*, %s FROM base) t\nWHERE s > 0\nORDER BY s DESC, k0, k1\nLIMIT 100",
 		base, strings.Join(ws, ",\n  "))
 }
