@@ -434,11 +434,15 @@ func (qi *queryInfo) fill(st *Stats) {
 	st.AnalysisMillis = parseDurationMillis(q.AnalysisTime)
 	st.PlanningMillis = parseDurationMillis(q.PlanningTime)
 	st.PlanningCPUMillis = parseDurationMillis(q.PlanningCPUTime)
-	if cpu := parseDurationMillis(q.TotalCPUTime); cpu > st.CPUMillis {
-		st.CPUMillis = cpu
-	}
-	if el := parseDurationMillis(q.ElapsedTime); el > st.ElapsedMillis {
-		st.ElapsedMillis = el
+	if st.State != "FINISHED" {
+		// The callback's last page was not the final one; /v1/query's
+		// durations are rounded to 3 digits, so use them only then.
+		if cpu := parseDurationMillis(q.TotalCPUTime); cpu > st.CPUMillis {
+			st.CPUMillis = cpu
+		}
+		if el := parseDurationMillis(q.ElapsedTime); el > st.ElapsedMillis {
+			st.ElapsedMillis = el
+		}
 	}
 	if qi.State != "" {
 		st.State = qi.State
