@@ -106,31 +106,26 @@ func ParsePlanLimits(planJSON []byte, lim Limits) (*Plan, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("%w: plan JSON is not an object", ErrBadPlan)
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &top); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadPlan, err)
-	}
 	p := &Plan{}
 	count := 0
-	if _, isNode := top["name"]; isNode {
-		root, err := decodeNode(trimmed, "", &count, lim.MaxNodes)
-		if err != nil {
-			return nil, err
+	frags, err := decodeFast(trimmed, &count, lim.MaxNodes)
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		// Some value has an unexpected JSON type (a numeric id, a non-string
+		// descriptor value, a single-node logical plan): decode leniently.
+		count = 0
+		frags, err = decodeLenient(trimmed, p, &count, lim.MaxNodes)
+		if err == nil && frags == nil {
+			return p, nil // a single-node plan, already in p
 		}
-		p.Root, p.Nodes = root, count
-		return p, nil
 	}
-	if len(top) == 0 {
+	if err != nil {
+		return nil, err
+	}
+	if len(frags) == 0 {
 		return nil, fmt.Errorf("%w: plan has no fragments", ErrBadPlan)
 	}
-	p.Fragments = make(map[string]*PlanNode, len(top))
-	for id, raw := range top {
-		n, err := decodeNode(raw, id, &count, lim.MaxNodes)
-		if err != nil {
-			return nil, fmt.Errorf("%w (fragment %q)", err, id)
-		}
-		p.Fragments[id] = n
-	}
+	p.Fragments = frags
 	rootID := "0"
 	if _, ok := p.Fragments[rootID]; !ok {
 		return nil, fmt.Errorf("%w: no root fragment \"0\"", ErrBadPlan)
@@ -147,6 +142,111 @@ func ParsePlanLimits(planJSON []byte, lim Limits) (*Plan, error) {
 	}
 	sort.Strings(p.Unreferenced)
 	return p, nil
+}
+
+// decodeFast decodes the distributed form with plain Go types in one pass;
+// it fails with a *json.UnmarshalTypeError when a value has another type.
+func decodeFast(b []byte, count *int, max int) (map[string]*PlanNode, error) {
+	var top map[string]fastNode
+	if err := json.Unmarshal(b, &top); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrBadPlan, err)
+	}
+	frags := make(map[string]*PlanNode, len(top))
+	for id := range top {
+		fn := top[id]
+		n, err := fn.convert(id, count, max)
+		if err != nil {
+			return nil, fmt.Errorf("%w (fragment %q)", err, id)
+		}
+		frags[id] = n
+	}
+	return frags, nil
+}
+
+// decodeLenient accepts any JSON value types. A single-node (logical) plan
+// is stored in p and returns (nil, nil).
+func decodeLenient(b []byte, p *Plan, count *int, max int) (map[string]*PlanNode, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadPlan, err)
+	}
+	if _, isNode := top["name"]; isNode {
+		root, err := decodeNode(b, "", count, max)
+		if err != nil {
+			return nil, err
+		}
+		p.Root, p.Nodes = root, *count
+		return nil, nil
+	}
+	frags := make(map[string]*PlanNode, len(top))
+	for id, raw := range top {
+		n, err := decodeNode(raw, id, count, max)
+		if err != nil {
+			return nil, fmt.Errorf("%w (fragment %q)", err, id)
+		}
+		frags[id] = n
+	}
+	return frags, nil
+}
+
+// fastNode is JsonRenderedNode with the types Trino writes.
+type fastNode struct {
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Descriptor map[string]string `json:"descriptor"`
+	Outputs    []struct {
+		Name   string `json:"name"`
+		Symbol string `json:"symbol"`
+		Type   string `json:"type"`
+	} `json:"outputs"`
+	Details   []string      `json:"details"`
+	Estimates []rawEstimate `json:"estimates"`
+	Children  []fastNode    `json:"children"`
+}
+
+func (r *fastNode) convert(frag string, count *int, max int) (*PlanNode, error) {
+	*count++
+	if *count > max {
+		return nil, fmt.Errorf("%w: more than %d nodes", ErrPlanTooLarge, max)
+	}
+	if r.Name == "" {
+		return nil, fmt.Errorf("%w: node %s has no name", ErrBadPlan, r.ID)
+	}
+	n := &PlanNode{ID: r.ID, Name: r.Name, Fragment: frag, Descriptor: r.Descriptor, Details: r.Details}
+	if len(r.Outputs) > 0 {
+		n.Outputs = make([]Symbol, len(r.Outputs))
+		for i, o := range r.Outputs {
+			name := o.Name
+			if name == "" {
+				name = o.Symbol
+			}
+			n.Outputs[i] = Symbol{Name: name, Type: o.Type}
+		}
+	}
+	if len(r.Estimates) > 0 {
+		n.Estimates = make([]Estimate, len(r.Estimates))
+		for i, e := range r.Estimates {
+			n.Estimates[i] = Estimate{
+				OutputRowCount: float64(e.OutputRowCount), OutputSizeInBytes: float64(e.OutputSizeInBytes),
+				CPUCost: float64(e.CPUCost), MemoryCost: float64(e.MemoryCost), NetworkCost: float64(e.NetworkCost),
+			}
+		}
+	}
+	if len(r.Children) > 0 {
+		n.Children = make([]*PlanNode, len(r.Children))
+		for i := range r.Children {
+			c, err := r.Children[i].convert(frag, count, max)
+			if err != nil {
+				return nil, err
+			}
+			n.Children[i] = c
+		}
+	}
+	return n, nil
 }
 
 // stitcher links fragments at RemoteSource nodes, depth first, detecting

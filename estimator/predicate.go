@@ -72,9 +72,9 @@ func ParsePredicate(s string) (*Pred, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPredicate, err)
 	}
-	// Every expression but the shared literal consumes a token: size the
-	// slabs to the input so a parse allocates them once.
-	p := parser{toks: toks, slab: make([]expr, 0, len(toks)/2+2), ptrs: make([]*expr, 0, len(toks)/2+2)}
+	// Every expression but the shared literal consumes a token: small
+	// inputs get slabs of their size, large ones grow a chunk at a time.
+	p := parser{toks: toks, slab: make([]expr, 0, min(len(toks)/2+2, 32)), ptrs: make([]*expr, 0, min(len(toks)/2+2, 32))}
 	e, err := p.parseExpr()
 	if err == nil && p.peek().kind != tEOF {
 		err = p.errorf("unexpected %q", p.peek().text)
@@ -334,13 +334,13 @@ var litExpr = &expr{kind: eLit}
 // mk allocates an expression with args.
 func (p *parser) mk(k exprKind, name string, args ...*expr) *expr {
 	if len(p.slab) == cap(p.slab) {
-		p.slab = make([]expr, 0, 16)
+		p.slab = make([]expr, 0, 32)
 	}
 	p.slab = append(p.slab, expr{kind: k, name: name})
 	e := &p.slab[len(p.slab)-1]
 	if len(args) > 0 {
 		if cap(p.ptrs)-len(p.ptrs) < len(args) {
-			p.ptrs = make([]*expr, 0, max(16, len(args)))
+			p.ptrs = make([]*expr, 0, max(32, len(args)))
 		}
 		n := len(p.ptrs)
 		p.ptrs = append(p.ptrs, args...)
@@ -504,6 +504,10 @@ func (p *parser) parsePredicate() (*expr, error) {
 			if err := p.expectOp("("); err != nil {
 				return nil, err
 			}
+			if p.skipLiteralList() { // fast path: IN (varchar(10) '1', ...) of hundreds of literals
+				e = p.mk(eCompare, OpIn, l)
+				break
+			}
 			args, err := p.parseList(")")
 			if err != nil {
 				return nil, err
@@ -632,6 +636,52 @@ func (p *parser) parseUnary() (*expr, error) {
 			e = p.mk(eCall, "at_timezone", e, z)
 		default:
 			return e, nil
+		}
+	}
+}
+
+// skipLiteralList consumes "lit, lit, ...)" when every item is a literal —
+// a number, a string, NULL/TRUE/FALSE, or a typed literal such as
+// varchar(10) 'x' or date '2000-01-01' — and reports whether it did; otherwise
+// it consumes nothing.
+func (p *parser) skipLiteralList() bool {
+	start := p.i
+	for {
+		t := p.peek()
+		switch {
+		case t.kind == tNumber || t.kind == tString:
+			p.i++
+		case t.kind == tOp && t.text == "-" && p.peekN(1).kind == tNumber:
+			p.i += 2
+		case t.kind == tIdent:
+			switch kwUpper(t.text) {
+			case "NULL", "TRUE", "FALSE":
+				p.i++
+			default:
+				p.i++
+				if p.isOp("(") && p.skipBalanced() != nil {
+					p.i = start
+					return false
+				}
+				for isTypeWord(p.peek()) {
+					p.i++
+				}
+				if p.peek().kind != tString {
+					p.i = start
+					return false
+				}
+				p.i++
+			}
+		default:
+			p.i = start
+			return false
+		}
+		if p.acceptOp(")") {
+			return true
+		}
+		if !p.acceptOp(",") {
+			p.i = start
+			return false
 		}
 	}
 }
