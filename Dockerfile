@@ -1,0 +1,16 @@
+# Prestroid proxy image. Mirrors `make build`; the local Trino harness and
+# tests are not part of the image.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=1 go build -trimpath -o /out/prestroid ./cmd/prestroid
+
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/prestroid /usr/local/bin/prestroid
+USER nobody
+EXPOSE 8080
+# Configure with a mounted file (--config), PRESTROID_* variables or flags.
+ENTRYPOINT ["/usr/local/bin/prestroid", "serve", "--listen", "0.0.0.0:8080"]
