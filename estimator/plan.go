@@ -106,6 +106,10 @@ func ParsePlanLimits(planJSON []byte, lim Limits) (*Plan, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("%w: plan JSON is not an object", ErrBadPlan)
 	}
+	// Cheap early rejection: every rendered node has a "children" key.
+	if keys := countKey(trimmed, `"children"`); keys > lim.MaxNodes {
+		return nil, fmt.Errorf("%w: about %d nodes, limit %d", ErrPlanTooLarge, keys, lim.MaxNodes)
+	}
 	p := &Plan{}
 	count := 0
 	frags, err := decodeFast(trimmed, &count, lim.MaxNodes)
@@ -142,6 +146,25 @@ func ParsePlanLimits(planJSON []byte, lim Limits) (*Plan, error) {
 	}
 	sort.Strings(p.Unreferenced)
 	return p, nil
+}
+
+// countKey counts occurrences of key followed (after white space) by ':'.
+func countKey(b []byte, key string) int {
+	n := 0
+	for {
+		i := bytes.Index(b, []byte(key))
+		if i < 0 {
+			return n
+		}
+		b = b[i+len(key):]
+		j := 0
+		for j < len(b) && (b[j] == ' ' || b[j] == '\n' || b[j] == '\t' || b[j] == '\r') {
+			j++
+		}
+		if j < len(b) && b[j] == ':' {
+			n++
+		}
+	}
 }
 
 // decodeFast decodes the distributed form with plain Go types in one pass;
