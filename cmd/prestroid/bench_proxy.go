@@ -22,15 +22,7 @@ import (
 )
 
 func init() {
-	register("bench", "benchmarks: bench proxy (added latency and throughput of the proxy)", runBench)
-}
-
-func runBench(args []string) int {
-	if len(args) == 0 || args[0] != "proxy" {
-		fmt.Fprintln(os.Stderr, "usage: prestroid bench proxy [flags]")
-		return 2
-	}
-	return benchProxy(args[1:])
+	registerBench("proxy", "added latency and throughput of the proxy, direct vs proxied", benchProxy)
 }
 
 // benchProxy measures what the proxy adds, side by side in one run on
