@@ -135,6 +135,9 @@ func runCollect(args []string) int {
 // collector: the plan JSON (compacted) and its O-T-P summary.
 func explainPlan(c *estimator.ExplainClient) collector.PlanFunc {
 	return func(ctx context.Context, server string, it *collector.Item, h http.Header) (*collector.Plan, error) {
+		if !estimator.Explainable(it.SQL) {
+			return nil, nil // not a query (SET SESSION, SHOW, ...): run it without a plan
+		}
 		res, err := c.Explain(ctx, server, it.SQL, h)
 		if err != nil {
 			return nil, err
