@@ -50,14 +50,7 @@ test: build vet venv
 
 # Local Trino plus the proxy on 127.0.0.1:8080; Ctrl-C stops both.
 run: build
-	@TRINO_PORT=$(TRINO_PORT) $(TRINO) up
-	@echo
-	@echo "Prestroid proxy on http://127.0.0.1:8080 in front of Trino on http://127.0.0.1:$(TRINO_PORT)"
-	@echo "Connect with:  trino --server http://127.0.0.1:8080"
-	@echo "          or:  java -jar $$($(TRINO) cli-jar) --server http://127.0.0.1:8080"
-	@echo "Ctrl-C stops both."
-	@trap 'TRINO_PORT=$(TRINO_PORT) $(TRINO) down' EXIT; \
-	 ./bin/prestroid serve --listen 127.0.0.1:8080 --upstream http://127.0.0.1:$(TRINO_PORT)
+	TRINO_PORT=$(TRINO_PORT) scripts/run.sh
 
 fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzRouteToken -fuzztime 30s
@@ -68,3 +61,10 @@ bench: build
 
 clean:
 	rm -rf bin
+
+# ONNX Runtime shared library for the estimator (estimator/onnx), cached
+# under $(PRESTROID_CACHE)/ort/1.30.0/; tests read PRESTROID_ORT_LIB.
+ORT_LIB := $(PRESTROID_CACHE)/ort/1.30.0/libonnxruntime.so.1
+.PHONY: ort
+ort:
+	scripts/install-ort.sh
