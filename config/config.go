@@ -96,7 +96,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // MarshalYAML implements yaml.Marshaler.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// String formats the duration like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
 
 // Defaults used when a field is left at its zero value.
 const (

@@ -1,0 +1,87 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func valid() *Config {
+	c := &Config{Clusters: []Cluster{{Name: "default", URL: "http://127.0.0.1:8081"}}}
+	c.FillDefaults()
+	return c
+}
+
+func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Config)
+		wants []string
+	}{
+		{"a listen address without a port", func(c *Config) { c.Listen = "localhost" }, []string{"listen", `"localhost"`}},
+		{"no clusters", func(c *Config) { c.Clusters = nil }, []string{"clusters"}},
+		{"a cluster URL with a path", func(c *Config) { c.Clusters[0].URL = "http://h:1/x" }, []string{"clusters[0].url", `"http://h:1/x"`}},
+		{"a cluster URL without scheme", func(c *Config) { c.Clusters[0].URL = "h:8080" }, []string{"clusters[0].url"}},
+		{"a duplicate cluster name", func(c *Config) {
+			c.Clusters = append(c.Clusters, Cluster{Name: "default", URL: "http://b:1"})
+		}, []string{"clusters[1].name", "duplicate"}},
+		{"a cluster name with a slash", func(c *Config) { c.Clusters[0].Name = "a/b" }, []string{"clusters[0].name", `"a/b"`}},
+		{"a short route secret, without echoing it", func(c *Config) { c.RouteSecret = "hunter2" }, []string{"route_secret", "7 bytes"}},
+		{"a public URL with a path", func(c *Config) { c.PublicURL = "http://p/x" }, []string{"public_url"}},
+		{"an unknown log level", func(c *Config) { c.LogLevel = "loud" }, []string{"log_level", `"loud"`}},
+		{"a negative body limit", func(c *Config) { c.MaxRequestBodyBytes = -1 }, []string{"max_request_body_bytes", "-1"}},
+	} {
+		t.Run(tc.name+" is refused", func(t *testing.T) {
+			c := valid()
+			tc.edit(c)
+			err := c.Validate()
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error leaks the secret: %v", err)
+			}
+		})
+	}
+	if err := valid().Validate(); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+}
+
+func TestLoadFileThenEnv(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "prestroid.yaml")
+	os.WriteFile(p, []byte("listen: 127.0.0.1:9000\nclusters:\n  - name: small\n    url: http://a:1\nupstream_timeout: 5s\n"), 0o600)
+	t.Setenv("PRESTROID_LISTEN", "127.0.0.1:9001")
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9001" || c.Clusters[0].Name != "small" || c.UpstreamTimeout.String() == "" {
+		t.Errorf("config = %+v", c)
+	}
+	t.Run("unknown keys are refused", func(t *testing.T) {
+		os.WriteFile(p, []byte("lisen: x\n"), 0o600)
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "lisen") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("PRESTROID_UPSTREAM replaces the clusters", func(t *testing.T) {
+		t.Setenv("PRESTROID_UPSTREAM", "http://x:1,http://y:2")
+		os.WriteFile(p, []byte("listen: 127.0.0.1:9000\n"), 0o600)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Clusters) != 2 || c.Clusters[0].Name != "default" || c.Clusters[1].Name != "cluster2" {
+			t.Errorf("clusters = %+v", c.Clusters)
+		}
+	})
+}
