@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/trinodb/trino-go-client v1.1.0
+	github.com/valyala/fasthttp v1.78.0
+	github.com/yalue/onnxruntime_go v1.27.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 
@@ -19,7 +21,6 @@ require (
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.30 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fasthttp v1.78.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 )
