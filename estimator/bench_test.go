@@ -49,7 +49,9 @@ func TestCaptureBenchPlans(t *testing.T) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		res, err := (&ExplainClient{}).Explain(ctx, server, unionSQL(t, bp.unionOf), userHeader("prestroid-capture"))
+		h := userHeader("prestroid-capture")
+		h.Set("X-Trino-Session", "query_max_stage_count=2000") // 36 TPC-DS queries have ~440 stages (default limit 150)
+		res, err := (&ExplainClient{}).Explain(ctx, server, unionSQL(t, bp.unionOf), h)
 		cancel()
 		if err != nil {
 			t.Fatal(err)

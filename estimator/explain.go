@@ -67,6 +67,10 @@ func (e *HTTPError) Error() string {
 // ErrNoPlan means the EXPLAIN finished without a "Query Plan" value.
 var ErrNoPlan = errors.New("estimator: EXPLAIN returned no plan")
 
+// ErrNotExplainable is returned, without contacting Trino, for statements
+// that get no EXPLAIN (see Explainable): SET SESSION, SHOW, DDL, EXPLAIN...
+var ErrNotExplainable = errors.New("estimator: statement is not explained")
+
 // explainPrefix is prepended to the statement; the newline keeps a leading
 // "--" comment of the statement from swallowing the rest.
 const explainPrefix = "EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON)\n"
@@ -131,10 +135,14 @@ type queryResults struct {
 // URL, e.g. http://trino:8080) as the caller described by h: every X-Trino-*
 // header and Authorization are copied with all their values (h is only
 // read); no user is invented. `EXECUTE name USING ...` works when h carries
-// X-Trino-Prepared-Statement. When ctx ends, the EXPLAIN query is cancelled
+// X-Trino-Prepared-Statement. Statements that are not Explainable fail with
+// ErrNotExplainable without a request. When ctx ends, the EXPLAIN query is cancelled
 // with a DELETE on its nextUri and ctx's error is returned.
 func (c *ExplainClient) Explain(ctx context.Context, server string, sql string, h http.Header) (*ExplainResult, error) {
 	start := time.Now()
+	if k := Classify(sql); !k.Explainable() {
+		return nil, fmt.Errorf("%w: a %s statement", ErrNotExplainable, k)
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = defaultExplainHTTP

@@ -91,8 +91,42 @@ func TestExplainAgainstTrino(t *testing.T) {
 			t.Errorf("plan does not scan nation")
 		}
 	})
+	t.Run("write statements are explained without side effects", func(t *testing.T) {
+		for _, sql := range []string{
+			"CREATE TABLE memory.default.prestroid_never_created AS SELECT * FROM tpch.tiny.nation WHERE regionkey = 1",
+			"INSERT INTO memory.default.prestroid_never_created2 SELECT 1",
+		} {
+			res, err := c.Explain(ctx, server, sql, userHeader("prestroid-test"))
+			if strings.HasPrefix(sql, "INSERT") {
+				// the target does not exist: Trino analyses the INSERT and says so
+				var te *TrinoError
+				if !errors.As(err, &te) || te.ErrorName != "TABLE_NOT_FOUND" {
+					t.Fatalf("%s: got %v", sql, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			p, err := ParsePlan(res.PlanJSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root, _ := BuildOTP(p)
+			if r := RenderOTP(root); !strings.Contains(r, "TableWriter") || !strings.Contains(r, "TBL tpch.tiny.nation") {
+				t.Errorf("CTAS plan:\n%s", r)
+			}
+		}
+	})
+	t.Run("statements that get no EXPLAIN are refused before any request", func(t *testing.T) {
+		for _, sql := range []string{"SET SESSION query_max_run_time = '1h'", "SHOW TABLES", "EXPLAIN SELECT 1", "DROP TABLE x"} {
+			if _, err := c.Explain(ctx, server, sql, userHeader("prestroid-test")); !errors.Is(err, ErrNotExplainable) {
+				t.Errorf("%s: got %v", sql, err)
+			}
+		}
+	})
 	t.Run("a syntax error is a TrinoError", func(t *testing.T) {
-		_, err := c.Explain(ctx, server, "SELEKT 1", userHeader("prestroid-test"))
+		_, err := c.Explain(ctx, server, "SELECT FROM WHERE", userHeader("prestroid-test"))
 		var te *TrinoError
 		if !errors.As(err, &te) || te.ErrorName != "SYNTAX_ERROR" || te.ErrorType != "USER_ERROR" {
 			t.Fatalf("got %v", err)
