@@ -27,7 +27,8 @@ const planUsage = `usage:
 Reads EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) output from a file, every *.json
 in a directory, or stdin (no argument or "-"), or runs the EXPLAIN itself
 against --server. Prints the O-T-P tree (indented), the sub-trees with votes
-(--subtrees), or statistics (--stats). Over a directory it prints the node
+(--subtrees), statistics (--stats), or the predicate token sentences of the
+Word2Vec corpus (--sentences). Over a directory it prints the node
 count vs max depth distribution and the max (size, depth) per workload (the
 file name up to its first "-").
 
@@ -45,6 +46,8 @@ func runPlan(args []string) int {
 	k := fs.Int("k", 9, "number of sub-trees K kept (0 = all)")
 	c := fs.Int("c", 3, "convolution depth C")
 	stats := fs.Bool("stats", false, "print node count, max depth, PRED count and tables")
+	sentences := fs.Bool("sentences", false, "print the predicate token sentences (the Word2Vec corpus: one line per PRED node)")
+	joins := fs.Bool("joins", false, "with --sentences: add join criteria sentences")
 	asJSON := fs.Bool("json", false, "machine-readable JSON output")
 	server := fs.String("server", "", "Trino coordinator URL: run the EXPLAIN for the SQL argument")
 	user := fs.String("user", os.Getenv("USER"), "Trino user for --server")
@@ -64,7 +67,7 @@ func runPlan(args []string) int {
 			return 2
 		}
 	}
-	out := planOutput{w: os.Stdout, subtrees: *subtrees, stats: *stats, json: *asJSON, cfg: cfg}
+	out := planOutput{w: os.Stdout, subtrees: *subtrees, stats: *stats, json: *asJSON, cfg: cfg, sentences: *sentences, joins: *joins}
 
 	if *server != "" {
 		sql := strings.Join(fs.Args(), " ")
@@ -127,11 +130,32 @@ func runPlan(args []string) int {
 }
 
 type planOutput struct {
-	w        io.Writer
-	subtrees bool
-	stats    bool
-	json     bool
-	cfg      estimator.SamplerConfig
+	w         io.Writer
+	subtrees  bool
+	stats     bool
+	json      bool
+	sentences bool
+	joins     bool
+	cfg       estimator.SamplerConfig
+}
+
+// writeSentences prints one token sentence per PRED node (and per join
+// criteria with joins), pre-order.
+func (o planOutput) writeSentences(root *estimator.OTPNode) {
+	stack := []*estimator.OTPNode{root}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n == nil {
+			continue
+		}
+		if n.Pred != nil && (n.Kind == estimator.OTPPredicate || o.joins && n.Kind == estimator.OTPOperator) {
+			if toks := n.Pred.Tokens(); len(toks) > 0 {
+				fmt.Fprintln(o.w, strings.Join(toks, " "))
+			}
+		}
+		stack = append(stack, n.Right, n.Left)
+	}
 }
 
 type statsJSON struct {
@@ -187,6 +211,10 @@ func (o planOutput) one(name string, planJSON []byte) int {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 			return 2
 		}
+	}
+	if o.sentences {
+		o.writeSentences(root)
+		return 0
 	}
 	if o.json {
 		v := map[string]any{"stats": statsJSON{Nodes: s.Nodes, MaxDepth: s.MaxDepth, Preds: s.Preds, Tables: nonNil(s.Tables)}}
@@ -245,7 +273,11 @@ func (o planOutput) dir(dir string) int {
 		b, err := os.ReadFile(f)
 		if err == nil {
 			var root *estimator.OTPNode
-			if root, err = build(b); err == nil {
+			if root, err = build(b); err == nil && o.sentences {
+				o.writeSentences(root)
+				continue
+			}
+			if err == nil {
 				s := estimator.Stats(root)
 				name := strings.TrimSuffix(filepath.Base(f), ".json")
 				wl := name
@@ -258,6 +290,12 @@ func (o planOutput) dir(dir string) int {
 		}
 		fmt.Fprintf(os.Stderr, "prestroid plan: %s: %v\n", f, err)
 		failed++
+	}
+	if o.sentences {
+		if failed > 0 {
+			return 1
+		}
+		return 0
 	}
 	type wmax struct {
 		Workload string `json:"workload"`
