@@ -149,6 +149,9 @@ func TestGoldenOTP(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkGolden(t, base+".subtrees.golden", []byte(RenderSubTrees(sts)))
+			// the sampler's invariants hold on every real plan too
+			checkSampler(t, root, SamplerConfig{N: 15, C: 3})
+			checkSampler(t, root, SamplerConfig{N: 32, C: 3})
 		})
 	}
 }

@@ -53,6 +53,54 @@ type OTPNode struct {
 	// Plan is the plan node an OPR came from (shared by the parts of a split
 	// fused node and by the links of a chained multi-child node).
 	Plan *PlanNode
+	// part says which piece of a split fused node this OPR is.
+	part otpPart
+}
+
+type otpPart uint8
+
+const (
+	partWhole otpPart = iota
+	partScan
+	partFilter
+	partProject
+)
+
+// Estimate returns the optimizer's estimate for an OPR node. For a piece of a
+// split fused node it is the matching entry (Trino lists them scan, filter,
+// project); otherwise the plan node's last entry. ok is false when the plan
+// gives none (the optimizer knew nothing) or for non-OPR nodes.
+func (n *OTPNode) Estimate() (e Estimate, ok bool) {
+	if n.Kind != OTPOperator || n.Plan == nil || len(n.Plan.Estimates) == 0 {
+		return e, false
+	}
+	est := n.Plan.Estimates
+	if n.part == partWhole {
+		return est[len(est)-1], true
+	}
+	var pieces []otpPart
+	switch n.Plan.Name {
+	case "ScanFilterProject":
+		pieces = []otpPart{partScan, partFilter, partProject}
+	case "ScanFilter":
+		pieces = []otpPart{partScan, partFilter}
+	case "ScanProject":
+		pieces = []otpPart{partScan, partProject}
+	case "FilterProject":
+		pieces = []otpPart{partFilter, partProject}
+	}
+	if len(pieces) != len(est) {
+		if n.part == pieces[len(pieces)-1] { // the top piece stands for the whole
+			return est[len(est)-1], true
+		}
+		return e, false
+	}
+	for i, p := range pieces {
+		if p == n.part {
+			return est[i], true
+		}
+	}
+	return e, false
 }
 
 // IsLeaf reports whether n has no children.
@@ -145,14 +193,15 @@ func OperatorValue(n *PlanNode) string {
 func (b *otpBuilder) node(n *PlanNode) *OTPNode {
 	switch n.Name {
 	case "ScanFilterProject":
-		return b.op(n, "Project", b.predFor(n, ""), b.op(n, "Filter", b.predFor(n, n.Descriptor["filterPredicate"]), b.scan(n)))
+		return b.piece(partProject, b.op(n, "Project", b.predFor(n, ""),
+			b.piece(partFilter, b.op(n, "Filter", b.predFor(n, n.Descriptor["filterPredicate"]), b.piece(partScan, b.scan(n))))))
 	case "ScanFilter":
-		return b.op(n, "Filter", b.predFor(n, n.Descriptor["filterPredicate"]), b.scan(n))
+		return b.piece(partFilter, b.op(n, "Filter", b.predFor(n, n.Descriptor["filterPredicate"]), b.piece(partScan, b.scan(n))))
 	case "ScanProject":
-		return b.op(n, "Project", b.predFor(n, ""), b.scan(n))
+		return b.piece(partProject, b.op(n, "Project", b.predFor(n, ""), b.piece(partScan, b.scan(n))))
 	case "FilterProject":
-		inner := b.generic(n, "Filter", n.Descriptor["filterPredicate"])
-		return b.op(n, "Project", b.predFor(n, ""), inner)
+		inner := b.piece(partFilter, b.generic(n, "Filter", n.Descriptor["filterPredicate"]))
+		return b.piece(partProject, b.op(n, "Project", b.predFor(n, ""), inner))
 	case "TableScan":
 		return b.scan(n)
 	}
@@ -163,6 +212,12 @@ func (b *otpBuilder) node(n *PlanNode) *OTPNode {
 		return b.join(n)
 	}
 	return b.generic(n, OperatorValue(n), n.Descriptor["filterPredicate"])
+}
+
+// piece marks o as one piece of a split fused node.
+func (b *otpBuilder) piece(p otpPart, o *OTPNode) *OTPNode {
+	o.part = p
+	return o
 }
 
 // op builds OPR(value) with the given children.

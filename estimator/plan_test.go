@@ -225,3 +225,31 @@ func TestOTPSizeIsExact(t *testing.T) {
 		}
 	}
 }
+
+func TestEstimatesFollowSplitPieces(t *testing.T) {
+	js := `{"id": "1", "name": "ScanFilterProject", "descriptor": {"table": "tpch:tiny:orders", "filterPredicate": "(a = 1)"},
+	  "estimates": [{"outputRowCount": 100, "outputSizeInBytes": 1, "cpuCost": 1, "memoryCost": 0, "networkCost": 0},
+	                {"outputRowCount": 10, "outputSizeInBytes": 1, "cpuCost": 2, "memoryCost": 0, "networkCost": 0},
+	                {"outputRowCount": "NaN", "outputSizeInBytes": 1, "cpuCost": 3, "memoryCost": 0, "networkCost": 0}]}`
+	p, err := ParsePlan([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := BuildOTP(p)
+	project, filter, scan := root, root.Left, root.Left.Left
+	for _, c := range []struct {
+		n    *OTPNode
+		want float64
+	}{{scan, 1}, {filter, 2}, {project, 3}} {
+		e, ok := c.n.Estimate()
+		if !ok || e.CPUCost != c.want {
+			t.Errorf("%s: %+v %v, want cpuCost %v", c.n.Value, e, ok, c.want)
+		}
+	}
+	if e, _ := project.Estimate(); !math.IsNaN(e.OutputRowCount) {
+		t.Errorf("NaN lost: %+v", e)
+	}
+	if _, ok := scan.Left.Estimate(); ok {
+		t.Error("a TBL node has an estimate")
+	}
+}
