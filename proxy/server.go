@@ -24,8 +24,9 @@ import (
 
 // ClusterConfig names one Trino coordinator.
 type ClusterConfig struct {
-	Name string
-	URL  string // http(s)://host:port
+	Name  string
+	URL   string // http(s)://host:port
+	Class string // cost class served (one of Options.Classes); empty: none
 }
 
 // Options configure a Server. Zero values are documented per field.
@@ -50,14 +51,46 @@ type Options struct {
 	MaxHeaderBytes int
 	// Logger receives request errors. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// Estimator scores new queries. Nil means no estimation: every query
+	// goes to the default cluster unannotated.
+	Estimator Estimator
+	// EstimateTimeout is the time budget of one estimate (EXPLAIN and
+	// model); past it the query fails open. Zero means 2s.
+	EstimateTimeout time.Duration
+	// Classes are the cost classes, in increasing order of MaxCPUSeconds.
+	// Empty means no routing by cost (estimates still annotate queries).
+	Classes []CostClass
+	// Fallback is the policy when a class has no healthy cluster:
+	// FallbackLarger (the default when empty), FallbackDefault, FallbackAny.
+	Fallback string
+	// Shadow estimates and reports decisions without acting on them:
+	// queries go to the default cluster, unannotated.
+	Shadow bool
+	// KeepClientEstimate keeps an X-Trino-Resource-Estimate the client
+	// sent; false (the default) replaces it with the model's.
+	KeepClientEstimate bool
+	// ClassTag, when set, adds the client tag ClassTag+class (e.g.
+	// "cost:large") to routed queries, for resource-group selectors.
+	ClassTag string
+	// MonitorInterval is how often cluster health (/v1/info) and load
+	// (/v1/query) are refreshed. Zero means 3s; negative disables the
+	// monitor (every cluster then counts as healthy and idle).
+	MonitorInterval time.Duration
+	// MonitorUser is the X-Trino-User of the monitor's requests. Empty
+	// means "prestroid".
+	MonitorUser string
 }
 
 type cluster struct {
-	name   string
-	url    string
-	base   string // lower-case scheme://host[:port]
-	host   string // host[:port] for the Host header
-	client *fasthttp.HostClient
+	name        string
+	class       string
+	url         string
+	base        string // lower-case scheme://host[:port]
+	host        string // host[:port] for the Host header
+	client      *fasthttp.HostClient
+	probeClient *fasthttp.HostClient // buffered, for the monitor
+	clusterRuntime
 }
 
 // Server is the proxy. Create it with New; it is safe for concurrent use.
@@ -69,6 +102,8 @@ type Server struct {
 	queries  *queryMap
 	log      *slog.Logger
 	srv      *fasthttp.Server
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
 // New validates o and builds a Server.
@@ -91,6 +126,24 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.EstimateTimeout == 0 {
+		o.EstimateTimeout = 2 * time.Second
+	}
+	if o.MonitorInterval == 0 {
+		o.MonitorInterval = MonitorInterval
+	}
+	if o.MonitorUser == "" {
+		o.MonitorUser = "prestroid"
+	}
+	switch o.Fallback {
+	case "", FallbackLarger, FallbackDefault, FallbackAny:
+	default:
+		return nil, fmt.Errorf("proxy: unknown fallback policy %q", o.Fallback)
+	}
+	classes := map[string]bool{}
+	for _, cc := range o.Classes {
+		classes[cc.Name] = true
+	}
 	if o.Signer == nil {
 		sg, err := NewSigner(nil)
 		if err != nil {
@@ -108,6 +161,12 @@ func New(o Options) (*Server, error) {
 		if _, dup := s.byName[cc.Name]; dup {
 			return nil, fmt.Errorf("proxy: duplicate cluster %s", cc.Name)
 		}
+		if strings.Contains(cc.Name, txSep) {
+			return nil, fmt.Errorf("proxy: cluster name %q must not contain %q", cc.Name, txSep)
+		}
+		if cc.Class != "" && !classes[cc.Class] {
+			return nil, fmt.Errorf("proxy: cluster %s: unknown cost class %q", cc.Name, cc.Class)
+		}
 		addr := u.Host
 		if u.Port() == "" {
 			if u.Scheme == "https" {
@@ -117,10 +176,11 @@ func New(o Options) (*Server, error) {
 			}
 		}
 		c := &cluster{
-			name: cc.Name,
-			url:  u.Scheme + "://" + u.Host,
-			base: strings.ToLower(u.Scheme + "://" + u.Host),
-			host: u.Host,
+			name:  cc.Name,
+			class: cc.Class,
+			url:   u.Scheme + "://" + u.Host,
+			base:  strings.ToLower(u.Scheme + "://" + u.Host),
+			host:  u.Host,
 			client: &fasthttp.HostClient{
 				Addr:                     addr,
 				Name:                     "prestroid",
@@ -133,6 +193,10 @@ func New(o Options) (*Server, error) {
 				MaxConns:                 1024,
 				MaxIdleConnDuration:      30 * time.Second,
 				ReadBufferSize:           64 << 10,
+			},
+			probeClient: &fasthttp.HostClient{
+				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https",
+				MaxResponseBodySize: 64 << 20, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 			},
 		}
 		s.clusters = append(s.clusters, c)
@@ -151,6 +215,14 @@ func New(o Options) (*Server, error) {
 		CloseOnShutdown:       true,
 		Logger:                fasthttpLogger{o.Logger},
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop, s.done = cancel, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if o.MonitorInterval > 0 {
+			s.monitor(ctx, o.MonitorInterval)
+		}
+	}()
 	return s, nil
 }
 
@@ -163,7 +235,15 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 
 // Shutdown stops accepting connections and waits for open ones to finish
 // (or ctx to end).
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop()
+	err := s.srv.ShutdownWithContext(ctx)
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+	}
+	return err
+}
 
 // DefaultCluster is the name of the first configured cluster.
 func (s *Server) DefaultCluster() string { return s.clusters[0].name }
@@ -209,9 +289,15 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// statement forwards a new query to its cluster.
+// statement places a new query (route.go) and forwards it.
 func (s *Server) statement(ctx *fasthttp.RequestCtx) {
-	s.forward(ctx, s.clusters[0], "/v1/statement", modeStatementPOST)
+	d, err := s.decide(ctx)
+	if err != nil {
+		s.fail(ctx, err, false)
+		return
+	}
+	d.cluster.sent.Add(1)
+	s.forwardPlaced(ctx, d.cluster, "/v1/statement", modeStatementPOST, d)
 }
 
 // routed serves a URI the proxy handed out: verify, then forward to the
@@ -294,6 +380,12 @@ const (
 // fresh. Nothing of ctx is kept past the handler except through the body
 // stream, which owns the upstream response and releases it on Close.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, c *cluster, target string, mode fwdMode) {
+	s.forwardPlaced(ctx, c, target, mode, nil)
+}
+
+// forwardPlaced is forward for a new query placed by decision d (nil for
+// every other request).
+func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target string, mode fwdMode, d *decision) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	copyRequestHeaders(&req.Header, &ctx.Request.Header, s.opts.ForwardedHeaders)
@@ -317,6 +409,10 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, c *cluster, target string, mo
 	if body := ctx.Request.Body(); len(body) > 0 {
 		req.SetBodyRaw(body)
 	}
+	stripTransactionCluster(req)
+	if d != nil && !s.opts.Shadow {
+		s.annotate(req, d)
+	}
 
 	resp := fasthttp.AcquireResponse()
 	if ctx.IsHead() {
@@ -328,6 +424,9 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, c *cluster, target string, mo
 		return
 	}
 	s.respond(ctx, c, resp, mode)
+	if d != nil {
+		decisionHeaders(&ctx.Response.Header, d)
+	}
 }
 
 // respond copies status and headers and hands the body stream to fasthttp.
@@ -344,6 +443,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	ctx.SetStatusCode(resp.StatusCode())
 	copyResponseHeaders(&ctx.Response.Header, &resp.Header, gz)
 	s.rewriteLocation(ctx, c)
+	tagTransaction(&ctx.Response.Header, c)
 
 	stream := resp.BodyStream()
 	if stream == nil || ctx.IsHead() {

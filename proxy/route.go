@@ -1,0 +1,233 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// CostClass is a band of predicted CPU time; clusters serve one class.
+// Classes are checked in order: a query belongs to the first class whose
+// MaxCPUSeconds is at least its estimate (0 means unbounded).
+type CostClass struct {
+	Name          string
+	MaxCPUSeconds float64
+}
+
+// Fallback policies when a class has no healthy cluster.
+const (
+	FallbackLarger  = "larger"  // the next larger class that has a healthy cluster (default)
+	FallbackDefault = "default" // the default cluster
+	FallbackAny     = "any"     // the least loaded healthy cluster of any class
+)
+
+// decision is how one query was placed.
+type decision struct {
+	cluster  *cluster
+	class    string
+	est      Estimate
+	estimate bool   // est holds a model estimate
+	why      string // X-Prestroid-Decision
+}
+
+// classify maps an estimate to a class index.
+func (s *Server) classOf(cpu float64) int {
+	for i, c := range s.opts.Classes {
+		if c.MaxCPUSeconds <= 0 || cpu <= c.MaxCPUSeconds {
+			return i
+		}
+	}
+	return len(s.opts.Classes) - 1
+}
+
+// leastLoaded returns the healthy cluster of class (all clusters when class
+// is "") with the least load, or nil.
+func (s *Server) leastLoaded(class string) *cluster {
+	var best *cluster
+	for _, c := range s.clusters {
+		if (class != "" && c.class != class) || !c.healthy() {
+			continue
+		}
+		if best == nil || c.load() < best.load() {
+			best = c
+		}
+	}
+	return best
+}
+
+// decide places a new query: transactions stick to their cluster; without
+// an estimator (or in shadow mode) the default cluster serves; otherwise the
+// query is estimated as the caller within the budget and routed by class.
+// Any estimator failure fails open to the default cluster.
+func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
+	if name, ok := transactionCluster(ctx); ok {
+		c, found := s.byName[name]
+		if !found {
+			return nil, fmt.Errorf("%w: transaction of unknown cluster %q", ErrBadRequest, name)
+		}
+		return &decision{cluster: c, why: "transaction"}, nil
+	}
+	def := s.clusters[0]
+	if s.opts.Estimator == nil {
+		return &decision{cluster: def, why: "no-estimator"}, nil
+	}
+	est, err := s.estimate(ctx, def)
+	if err != nil {
+		reason := "fail-open: estimate failed"
+		if errors.Is(err, context.DeadlineExceeded) {
+			reason = "fail-open: estimate over budget"
+		}
+		s.log.Warn("estimate failed; failing open", "error", err)
+		return &decision{cluster: def, why: reason}, nil
+	}
+	if !est.Estimated {
+		return &decision{cluster: def, est: est, why: "not-estimated: " + est.Reason}, nil
+	}
+	d := &decision{est: est, estimate: true}
+	if len(s.opts.Classes) == 0 {
+		d.cluster, d.why = def, "estimated"
+		return d, nil
+	}
+	ci := s.classOf(est.CPUSeconds)
+	d.class = s.opts.Classes[ci].Name
+	if s.opts.Shadow {
+		want := s.leastLoaded(d.class)
+		name := "none"
+		if want != nil {
+			name = want.name
+		}
+		d.cluster, d.why = def, "shadow: would route to "+name
+		return d, nil
+	}
+	if c := s.leastLoaded(d.class); c != nil {
+		d.cluster, d.why = c, "routed: class "+d.class
+		return d, nil
+	}
+	switch s.opts.Fallback {
+	case FallbackDefault:
+		d.cluster, d.why = def, "fallback: no healthy "+d.class+" cluster; default"
+	case FallbackAny:
+		d.cluster = s.leastLoaded("")
+		d.why = "fallback: no healthy " + d.class + " cluster; any"
+	default:
+		for i := ci + 1; i < len(s.opts.Classes) && d.cluster == nil; i++ {
+			if c := s.leastLoaded(s.opts.Classes[i].Name); c != nil {
+				d.cluster, d.why = c, "fallback: no healthy "+d.class+" cluster; class "+s.opts.Classes[i].Name
+			}
+		}
+	}
+	if d.cluster == nil {
+		d.cluster, d.why = def, "fallback: no healthy cluster; default"
+	}
+	return d, nil
+}
+
+// estimate asks the estimator as the calling user, within the budget.
+func (s *Server) estimate(ctx *fasthttp.RequestCtx, planner *cluster) (Estimate, error) {
+	h := http.Header{}
+	conn := connectionTokens(ctx.Request.Header.PeekAll("Connection"))
+	for k, v := range ctx.Request.Header.All() {
+		if !isHop(k, conn) {
+			h.Add(string(k), string(v))
+		}
+	}
+	if tx := h.Get("X-Trino-Transaction-Id"); tx != "" {
+		h.Del("X-Trino-Transaction-Id")
+	}
+	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
+	defer cancel()
+	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: h, Server: planner.url})
+}
+
+// annotate adds the estimate to the upstream request: Trino's own
+// X-Trino-Resource-Estimate (CPU_TIME, for resource-group selectors) unless
+// the client sent one and KeepClientEstimate is set, and optionally a client
+// tag naming the class.
+func (s *Server) annotate(req *fasthttp.Request, d *decision) {
+	if !d.estimate {
+		return
+	}
+	if !(s.opts.KeepClientEstimate && len(req.Header.Peek("X-Trino-Resource-Estimate")) > 0) {
+		req.Header.Del("X-Trino-Resource-Estimate")
+		req.Header.Set("X-Trino-Resource-Estimate", "CPU_TIME="+TrinoDuration(d.est.CPUSeconds))
+	}
+	if s.opts.ClassTag != "" && d.class != "" {
+		tags := string(req.Header.Peek("X-Trino-Client-Tags"))
+		tag := s.opts.ClassTag + d.class
+		if tags != "" {
+			tags += "," + tag
+		} else {
+			tags = tag
+		}
+		req.Header.Set("X-Trino-Client-Tags", tags)
+	}
+}
+
+// decisionHeaders tells the client what the proxy did.
+func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
+	h.Set("X-Prestroid-Cluster", d.cluster.name)
+	h.Set("X-Prestroid-Decision", d.why)
+	if d.estimate {
+		h.Set("X-Prestroid-Cpu-Estimate", strconv.FormatFloat(d.est.CPUSeconds, 'g', 6, 64))
+		h.Set("X-Prestroid-Model", d.est.Model)
+	}
+}
+
+// TrinoDuration formats seconds in Trino's duration syntax (io.airlift.units
+// Duration: a number and one of ns us ms s m h d), never Go's "1h30m0s".
+func TrinoDuration(sec float64) string {
+	if math.IsNaN(sec) || sec < 0 {
+		sec = 0
+	}
+	switch {
+	case sec < 1:
+		return strconv.FormatFloat(math.Ceil(sec*1000), 'f', 0, 64) + "ms"
+	case sec < 600:
+		return strconv.FormatFloat(math.Ceil(sec), 'f', 0, 64) + "s"
+	default:
+		return strconv.FormatFloat(math.Ceil(sec/60), 'f', 0, 64) + "m"
+	}
+}
+
+// Transactions stick to the cluster that started them without any state in
+// the proxy: the transaction id handed to the client (in
+// X-Trino-Started-Transaction-Id) is "{cluster}~{trino id}", clients send it
+// back in X-Trino-Transaction-Id, and the proxy routes on the prefix and
+// forwards only the Trino id. Cluster names cannot hold "~".
+const txSep = "~"
+
+func transactionCluster(ctx *fasthttp.RequestCtx) (string, bool) {
+	v := string(ctx.Request.Header.Peek("X-Trino-Transaction-Id"))
+	i := strings.Index(v, txSep)
+	if v == "" || strings.EqualFold(v, "NONE") || i <= 0 {
+		return "", false
+	}
+	return v[:i], true
+}
+
+// stripTransactionCluster turns the client's transaction id back into
+// Trino's on an outgoing request.
+func stripTransactionCluster(req *fasthttp.Request) {
+	v := string(req.Header.Peek("X-Trino-Transaction-Id"))
+	if i := strings.Index(v, txSep); i > 0 {
+		req.Header.Set("X-Trino-Transaction-Id", v[i+len(txSep):])
+	}
+}
+
+// tagTransaction prefixes a started transaction's id with its cluster.
+func tagTransaction(h *fasthttp.ResponseHeader, c *cluster) {
+	if v := string(h.Peek("X-Trino-Started-Transaction-Id")); v != "" && !strings.Contains(v, txSep) {
+		h.Set("X-Trino-Started-Transaction-Id", c.name+txSep+v)
+	}
+}
+
+// MonitorInterval is how often cluster health and load are refreshed when
+// Options.MonitorInterval is zero.
+const MonitorInterval = 3 * time.Second
