@@ -6,7 +6,7 @@ TRINO := testing/trino/trino.sh
 VENV := .venv
 PY := $(VENV)/bin/python
 # Pinned Python packages used by the tests (real clients).
-PY_TEST_DEPS := trino==0.340.0
+PY_TEST_DEPS := trino==0.340.0 'moto[server]==5.2.5'
 
 export PRESTROID_CACHE ?= $(HOME)/.cache/prestroid
 
