@@ -1,0 +1,218 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fixedEstimator answers every query with the CPU seconds found after
+// "cpu=" in the SQL text, or fails / stalls on request: a test double for
+// the proxy's own unit tests (the real model is tested end to end).
+type fixedEstimator struct{ calls atomic.Int64 }
+
+func (f *fixedEstimator) Estimate(ctx context.Context, q Query) (Estimate, error) {
+	f.calls.Add(1)
+	switch {
+	case strings.Contains(q.SQL, "fail"):
+		return Estimate{}, errors.New("explain failed")
+	case strings.Contains(q.SQL, "stall"):
+		<-ctx.Done()
+		return Estimate{}, ctx.Err()
+	case strings.HasPrefix(q.SQL, "SET"):
+		return Estimate{Reason: "SET SESSION"}, nil
+	}
+	var cpu float64
+	if i := strings.Index(q.SQL, "cpu="); i >= 0 {
+		f := strings.Fields(q.SQL[i+4:])[0]
+		cpu, _ = parseFloat(f)
+	}
+	if q.Header.Get("X-Trino-User") == "" {
+		return Estimate{}, errors.New("no caller identity")
+	}
+	return Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}, nil
+}
+
+func parseFloat(s string) (float64, error) {
+	var f float64
+	_, err := fmt.Sscan(s, &f)
+	return f, err
+}
+
+// coordinator is a stub cluster recording the last statement POST.
+type coordinator struct {
+	*stubTrino
+	lastPost atomic.Pointer[http.Request]
+	healthy  atomic.Bool
+}
+
+func newCoordinator(t *testing.T) *coordinator {
+	c := &coordinator{}
+	c.healthy.Store(true)
+	c.stubTrino = newStub(t, func(w http.ResponseWriter, r *http.Request, base string) {
+		switch {
+		case r.URL.Path == "/v1/info":
+			if !c.healthy.Load() {
+				w.WriteHeader(503)
+				return
+			}
+			io.WriteString(w, `{"starting":false}`)
+		case r.URL.Path == "/v1/query":
+			io.WriteString(w, `[]`)
+		case r.URL.Path == "/v1/statement":
+			c.lastPost.Store(r.Clone(context.Background()))
+			if strings.Contains(r.Header.Get("X-Trino-Transaction-Id"), "NONE") {
+				w.Header().Set("X-Trino-Started-Transaction-Id", "tx-uuid-1")
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, queuedPage(base))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	return c
+}
+
+func routingProxy(t *testing.T, o Options) string {
+	t.Helper()
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.MonitorInterval == 0 {
+		o.MonitorInterval = 50 * time.Millisecond
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	time.Sleep(150 * time.Millisecond) // first health round
+	return "http://" + ln.Addr().String()
+}
+
+func sendSQL(t *testing.T, p, sql string, h map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", p+"/v1/statement", strings.NewReader(sql))
+	req.Header.Set("X-Trino-User", "alice")
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func TestCostRouting(t *testing.T) {
+	small, large := newCoordinator(t), newCoordinator(t)
+	est := &fixedEstimator{}
+	classes := []CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}}
+	p := routingProxy(t, Options{
+		Clusters:  []ClusterConfig{{Name: "small", URL: small.URL, Class: "small"}, {Name: "large", URL: large.URL, Class: "large"}},
+		Estimator: est, Classes: classes, EstimateTimeout: 200 * time.Millisecond, ClassTag: "cost:",
+	})
+	for _, tc := range []struct {
+		name, sql, cluster, decision, estimate string
+	}{
+		{"a light query goes to the small cluster", "SELECT 1 -- cpu=0.5", "small", "routed: class small", "CPU_TIME=500ms"},
+		{"a heavy query goes to the large cluster", "SELECT 2 -- cpu=900", "large", "routed: class large", "CPU_TIME=15m"},
+		{"a failing estimate fails open to the default cluster", "SELECT fail", "small", "fail-open: estimate failed", ""},
+		{"a slow estimate fails open within the budget", "SELECT stall", "small", "fail-open: estimate over budget", ""},
+		{"a statement the model does not score is not annotated", "SET SESSION a = 1", "small", "not-estimated: SET SESSION", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := sendSQL(t, p, tc.sql, nil)
+			if got := resp.Header.Get("X-Prestroid-Cluster"); got != tc.cluster {
+				t.Errorf("cluster %q, want %q", got, tc.cluster)
+			}
+			if got := resp.Header.Get("X-Prestroid-Decision"); got != tc.decision {
+				t.Errorf("decision %q, want %q", got, tc.decision)
+			}
+			target := map[string]*coordinator{"small": small, "large": large}[tc.cluster]
+			up := target.lastPost.Load()
+			if got := up.Header.Get("X-Trino-Resource-Estimate"); got != tc.estimate {
+				t.Errorf("upstream X-Trino-Resource-Estimate %q, want %q", got, tc.estimate)
+			}
+			if tc.estimate != "" {
+				if resp.Header.Get("X-Prestroid-Model") != "test-model" || resp.Header.Get("X-Prestroid-Cpu-Estimate") == "" {
+					t.Errorf("estimate headers missing: %v", resp.Header)
+				}
+				if !strings.Contains(up.Header.Get("X-Trino-Client-Tags"), "cost:"+tc.cluster) {
+					t.Errorf("class tag missing: %q", up.Header.Get("X-Trino-Client-Tags"))
+				}
+			}
+		})
+	}
+	t.Run("the client's own resource estimate is replaced unless configured to keep it", func(t *testing.T) {
+		sendSQL(t, p, "SELECT 3 -- cpu=1", map[string]string{"X-Trino-Resource-Estimate": "CPU_TIME=1d"})
+		if got := small.lastPost.Load().Header.Values("X-Trino-Resource-Estimate"); len(got) != 1 || got[0] != "CPU_TIME=1s" {
+			t.Errorf("upstream estimate %q", got)
+		}
+	})
+	t.Run("an unhealthy class falls back to the next larger one", func(t *testing.T) {
+		small.healthy.Store(false)
+		defer small.healthy.Store(true)
+		time.Sleep(200 * time.Millisecond)
+		resp := sendSQL(t, p, "SELECT 4 -- cpu=1", nil)
+		if resp.Header.Get("X-Prestroid-Cluster") != "large" || !strings.HasPrefix(resp.Header.Get("X-Prestroid-Decision"), "fallback") {
+			t.Errorf("cluster %q decision %q", resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"))
+		}
+	})
+	t.Run("a transaction sticks to the cluster that started it", func(t *testing.T) {
+		resp := sendSQL(t, p, "START TRANSACTION -- cpu=900", map[string]string{"X-Trino-Transaction-Id": "NONE"})
+		tx := resp.Header.Get("X-Trino-Started-Transaction-Id")
+		if resp.Header.Get("X-Prestroid-Cluster") != "large" || tx != "large~tx-uuid-1" {
+			t.Fatalf("cluster %q, started transaction %q", resp.Header.Get("X-Prestroid-Cluster"), tx)
+		}
+		before := est.calls.Load()
+		resp = sendSQL(t, p, "SELECT 5 -- cpu=0.1", map[string]string{"X-Trino-Transaction-Id": tx})
+		if resp.Header.Get("X-Prestroid-Cluster") != "large" || resp.Header.Get("X-Prestroid-Decision") != "transaction" {
+			t.Errorf("follow-up went to %q (%q)", resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"))
+		}
+		if got := large.lastPost.Load().Header.Get("X-Trino-Transaction-Id"); got != "tx-uuid-1" {
+			t.Errorf("Trino got transaction id %q, want its own", got)
+		}
+		if est.calls.Load() != before {
+			t.Errorf("a statement inside a transaction was estimated")
+		}
+		resp = sendSQL(t, p, "SELECT 6", map[string]string{"X-Trino-Transaction-Id": "elsewhere~tx"})
+		if resp.StatusCode != 400 {
+			t.Errorf("transaction naming an unknown cluster: %d, want 400", resp.StatusCode)
+		}
+	})
+}
+
+func TestShadowModeOnlyReports(t *testing.T) {
+	small, large := newCoordinator(t), newCoordinator(t)
+	p := routingProxy(t, Options{
+		Clusters:  []ClusterConfig{{Name: "small", URL: small.URL, Class: "small"}, {Name: "large", URL: large.URL, Class: "large"}},
+		Estimator: &fixedEstimator{}, Shadow: true,
+		Classes: []CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}},
+	})
+	resp := sendSQL(t, p, "SELECT 1 -- cpu=900", nil)
+	if resp.Header.Get("X-Prestroid-Cluster") != "small" || resp.Header.Get("X-Prestroid-Decision") != "shadow: would route to large" {
+		t.Errorf("cluster %q decision %q", resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"))
+	}
+	if small.lastPost.Load().Header.Get("X-Trino-Resource-Estimate") != "" {
+		t.Error("shadow mode annotated the query")
+	}
+}
+
+func TestTrinoDuration(t *testing.T) {
+	for in, want := range map[float64]string{0: "0ms", 0.0004: "1ms", 0.25: "250ms", 1: "1s", 89.2: "90s", 600: "10m", 5400: "90m", -1: "0ms"} {
+		if got := TrinoDuration(in); got != want {
+			t.Errorf("TrinoDuration(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
