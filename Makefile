@@ -29,9 +29,10 @@ trino-down:
 
 $(PY):
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q $(PY_TEST_DEPS)
 
+# Installs or updates the pinned test dependencies (a no-op when present).
 venv: $(PY)
+	$(VENV)/bin/pip install -q $(PY_TEST_DEPS)
 
 # Unit tests only: no Trino needed (integration tests skip themselves).
 unit-test:

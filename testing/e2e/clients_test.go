@@ -78,7 +78,7 @@ func TestCLIWorkloadsMatchDirect(t *testing.T) {
 		f.WriteString(script.String())
 		f.Close()
 		cmd := exec.Command("java", "-jar", cli, "--server", server, "--user", "e2e-cli",
-			"--output-format", "TSV", "-f", f.Name())
+			"--output-format", "TSV", "--ignore-errors", "-f", f.Name())
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
