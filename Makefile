@@ -41,8 +41,8 @@ unit-test:
 # The full suite against a real Trino started by the harness. Integration
 # tests fail (not skip) when PRESTROID_TRINO_URL is set and Trino misbehaves.
 test: build vet venv
-	TRINO_PORT=8081 $(TRINO) up
-	PRESTROID_TRINO_URL=http://127.0.0.1:8081 \
+	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
+	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
 	PRESTROID_PYTHON=$(CURDIR)/$(PY) \
 	PRESTROID_WORKLOADS=$(CURDIR)/../shared/workloads \
