@@ -64,6 +64,20 @@ func initEnv(path string) error {
 		}
 		return nil
 	}
+	if err := checkLibrary(path); err != nil {
+		return err
+	}
+	ort.SetSharedLibraryPath(path)
+	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
+		return fmt.Errorf("%w: loading %s: %v", ErrLibrary, path, err)
+	}
+	envPath = path
+	return nil
+}
+
+// checkLibrary explains a missing or misconfigured library path before
+// dlopen gets a chance to give a vaguer message.
+func checkLibrary(path string) error {
 	if path == "" {
 		return fmt.Errorf("%w: no library path configured (set PRESTROID_ORT_LIB, estimator.ort_lib or --ort-lib; `make ort` installs it)", ErrLibrary)
 	}
@@ -74,11 +88,6 @@ func initEnv(path string) error {
 	if st.IsDir() {
 		return fmt.Errorf("%w: %s is a directory, want the libonnxruntime.so file", ErrLibrary, path)
 	}
-	ort.SetSharedLibraryPath(path)
-	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
-		return fmt.Errorf("%w: loading %s: %v", ErrLibrary, path, err)
-	}
-	envPath = path
 	return nil
 }
 

@@ -28,20 +28,17 @@ func runtime(t testing.TB) *Runtime {
 }
 
 func TestMissingLibraryNamesPath(t *testing.T) {
-	envMu.Lock()
-	inited := envPath != ""
-	envMu.Unlock()
-	if inited {
-		t.Skip("environment already initialized in this process")
-	}
 	missing := filepath.Join(t.TempDir(), "libonnxruntime.so.1")
-	_, err := New(Options{LibraryPath: missing})
+	err := checkLibrary(missing)
 	if !errors.Is(err, ErrLibrary) || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("err = %v, want ErrLibrary naming %s", err, missing)
 	}
-	_, err = New(Options{})
+	err = checkLibrary("")
 	if !errors.Is(err, ErrLibrary) || !strings.Contains(err.Error(), "PRESTROID_ORT_LIB") {
 		t.Fatalf("err = %v, want ErrLibrary naming PRESTROID_ORT_LIB", err)
+	}
+	if err := checkLibrary(t.TempDir()); !errors.Is(err, ErrLibrary) {
+		t.Fatalf("a directory: err = %v", err)
 	}
 }
 

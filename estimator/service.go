@@ -1,0 +1,219 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// CostEstimate is the cost estimate of one statement.
+type CostEstimate struct {
+	// Estimated is false for statements that get no estimate (SET
+	// SESSION, SHOW, DDL...; see Explainable): then Statement and Reason
+	// say why and the cost fields are zero.
+	Estimated bool
+	Statement StatementKind
+	Reason    string
+
+	CPUSeconds float64 // predicted CPU time of the query, seconds
+	Normalized float32 // the model output in [0, 1]
+	ModelID    string
+	Untrained  bool // the model is an untrained fixture: do not trust the number
+
+	ExplainMillis   float64 // EXPLAIN round trip (0 on a cache hit)
+	FeaturizeMicros int64   // plan JSON → tensors
+	InferMicros     int64   // queued + batched inference
+	Cached          bool    // served from the estimate cache
+	ExplainQueryID  string  // the EXPLAIN query's id on Trino
+}
+
+// EstimateCache caches estimates by EstimateKey, with a TTL. Best-effort;
+// cached values are never modified. cache.TTL[CostEstimate] fits.
+type EstimateCache interface {
+	Get(key string) (CostEstimate, bool)
+	Set(key string, e CostEstimate)
+}
+
+// ServiceOptions configure a Service. Zero values are documented per field.
+type ServiceOptions struct {
+	// Explain runs the EXPLAINs. Nil means a zero ExplainClient.
+	Explain *ExplainClient
+	// ExplainTimeout bounds one EXPLAIN. Zero means 30s.
+	ExplainTimeout time.Duration
+	// MaxBatch is the largest inference batch. Zero means 32; 1 turns
+	// micro-batching off.
+	MaxBatch int
+	// MaxWait is how long a worker holds a batch open for more requests
+	// after the first. Zero means no wait: a batch is whatever queued up
+	// while the workers were busy (no added latency when idle).
+	MaxWait time.Duration
+	// Workers is the number of concurrent inference runs. Zero means
+	// GOMAXPROCS.
+	Workers int
+	// Cache caches estimates. Nil means no estimate cache.
+	Cache EstimateCache
+	// Logger receives reload messages. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Service estimates queries: classify, EXPLAIN as the caller, featurize,
+// infer (micro-batched). It is safe for concurrent use; the model can be
+// swapped while it serves (Swap, WatchBundle).
+type Service struct {
+	opts  ServiceOptions
+	model atomic.Pointer[Model]
+	b     *batcher
+	log   *slog.Logger
+}
+
+// NewService serves m (which the Service then owns and closes).
+func NewService(m *Model, o ServiceOptions) *Service {
+	if o.Explain == nil {
+		o.Explain = &ExplainClient{}
+	}
+	if o.ExplainTimeout <= 0 {
+		o.ExplainTimeout = 30 * time.Second
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 32
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Service{opts: o, log: o.Logger}
+	s.model.Store(m)
+	s.b = newBatcher(o.Workers, o.MaxBatch, o.MaxWait)
+	return s
+}
+
+// Model returns the model being served.
+func (s *Service) Model() *Model { return s.model.Load() }
+
+// Swap serves m from now on; the previous model closes once its in-flight
+// requests finish.
+func (s *Service) Swap(m *Model) {
+	if old := s.model.Swap(m); old != nil && old != m {
+		old.Close()
+	}
+}
+
+// Close stops the inference workers and closes the model.
+func (s *Service) Close() {
+	s.b.close()
+	if m := s.model.Swap(nil); m != nil {
+		m.Close()
+	}
+}
+
+// acquire returns the current model with a reference held.
+func (s *Service) acquire() (*Model, error) {
+	for {
+		m := s.model.Load()
+		if m == nil {
+			return nil, errServiceClosed
+		}
+		if m.acquire() {
+			return m, nil
+		}
+		// Retired between Load and acquire: a newer model is in place.
+	}
+}
+
+// Estimate estimates sql for the caller described by h (read only; its
+// X-Trino-* headers and Authorization go to the EXPLAIN) against the Trino
+// coordinator at server. Statements that are not explainable get a
+// not-estimated result and a nil error, without contacting Trino.
+func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Header) (*CostEstimate, error) {
+	kind := Classify(sql)
+	if !kind.Explainable() {
+		return &CostEstimate{Statement: kind, Reason: fmt.Sprintf("a %s statement is not estimated", kind)}, nil
+	}
+	m, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer m.release()
+	var key string
+	if s.opts.Cache != nil {
+		key = EstimateKey(m.ID(), sql, h)
+		if e, ok := s.opts.Cache.Get(key); ok {
+			e.Cached, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros = true, 0, 0, 0
+			return &e, nil
+		}
+	}
+	ectx, cancel := context.WithTimeout(ctx, s.opts.ExplainTimeout)
+	res, err := s.opts.Explain.Explain(ectx, server, sql, h)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.estimatePlan(ctx, m, res.PlanJSON)
+	if err != nil {
+		return nil, err
+	}
+	e.Statement = kind
+	e.ExplainMillis = float64(res.Wall.Microseconds()) / 1000
+	e.ExplainQueryID = res.QueryID
+	if key != "" {
+		s.opts.Cache.Set(key, *e)
+	}
+	return e, nil
+}
+
+// EstimatePlan estimates an EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) plan.
+func (s *Service) EstimatePlan(ctx context.Context, planJSON []byte) (*CostEstimate, error) {
+	m, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer m.release()
+	return s.estimatePlan(ctx, m, planJSON)
+}
+
+func (s *Service) estimatePlan(ctx context.Context, m *Model, planJSON []byte) (*CostEstimate, error) {
+	t0 := time.Now()
+	f, err := m.Featurize(planJSON)
+	if err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	y, err := s.b.infer(ctx, m, f)
+	if err != nil {
+		return nil, err
+	}
+	t2 := time.Now()
+	return &CostEstimate{
+		Estimated: true, Statement: StmtQuery,
+		CPUSeconds: m.CPUSeconds(y), Normalized: y,
+		ModelID: m.ID(), Untrained: m.Manifest().Untrained(),
+		FeaturizeMicros: t1.Sub(t0).Microseconds(), InferMicros: t2.Sub(t1).Microseconds(),
+	}, nil
+}
+
+// Reload loads a new model with load and swaps it in. A refused model
+// leaves the current one serving; the error says why.
+func (s *Service) Reload(load func() (*Model, error)) error {
+	m, err := load()
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return errors.New("estimator: reload: no model")
+	}
+	old := s.Model()
+	s.Swap(m)
+	oldID := ""
+	if old != nil {
+		oldID = old.ID()
+	}
+	s.log.Info("estimator: model loaded", "model", m.ID(), "source", m.Source(), "previous", oldID, "untrained", m.Manifest().Untrained())
+	return nil
+}
