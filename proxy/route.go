@@ -33,8 +33,9 @@ type decision struct {
 	cluster  *cluster
 	class    string
 	est      Estimate
-	estimate bool   // est holds a model estimate
-	why      string // X-Prestroid-Decision
+	estimate bool    // est holds a model estimate
+	why      string  // X-Prestroid-Decision
+	ticket   *ticket // admission ticket, when admission control is on
 }
 
 // classify maps an estimate to a class index.

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -55,6 +56,10 @@ type Options struct {
 	// Estimator scores new queries. Nil means no estimation: every query
 	// goes to the default cluster unannotated.
 	Estimator Estimator
+	// RoutingGroups answer Trino Gateway's external routing requests
+	// (POST /v1/routing), in increasing order of MaxCPUSeconds. Empty
+	// means the answer carries only the estimate header.
+	RoutingGroups []RoutingGroup
 	// EstimateTimeout is the time budget of one estimate (EXPLAIN and
 	// model); past it the query fails open. Zero means 2s.
 	EstimateTimeout time.Duration
@@ -80,6 +85,9 @@ type Options struct {
 	// MonitorUser is the X-Trino-User of the monitor's requests. Empty
 	// means "prestroid".
 	MonitorUser string
+	// Admission holds the budgets of in-flight queries. Nil, or all limits
+	// zero, means no admission control.
+	Admission *AdmissionOptions
 }
 
 type cluster struct {
@@ -100,6 +108,7 @@ type Server struct {
 	byName   map[string]*cluster
 	signer   *Signer
 	queries  *queryMap
+	admit    *admission // nil without admission control
 	log      *slog.Logger
 	srv      *fasthttp.Server
 	stop     context.CancelFunc
@@ -215,13 +224,22 @@ func New(o Options) (*Server, error) {
 		CloseOnShutdown:       true,
 		Logger:                fasthttpLogger{o.Logger},
 	}
+	if o.Admission.enabled() {
+		s.admit = newAdmission(*o.Admission)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop, s.done = cancel, make(chan struct{})
 	go func() {
 		defer close(s.done)
+		var wg sync.WaitGroup
+		if s.admit != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.runSweeper(ctx) }()
+		}
 		if o.MonitorInterval > 0 {
 			s.monitor(ctx, o.MonitorInterval)
 		}
+		wg.Wait()
 	}()
 	return s, nil
 }
@@ -276,6 +294,10 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.forward(ctx, s.clusters[0], raw, modeRaw)
 	case strings.HasPrefix(path, "/v1/query/"):
 		s.queryResource(ctx, method, strings.TrimPrefix(path, "/v1/query/"))
+	case path == "/v1/estimate" && method == fasthttp.MethodPost:
+		s.serveEstimate(ctx)
+	case path == "/v1/routing" && method == fasthttp.MethodPost:
+		s.serveRouting(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
 		s.forward(ctx, s.clusters[0], raw, modeRaw)
 	case path == "/ui" || strings.HasPrefix(path, "/ui/"):
@@ -296,8 +318,18 @@ func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err, false)
 		return
 	}
+	if s.admit != nil && !s.opts.Shadow && d.why != "transaction" {
+		t, now := s.admitOrQueue(ctx, d)
+		if !now {
+			return // queued (or refused): the client has its answer
+		}
+		d.ticket = t
+	}
 	d.cluster.sent.Add(1)
 	s.forwardPlaced(ctx, d.cluster, "/v1/statement", modeStatementPOST, d)
+	if d.ticket != nil && ctx.Response.StatusCode() != fasthttp.StatusOK {
+		s.admit.release(d.ticket)
+	}
 }
 
 // routed serves a URI the proxy handed out: verify, then forward to the
@@ -307,6 +339,15 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 	if err != nil {
 		s.fail(ctx, err, false)
 		return
+	}
+	if name == localCluster && strings.HasPrefix(target, queuedPrefix) {
+		s.queuedPoll(ctx, method, target)
+		return
+	}
+	if s.admit != nil && method == fasthttp.MethodDelete && strings.HasPrefix(target, "/v1/statement/") {
+		if id := statementQueryID(target); id != "" {
+			s.admit.seen(id, true) // a cancelled query frees its budget
+		}
 	}
 	c, ok := s.byName[name]
 	if !ok {
@@ -334,6 +375,18 @@ func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
 		s.fail(ctx, fmt.Errorf("%w: bad query id", ErrBadRequest), false)
 		return
 	}
+	if s.admit != nil {
+		if method == fasthttp.MethodDelete && s.admit.cancel(id) {
+			ctx.SetStatusCode(fasthttp.StatusNoContent)
+			return
+		}
+		if t, ok := s.admit.lookupQueued(id); ok && t.upstreamID != "" {
+			id = t.upstreamID // the proxy's queued id, now running on Trino
+		}
+		if method == fasthttp.MethodDelete {
+			defer s.admit.seen(id, true)
+		}
+	}
 	target := "/v1/query/" + id
 	if q := ctx.URI().QueryString(); len(q) > 0 {
 		target += "?" + string(q)
@@ -352,6 +405,20 @@ func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
 		}
 	}
 	s.fail(ctx, ErrUnknownQuery, false)
+}
+
+// statementQueryID extracts {id} from /v1/statement/{queued|executing}/{id}/...
+// (and .../executing/partialCancel/{id}/...).
+func statementQueryID(target string) string {
+	parts := strings.Split(target, "/")
+	// "", v1, statement, phase, id | partialCancel, id
+	if len(parts) < 5 {
+		return ""
+	}
+	if parts[4] == "partialCancel" {
+		return ""
+	}
+	return parts[4]
 }
 
 func validQueryID(id string) bool {
@@ -423,14 +490,14 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Err: err}, mode == modeStatementPOST)
 		return
 	}
-	s.respond(ctx, c, resp, mode)
+	s.respond(ctx, c, resp, mode, d)
 	if d != nil {
 		decisionHeaders(&ctx.Response.Header, d)
 	}
 }
 
 // respond copies status and headers and hands the body stream to fasthttp.
-func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Response, mode fwdMode) {
+func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Response, mode fwdMode, d *decision) {
 	release := func() error {
 		err := resp.CloseBodyStream()
 		fasthttp.ReleaseResponse(resp)
@@ -470,9 +537,19 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	info := &PageInfo{}
 	m := &uriMapper{signer: s.signer, cluster: c.name, upstreamBase: c.base, publicBase: s.publicBase(ctx)}
 	cname := c.name
+	var t *ticket
+	if d != nil {
+		t = d.ticket
+	}
 	rw := newJSONRewriter(src, func() error {
 		if info.ID != "" && mode == modeStatementPOST {
 			s.queries.Put(info.ID, cname)
+			if t != nil {
+				s.admit.bind(t, info.ID, cname)
+			}
+		}
+		if info.ID != "" && s.admit != nil {
+			s.admit.seen(info.ID, !info.HasNextURI)
 		}
 		return release()
 	}, m, info)

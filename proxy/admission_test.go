@@ -1,0 +1,210 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// statefulStub is a coordinator whose queries run until their executing
+// URI is polled once: the first poll returns the final page.
+func statefulStub(t *testing.T) (*stubTrino, *atomic.Int64) {
+	var posts atomic.Int64
+	var n atomic.Int64
+	s := newStub(t, func(w http.ResponseWriter, r *http.Request, base string) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == "POST" && r.URL.Path == "/v1/statement":
+			posts.Add(1)
+			id := fmt.Sprintf("20260101_000000_%05d_stub", n.Add(1))
+			fmt.Fprintf(w, `{"id":"%s","nextUri":"%s/v1/statement/executing/%s/yslug/1","stats":{"state":"RUNNING"}}`, id, base, id)
+		case strings.HasPrefix(r.URL.Path, "/v1/statement/executing/"):
+			id := strings.Split(r.URL.Path, "/")[4]
+			if r.Method == "DELETE" {
+				w.WriteHeader(204)
+				return
+			}
+			fmt.Fprintf(w, `{"id":"%s","stats":{"state":"FINISHED","cpuTimeMillis":5}}`, id)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	return s, &posts
+}
+
+func admissionProxy(t *testing.T, upstream string, signer *Signer, a *AdmissionOptions) (string, *Server) {
+	t.Helper()
+	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: upstream}}, Signer: signer, MonitorInterval: -1,
+		Admission: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return "http://" + ln.Addr().String(), s
+}
+
+type pg struct {
+	ID      string
+	NextURI string
+	Stats   struct{ State string }
+	Error   *struct{ ErrorName, Message string }
+}
+
+func call(t *testing.T, method, url, body string, user string) (pg, *http.Response) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("X-Trino-User", user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p pg
+	b, _ := io.ReadAll(resp.Body)
+	if len(b) > 0 && resp.StatusCode == 200 {
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatalf("%s: %s", err, b)
+		}
+	}
+	return p, resp
+}
+
+func TestAdmissionQueuesOverBudgetAndAdmitsInOrder(t *testing.T) {
+	stub, posts := statefulStub(t)
+	p, srv := admissionProxy(t, stub.URL, nil, &AdmissionOptions{MaxQueries: 1})
+
+	first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice")
+	if first.Stats.State != "RUNNING" || posts.Load() != 1 {
+		t.Fatalf("first query not submitted: %+v", first)
+	}
+	second, resp := call(t, "POST", p+"/v1/statement", "SELECT 2", "bob")
+	if second.Stats.State != "QUEUED" || !strings.Contains(second.NextURI, "/r/prestroid~local.") || posts.Load() != 1 {
+		t.Fatalf("second query not queued in the proxy: %+v (posts %d)", second, posts.Load())
+	}
+	if !strings.HasSuffix(resp.Header.Get("X-Prestroid-Decision"), "; queued") {
+		t.Errorf("decision %q", resp.Header.Get("X-Prestroid-Decision"))
+	}
+	start := time.Now()
+	again, _ := call(t, "GET", second.NextURI, "", "bob")
+	if again.Stats.State != "QUEUED" || time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("a poll while over budget should long-poll ~1s and stay QUEUED: %+v after %v", again, time.Since(start))
+	}
+	if q, in := srv.admit.lengths(); q != 1 || in != 1 {
+		t.Fatalf("queued %d in flight %d", q, in)
+	}
+	// The first query's last page frees the budget.
+	last, _ := call(t, "GET", first.NextURI, "", "alice")
+	if last.NextURI != "" || last.Stats.State != "FINISHED" {
+		t.Fatalf("first query's last page: %+v", last)
+	}
+	admitted, _ := call(t, "GET", again.NextURI, "", "bob")
+	if admitted.Stats.State != "RUNNING" || !strings.HasSuffix(admitted.ID, "_stub") || posts.Load() != 2 {
+		t.Fatalf("second query not submitted on admission: %+v (posts %d)", admitted, posts.Load())
+	}
+	if !strings.Contains(admitted.NextURI, "/r/default.") {
+		t.Errorf("admitted query's nextUri not routed to the cluster: %s", admitted.NextURI)
+	}
+	call(t, "GET", admitted.NextURI, "", "bob")
+	if q, in := srv.admit.lengths(); q != 0 || in != 0 {
+		t.Errorf("after both finished: queued %d in flight %d", q, in)
+	}
+}
+
+func TestAdmissionCancelFullAndLost(t *testing.T) {
+	stub, posts := statefulStub(t)
+	signer, _ := NewSigner([]byte(strings.Repeat("q", 32)))
+	p, srv := admissionProxy(t, stub.URL, signer, &AdmissionOptions{MaxQueries: 1, QueueSize: 1})
+	call(t, "POST", p+"/v1/statement", "SELECT 1", "alice") // runs, holds the budget
+	queued, _ := call(t, "POST", p+"/v1/statement", "SELECT 2", "alice")
+	if queued.Stats.State != "QUEUED" {
+		t.Fatalf("not queued: %+v", queued)
+	}
+	t.Run("past the queue size a query fails at once with a Trino error", func(t *testing.T) {
+		full, resp := call(t, "POST", p+"/v1/statement", "SELECT 3", "carol")
+		if resp.StatusCode != 200 || full.Error == nil || full.Error.ErrorName != "PRESTROID_QUEUE_FULL" {
+			t.Fatalf("status %d page %+v", resp.StatusCode, full)
+		}
+	})
+	t.Run("a proxy restart loses queued queries with a clear error, never a hang", func(t *testing.T) {
+		p2, _ := admissionProxy(t, stub.URL, signer, &AdmissionOptions{MaxQueries: 1})
+		lost, resp := call(t, "GET", strings.Replace(queued.NextURI, p, p2, 1), "", "alice")
+		if resp.StatusCode != 200 || lost.Error == nil || lost.Error.ErrorName != "PRESTROID_QUEUE_LOST" || lost.NextURI != "" {
+			t.Fatalf("status %d page %+v", resp.StatusCode, lost)
+		}
+	})
+	t.Run("DELETE /v1/query/{id} removes a queued query; nothing reaches Trino", func(t *testing.T) {
+		_, resp := call(t, "DELETE", p+"/v1/query/"+queued.ID, "", "alice")
+		if resp.StatusCode != 204 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if q, _ := srv.admit.lengths(); q != 0 {
+			t.Fatalf("still queued: %d", q)
+		}
+		gone, _ := call(t, "GET", queued.NextURI, "", "alice")
+		if gone.Error == nil {
+			t.Errorf("poll after cancel: %+v", gone)
+		}
+		if posts.Load() != 1 {
+			t.Errorf("cancelled queued query reached Trino (%d posts)", posts.Load())
+		}
+	})
+	t.Run("DELETE on the queued nextUri removes it too", func(t *testing.T) {
+		q2, _ := call(t, "POST", p+"/v1/statement", "SELECT 4", "dave")
+		if q2.Stats.State != "QUEUED" {
+			t.Fatalf("not queued: %+v", q2)
+		}
+		_, resp := call(t, "DELETE", q2.NextURI, "", "dave")
+		if resp.StatusCode != 204 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if q, _ := srv.admit.lengths(); q != 0 {
+			t.Fatalf("still queued: %d", q)
+		}
+	})
+}
+
+func TestAdmissionBudgets(t *testing.T) {
+	a := newAdmission(AdmissionOptions{MaxCPUSeconds: 100, UserMaxQueries: 1})
+	mk := func(user string, cpu float64) *ticket {
+		return &ticket{id: user + fmt.Sprint(cpu), user: user, group: user, cpu: cpu, admitted: make(chan struct{}), enqueued: time.Now(), lastPoll: time.Now()}
+	}
+	big := mk("alice", 500)
+	if now, _ := a.enter(big); !now {
+		t.Fatal("a query larger than the whole budget must still run when nothing else does")
+	}
+	small := mk("bob", 1)
+	if now, _ := a.enter(small); now {
+		t.Fatal("bob admitted while the CPU budget is exhausted")
+	}
+	alice2, bob2 := mk("alice", 2), mk("bob", 3)
+	a.enter(alice2)
+	a.enter(bob2)
+	a.release(big)
+	// bob's first query runs; alice's second also fits the CPU budget, and
+	// the per-user limit of 1 keeps bob's second waiting.
+	for _, tc := range []struct {
+		t    *ticket
+		want bool
+	}{{small, true}, {alice2, true}, {bob2, false}} {
+		select {
+		case <-tc.t.admitted:
+			if !tc.want {
+				t.Errorf("%s admitted", tc.t.id)
+			}
+		default:
+			if tc.want {
+				t.Errorf("%s not admitted", tc.t.id)
+			}
+		}
+	}
+}
