@@ -70,6 +70,12 @@ type Config struct {
 
 	// LogLevel is one of debug, info, warn, error. Empty means info.
 	LogLevel string `yaml:"log_level"`
+
+	// Routing: cost classes, fallback, shadow mode, estimate budget
+	// (routing.go).
+	Routing Routing `yaml:"routing"`
+	// Admission: in-flight budgets and the proxy's queue (routing.go).
+	Admission Admission `yaml:"admission"`
 }
 
 // Cluster is one Trino coordinator.
@@ -80,6 +86,9 @@ type Cluster struct {
 	// URL is the coordinator's base URL, e.g. http://trino-small:8080.
 	// Required; http or https, no path.
 	URL string `yaml:"url"`
+	// Class is the cost class (routing.classes[].name) the cluster serves.
+	// Empty: the cluster only serves as the default or a fallback.
+	Class string `yaml:"class"`
 }
 
 // Duration is a time.Duration that reads "1.5s" style strings from YAML.
@@ -255,5 +264,5 @@ func (c *Config) Validate() error {
 	default:
 		return bad("log_level", strconv.Quote(c.LogLevel), "want debug, info, warn or error")
 	}
-	return nil
+	return c.validateRouting()
 }

@@ -32,6 +32,15 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a public URL with a path", func(c *Config) { c.PublicURL = "http://p/x" }, []string{"public_url"}},
 		{"an unknown log level", func(c *Config) { c.LogLevel = "loud" }, []string{"log_level", `"loud"`}},
 		{"a negative body limit", func(c *Config) { c.MaxRequestBodyBytes = -1 }, []string{"max_request_body_bytes", "-1"}},
+		{"cost classes out of order", func(c *Config) {
+			c.Routing.Classes = []CostClass{{Name: "a", MaxCPUSeconds: 10}, {Name: "b", MaxCPUSeconds: 5}}
+		}, []string{"routing.classes[1].max_cpu_seconds", "5", "increasing"}},
+		{"an unbounded class before the last", func(c *Config) {
+			c.Routing.Classes = []CostClass{{Name: "a"}, {Name: "b", MaxCPUSeconds: 5}}
+		}, []string{"routing.classes[0].max_cpu_seconds"}},
+		{"a cluster naming an unknown class", func(c *Config) { c.Clusters[0].Class = "huge" }, []string{"clusters[0].class", `"huge"`}},
+		{"an unknown fallback policy", func(c *Config) { c.Routing.Fallback = "random" }, []string{"routing.fallback", `"random"`}},
+		{"a negative admission budget", func(c *Config) { c.Admission.UserMaxQueries = -2 }, []string{"admission.user_max_queries", "-2"}},
 	} {
 		t.Run(tc.name+" is refused", func(t *testing.T) {
 			c := valid()

@@ -139,11 +139,22 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, error) {
 	if cfg.RouteSecret == "" {
 		logger.Warn("no route_secret configured: using a random one; URIs of running queries will not survive a restart and replicas cannot share queries")
 	}
+	return proxy.New(proxyOptions(cfg, signer, logger))
+}
+
+// proxyOptions maps the configuration onto the proxy's options; the
+// estimator is wired separately.
+func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger) proxy.Options {
 	clusters := make([]proxy.ClusterConfig, len(cfg.Clusters))
 	for i, c := range cfg.Clusters {
-		clusters[i] = proxy.ClusterConfig{Name: c.Name, URL: c.URL}
+		clusters[i] = proxy.ClusterConfig{Name: c.Name, URL: c.URL, Class: c.Class}
 	}
-	return proxy.New(proxy.Options{
+	classes := make([]proxy.CostClass, len(cfg.Routing.Classes))
+	for i, c := range cfg.Routing.Classes {
+		classes[i] = proxy.CostClass{Name: c.Name, MaxCPUSeconds: c.MaxCPUSeconds}
+	}
+	r, a := cfg.Routing, cfg.Admission
+	return proxy.Options{
 		Clusters:            clusters,
 		Signer:              signer,
 		PublicURL:           cfg.PublicURL,
@@ -153,7 +164,22 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, error) {
 		MaxRequestBodyBytes: cfg.MaxRequestBodyBytes,
 		MaxHeaderBytes:      cfg.MaxHeaderBytes,
 		Logger:              logger,
-	})
+		Classes:             classes,
+		Fallback:            r.Fallback,
+		Shadow:              r.Shadow,
+		EstimateTimeout:     time.Duration(r.EstimateTimeout),
+		KeepClientEstimate:  r.KeepClientEstimate,
+		ClassTag:            r.ClassTag,
+		MonitorInterval:     time.Duration(r.MonitorInterval),
+		MonitorUser:         r.MonitorUser,
+		Admission: &proxy.AdmissionOptions{
+			MaxQueries: a.MaxQueries, MaxCPUSeconds: a.MaxCPUSeconds,
+			UserMaxQueries: a.UserMaxQueries, UserMaxCPUSeconds: a.UserMaxCPUSeconds,
+			GroupMaxQueries: a.GroupMaxQueries, GroupMaxCPUSeconds: a.GroupMaxCPUSeconds,
+			UserGroups: a.UserGroups, GroupHeader: a.GroupHeader,
+			QueueSize: a.QueueSize, MaxWait: time.Duration(a.MaxWait),
+		},
+	}
 }
 
 func newLogger(level string) *slog.Logger {

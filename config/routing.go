@@ -1,0 +1,127 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Routing configures what the proxy does with cost estimates (DESIGN §5).
+// The zero value estimates nothing more than the estimator is asked to and
+// routes every query to the first cluster.
+type Routing struct {
+	// Classes are cost classes in increasing order of MaxCPUSeconds; the
+	// last may leave it 0 (unbounded). A query belongs to the first class
+	// whose bound is at least its predicted CPU seconds; clusters name the
+	// class they serve. Empty means no routing by cost.
+	Classes []CostClass `yaml:"classes"`
+	// Fallback when a class has no healthy cluster: "larger" (the next
+	// larger class; the default), "default" (the first cluster) or "any"
+	// (the least loaded healthy cluster).
+	Fallback string `yaml:"fallback"`
+	// Shadow estimates and reports the decision (X-Prestroid-Decision,
+	// logs) without acting on it: no routing, no annotation, no queueing.
+	Shadow bool `yaml:"shadow"`
+	// EstimateTimeout is the time budget of one estimate (EXPLAIN plus
+	// model); past it the query fails open to the first cluster. Zero
+	// means 2s.
+	EstimateTimeout Duration `yaml:"estimate_timeout"`
+	// KeepClientEstimate keeps an X-Trino-Resource-Estimate the client
+	// sent; false replaces it with the model's.
+	KeepClientEstimate bool `yaml:"keep_client_estimate"`
+	// ClassTag, when non-empty, adds the client tag ClassTag+class (e.g.
+	// "cost:" gives "cost:large") so resource groups can select on it.
+	ClassTag string `yaml:"class_tag"`
+	// MonitorInterval is how often cluster health and load are refreshed.
+	// Zero means 3s.
+	MonitorInterval Duration `yaml:"monitor_interval"`
+	// MonitorUser is the X-Trino-User of health and load requests. Empty
+	// means "prestroid".
+	MonitorUser string `yaml:"monitor_user"`
+}
+
+// CostClass is one band of predicted CPU time.
+type CostClass struct {
+	// Name is referenced by clusters[].class. Required, unique.
+	Name string `yaml:"name"`
+	// MaxCPUSeconds is the band's upper bound; 0 means unbounded (only the
+	// last class may use it).
+	MaxCPUSeconds float64 `yaml:"max_cpu_seconds"`
+	// RoutingGroup is the Trino Gateway routing group of the class (for
+	// the external routing endpoint). Empty means the class name.
+	RoutingGroup string `yaml:"routing_group"`
+}
+
+// Admission holds the budgets of in-flight queries (per proxy replica).
+// Every zero limit means unlimited; all zero means no admission control.
+type Admission struct {
+	MaxQueries         int     `yaml:"max_queries"`
+	MaxCPUSeconds      float64 `yaml:"max_cpu_seconds"`
+	UserMaxQueries     int     `yaml:"user_max_queries"`
+	UserMaxCPUSeconds  float64 `yaml:"user_max_cpu_seconds"`
+	GroupMaxQueries    int     `yaml:"group_max_queries"`
+	GroupMaxCPUSeconds float64 `yaml:"group_max_cpu_seconds"`
+	// UserGroups maps users to groups; GroupHeader, when set and present
+	// on a request, names the group instead. Unmapped users are their own
+	// group.
+	UserGroups  map[string]string `yaml:"user_groups"`
+	GroupHeader string            `yaml:"group_header"`
+	// QueueSize bounds the waiting queries (zero: 1000); MaxWait how long
+	// one may wait (zero: 10m). Past either, the client gets a Trino error.
+	QueueSize int      `yaml:"queue_size"`
+	MaxWait   Duration `yaml:"max_wait"`
+}
+
+func (c *Config) validateRouting() error {
+	bad := func(key string, val any, why string) error {
+		return fmt.Errorf("%w: %s=%v: %s", ErrInvalid, key, val, why)
+	}
+	r := &c.Routing
+	names := map[string]bool{}
+	prev := 0.0
+	for i, cl := range r.Classes {
+		key := fmt.Sprintf("routing.classes[%d]", i)
+		if cl.Name == "" || names[cl.Name] {
+			return bad(key+".name", strconv.Quote(cl.Name), "want a unique non-empty name")
+		}
+		names[cl.Name] = true
+		switch {
+		case math.IsNaN(cl.MaxCPUSeconds) || cl.MaxCPUSeconds < 0:
+			return bad(key+".max_cpu_seconds", cl.MaxCPUSeconds, "must not be negative")
+		case cl.MaxCPUSeconds == 0 && i != len(r.Classes)-1:
+			return bad(key+".max_cpu_seconds", 0, "only the last class may be unbounded")
+		case cl.MaxCPUSeconds != 0 && cl.MaxCPUSeconds <= prev:
+			return bad(key+".max_cpu_seconds", cl.MaxCPUSeconds, "classes must be in increasing order")
+		}
+		prev = cl.MaxCPUSeconds
+	}
+	for i, cl := range c.Clusters {
+		if cl.Class != "" && !names[cl.Class] {
+			return bad(fmt.Sprintf("clusters[%d].class", i), strconv.Quote(cl.Class), "not a name in routing.classes")
+		}
+		if strings.Contains(cl.Name, "~") {
+			return bad(fmt.Sprintf("clusters[%d].name", i), strconv.Quote(cl.Name), "must not contain ~")
+		}
+	}
+	switch r.Fallback {
+	case "", "larger", "default", "any":
+	default:
+		return bad("routing.fallback", strconv.Quote(r.Fallback), "want larger, default or any")
+	}
+	if r.EstimateTimeout < 0 {
+		return bad("routing.estimate_timeout", r.EstimateTimeout, "must not be negative")
+	}
+	a := &c.Admission
+	for key, v := range map[string]float64{
+		"admission.max_queries": float64(a.MaxQueries), "admission.max_cpu_seconds": a.MaxCPUSeconds,
+		"admission.user_max_queries": float64(a.UserMaxQueries), "admission.user_max_cpu_seconds": a.UserMaxCPUSeconds,
+		"admission.group_max_queries": float64(a.GroupMaxQueries), "admission.group_max_cpu_seconds": a.GroupMaxCPUSeconds,
+		"admission.queue_size": float64(a.QueueSize), "admission.max_wait": float64(a.MaxWait),
+	} {
+		if v < 0 || math.IsNaN(v) {
+			return bad(key, v, "must not be negative")
+		}
+	}
+	return nil
+}
