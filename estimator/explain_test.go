@@ -171,7 +171,9 @@ type fakeTrino struct {
 	mu      sync.Mutex
 	headers []http.Header
 	deletes int
-	block   chan struct{} // when set, the second GET waits on it
+	block   chan struct{} // when set, the queued GET waits on it
+	polled  chan struct{} // when set, closed when the queued GET arrives
+	once    sync.Once
 }
 
 func (f *fakeTrino) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -194,6 +196,9 @@ func (f *fakeTrino) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost:
 		page(map[string]any{"id": "q1", "nextUri": base + "/v1/statement/queued/q1/y/1", "stats": map[string]any{"state": "QUEUED"}})
 	case strings.Contains(r.URL.Path, "/queued/"):
+		if f.polled != nil {
+			f.once.Do(func() { close(f.polled) })
+		}
 		if f.block != nil {
 			select {
 			case <-f.block:
@@ -250,14 +255,18 @@ func TestExplainCopiesCallerHeaders(t *testing.T) {
 }
 
 func TestExplainCancelsWithDelete(t *testing.T) {
-	f := &fakeTrino{block: make(chan struct{})}
+	f := &fakeTrino{block: make(chan struct{}), polled: make(chan struct{})}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	defer close(f.block)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		<-f.polled // the EXPLAIN is waiting on its nextUri: end the context now
+		cancel()
+	}()
 	_, err := (&ExplainClient{}).Explain(ctx, srv.URL, "SELECT 1", userHeader("bob"))
-	if !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
 	f.mu.Lock()

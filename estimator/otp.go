@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // OTPKind is the type of an O-T-P node.
@@ -122,7 +124,8 @@ func BuildOTP(p *Plan) (*OTPNode, error) {
 	if p == nil || p.Root == nil {
 		return nil, fmt.Errorf("%w: empty plan", ErrBadPlan)
 	}
-	b := otpBuilder{arena: make([]OTPNode, 0, otpSize(p.Root))}
+	b := otpBuilder{arena: make([]OTPNode, 0, otpSize(p.Root)), preds: predParserPool.Get().(*predParser)}
+	defer b.preds.release()
 	return b.node(p.Root), nil
 }
 
@@ -163,6 +166,7 @@ func otpSize(n *PlanNode) int {
 
 type otpBuilder struct {
 	arena []OTPNode
+	preds *predParser // one parser for every predicate of the plan
 }
 
 // alloc returns a new node from the arena (a new block when it is full, so
@@ -185,10 +189,25 @@ func IsJoin(name string) bool { return strings.HasSuffix(name, "Join") }
 // distribution in parentheses where the plan gives one (joins).
 func OperatorValue(n *PlanNode) string {
 	if d := n.Descriptor["distribution"]; d != "" {
+		if v, ok := joinValues[n.Name][d]; ok {
+			return v // no allocation for the common values
+		}
 		return n.Name + "(" + d + ")"
 	}
 	return n.Name
 }
+
+// joinValues holds the OPR values of Trino's joins and distributions.
+var joinValues = func() map[string]map[string]string {
+	m := map[string]map[string]string{}
+	for _, j := range []string{"InnerJoin", "LeftJoin", "RightJoin", "FullJoin", "CrossJoin", "SemiJoin", "SpatialJoin", "IndexJoin"} {
+		m[j] = map[string]string{}
+		for _, d := range []string{"PARTITIONED", "REPLICATED"} {
+			m[j][d] = j + "(" + d + ")"
+		}
+	}
+	return m
+}()
 
 func (b *otpBuilder) node(n *PlanNode) *OTPNode {
 	switch n.Name {
@@ -264,7 +283,7 @@ func (b *otpBuilder) join(n *PlanNode) *OTPNode {
 		}
 	}
 	o.Text = text
-	o.Pred, o.PredErr = parsePredicateLenient(text)
+	o.Pred, o.PredErr = b.parsePredicate(text)
 	return o
 }
 
@@ -282,7 +301,7 @@ func (b *otpBuilder) predFor(_ *PlanNode, text string) *OTPNode {
 	if strings.TrimSpace(text) == "" {
 		return b.empty()
 	}
-	pr, err := parsePredicateLenient(text)
+	pr, err := b.parsePredicate(text)
 	if pr == nil { // a predicate that is TRUE
 		return b.empty()
 	}
@@ -291,10 +310,11 @@ func (b *otpBuilder) predFor(_ *PlanNode, text string) *OTPNode {
 	return o
 }
 
-// parsePredicateLenient parses text; on error it returns a single clause of
-// the identifiers found in it (operator "?") together with the error.
-func parsePredicateLenient(text string) (*Pred, error) {
-	pr, err := ParsePredicate(text)
+// parsePredicate parses text with the builder's parser; on error it returns
+// a single clause of the identifiers found in it (operator "?") together
+// with the error.
+func (b *otpBuilder) parsePredicate(text string) (*Pred, error) {
+	pr, err := b.preds.parse(text)
 	if err == nil {
 		return pr, nil
 	}
@@ -315,6 +335,24 @@ func parsePredicateLenient(text string) (*Pred, error) {
 // prints table:sf<scale>; scale 0.01 is the schema "tiny"). Other handles keep
 // their parts in order, joined with dots; anything after a space is dropped.
 func NormalizeTable(handle string) string {
+	if v, ok := tableNames.Load(handle); ok {
+		return v.(string)
+	}
+	v := normalizeTable(handle)
+	if tableNamesLen.Add(1) <= maxTableNames { // a bounded memo: plans name few tables
+		tableNames.Store(handle, v)
+	}
+	return v
+}
+
+var (
+	tableNames    sync.Map // handle → catalog.schema.table
+	tableNamesLen atomic.Int64
+)
+
+const maxTableNames = 100_000
+
+func normalizeTable(handle string) string {
 	h := strings.TrimSpace(handle)
 	if i := strings.IndexByte(h, ' '); i > 0 {
 		h = h[:i]
