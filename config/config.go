@@ -76,6 +76,10 @@ type Config struct {
 	Routing Routing `yaml:"routing"`
 	// Admission: in-flight budgets and the proxy's queue (routing.go).
 	Admission Admission `yaml:"admission"`
+
+	// Estimator configures the cost model (estimator.go); the zero value
+	// serves the embedded default model, if the binary has one.
+	Estimator Estimator `yaml:"estimator"`
 }
 
 // Cluster is one Trino coordinator.
@@ -149,7 +153,8 @@ func Load(path string) (*Config, error) {
 //	PRESTROID_LISTEN, PRESTROID_PUBLIC_URL, PRESTROID_ROUTE_SECRET,
 //	PRESTROID_UPSTREAM (comma-separated URLs; replaces clusters, named
 //	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
-//	PRESTROID_LOG_LEVEL.
+//	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
+//	(estimator.ort_lib).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
@@ -173,6 +178,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LOG_LEVEL"); ok {
 		c.LogLevel = v
 	}
+	c.Estimator.applyEnv(lookup)
 	return nil
 }
 
@@ -263,6 +269,9 @@ func (c *Config) Validate() error {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return bad("log_level", strconv.Quote(c.LogLevel), "want debug, info, warn or error")
+	}
+	if err := c.validateEstimator(); err != nil {
+		return err
 	}
 	return c.validateRouting()
 }

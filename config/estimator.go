@@ -1,0 +1,96 @@
+package config
+
+import "fmt"
+
+// Estimator configures the cost model: which bundle, how ONNX Runtime runs
+// it, batching and caches.
+type Estimator struct {
+	// Disabled turns estimation off: queries go to the default cluster
+	// unannotated and the estimate endpoints answer with an error.
+	Disabled bool `yaml:"disabled"`
+
+	// Model is a model bundle directory (estimator/BUNDLE.md). It is
+	// reloaded on SIGHUP and when its files change. Empty means the
+	// default bundle embedded in the binary; a binary built without one
+	// then serves no estimates (and says so at startup).
+	Model string `yaml:"model"`
+
+	// ORTLib is the ONNX Runtime shared library (libonnxruntime.so.1,
+	// 1.30.x). Empty means $PRESTROID_ORT_LIB, then
+	// ${PRESTROID_CACHE:-~/.cache/prestroid}/ort/1.30.0/libonnxruntime.so.1,
+	// where `make ort` (scripts/install-ort.sh) puts it.
+	ORTLib string `yaml:"ort_lib"`
+
+	// IntraOpThreads is each inference's thread count. Zero means 1 (many
+	// small concurrent batches scale better single-threaded); -1 means
+	// ONNX Runtime's default (one per core).
+	IntraOpThreads int `yaml:"intra_op_threads"`
+
+	// CUDA runs the model with the CUDA execution provider on device
+	// CUDADevice. It needs the GPU build of ONNX Runtime (from the Maven
+	// artifact com.microsoft.onnxruntime:onnxruntime_gpu; see
+	// estimator/onnx). False (the default) runs on CPU.
+	CUDA       bool `yaml:"cuda"`
+	CUDADevice int  `yaml:"cuda_device"`
+
+	// MaxBatch is the largest inference batch across concurrent requests.
+	// Zero means 32; 1 turns micro-batching off.
+	MaxBatch int `yaml:"max_batch"`
+	// MaxWait holds a batch open this long for more requests. Zero means
+	// no wait: a batch is what queued while inference was busy.
+	MaxWait Duration `yaml:"max_wait"`
+	// Workers is the number of concurrent inference runs. Zero means
+	// GOMAXPROCS.
+	Workers int `yaml:"workers"`
+
+	// ExplainTimeout bounds one EXPLAIN. Zero means 30s. (Queries through
+	// the proxy are also bounded by the proxy's estimate budget.)
+	ExplainTimeout Duration `yaml:"explain_timeout"`
+
+	// CacheTTL is how long an estimate is reused for the same query
+	// fingerprint, user, catalog, schema, session and model. Zero means
+	// 60s; negative turns the estimate cache off.
+	CacheTTL Duration `yaml:"cache_ttl"`
+	// CacheEntries bounds the estimate cache. Zero means 100000.
+	CacheEntries int `yaml:"cache_entries"`
+	// VectorCacheBytes bounds the predicate-vector cache. Zero means
+	// 64 MiB; negative turns it off.
+	VectorCacheBytes int64 `yaml:"vector_cache_bytes"`
+
+	// ReloadInterval is how often the bundle's files are checked for
+	// changes. Zero means 5s; negative means only SIGHUP reloads.
+	ReloadInterval Duration `yaml:"reload_interval"`
+}
+
+func (e *Estimator) applyEnv(lookup func(string) (string, bool)) {
+	if v, ok := lookup("PRESTROID_MODEL"); ok && v != "" {
+		e.Model = v
+	}
+	if v, ok := lookup("PRESTROID_ORT_LIB"); ok && v != "" {
+		e.ORTLib = v
+	}
+}
+
+func (c *Config) validateEstimator() error {
+	bad := func(key string, val any, why string) error {
+		return fmt.Errorf("%w: %s=%v: %s", ErrInvalid, key, val, why)
+	}
+	e := &c.Estimator
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{{"estimator.max_batch", int64(e.MaxBatch)}, {"estimator.workers", int64(e.Workers)},
+		{"estimator.cache_entries", int64(e.CacheEntries)}, {"estimator.cuda_device", int64(e.CUDADevice)},
+		{"estimator.max_wait", int64(e.MaxWait)}, {"estimator.explain_timeout", int64(e.ExplainTimeout)}} {
+		if f.v < 0 {
+			return bad(f.key, f.v, "must not be negative")
+		}
+	}
+	if e.IntraOpThreads < -1 {
+		return bad("estimator.intra_op_threads", e.IntraOpThreads, "want -1 (ONNX Runtime default), 0 (1 thread) or a thread count")
+	}
+	if e.MaxBatch > 4096 {
+		return bad("estimator.max_batch", e.MaxBatch, "want at most 4096")
+	}
+	return nil
+}
