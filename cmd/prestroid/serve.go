@@ -30,6 +30,8 @@ type serveFlags struct {
 	routeSecretFile  string
 	forwardedHeaders string
 	logLevel         string
+	model            string
+	ortLib           string
 }
 
 func runServe(args []string) int {
@@ -42,6 +44,8 @@ func runServe(args []string) int {
 	fs.StringVar(&f.routeSecretFile, "route-secret-file", "", "file holding the route-token HMAC secret (default: random per process; env PRESTROID_ROUTE_SECRET)")
 	fs.StringVar(&f.forwardedHeaders, "forwarded-headers", "", "send X-Forwarded-* upstream: true|false (Trino needs http-server.process-forwarded=true)")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error")
+	fs.StringVar(&f.model, "model", "", "model bundle directory, reloaded on SIGHUP and file change (default: the embedded bundle; env PRESTROID_MODEL)")
+	fs.StringVar(&f.ortLib, "ort-lib", "", "ONNX Runtime library libonnxruntime.so.1 (env PRESTROID_ORT_LIB; default: where `make ort` installs it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -124,6 +128,12 @@ func loadServeConfig(f serveFlags) (*config.Config, error) {
 	if f.logLevel != "" {
 		cfg.LogLevel = f.logLevel
 	}
+	if f.model != "" {
+		cfg.Estimator.Model = f.model
+	}
+	if f.ortLib != "" {
+		cfg.Estimator.ORTLib = f.ortLib
+	}
 	cfg.FillDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -139,7 +149,11 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, error) {
 	if cfg.RouteSecret == "" {
 		logger.Warn("no route_secret configured: using a random one; URIs of running queries will not survive a restart and replicas cannot share queries")
 	}
-	return proxy.New(proxyOptions(cfg, signer, logger))
+	o := proxyOptions(cfg, signer, logger)
+	if err := wireEstimator(cfg, &o, logger); err != nil {
+		return nil, err
+	}
+	return proxy.New(o)
 }
 
 // proxyOptions maps the configuration onto the proxy's options; the

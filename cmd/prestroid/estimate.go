@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/proxy"
+)
+
+func init() {
+	register("estimate", "predict a query's CPU time with the cost model (EXPLAIN on Trino, no execution)", runEstimate)
+}
+
+// sessionFlags collects a repeatable flag.
+type sessionFlags []string
+
+func (m *sessionFlags) String() string     { return strings.Join(*m, ",") }
+func (m *sessionFlags) Set(v string) error { *m = append(*m, v); return nil }
+
+func runEstimate(args []string) int {
+	fs := flag.NewFlagSet("estimate", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `usage: prestroid estimate --server URL [--user U] [--catalog C --schema S] [--model DIR] [--json] "SQL"
+       prestroid estimate --plan FILE [--model DIR] [--json]
+
+Runs EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) as the user and predicts the
+query's CPU time with the model bundle (default: the one embedded in the
+binary). SQL "-" reads the statement from standard input.`)
+		fs.PrintDefaults()
+	}
+	server := fs.String("server", os.Getenv("PRESTROID_TRINO_URL"), "Trino coordinator URL (env PRESTROID_TRINO_URL)")
+	user := fs.String("user", os.Getenv("USER"), "Trino user (X-Trino-User)")
+	catalog := fs.String("catalog", "", "default catalog (X-Trino-Catalog)")
+	schema := fs.String("schema", "", "default schema (X-Trino-Schema)")
+	password := fs.String("password-env", "", "name of an environment variable holding the user's password (Basic auth; needs https)")
+	var session sessionFlags
+	fs.Var(&session, "session", "session property NAME=VALUE (repeatable)")
+	model := fs.String("model", os.Getenv("PRESTROID_MODEL"), "model bundle directory (default: the embedded bundle; env PRESTROID_MODEL)")
+	ortLib := fs.String("ort-lib", os.Getenv("PRESTROID_ORT_LIB"), "ONNX Runtime library libonnxruntime.so.1 (env PRESTROID_ORT_LIB; default: where `make ort` installs it)")
+	plan := fs.String("plan", "", "estimate a saved EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) plan instead of asking Trino")
+	asJSON := fs.Bool("json", false, "print a JSON object (cpu_seconds, model, explain_ms, featurize_us, infer_us, ...)")
+	timeout := fs.Duration("timeout", 60*time.Second, "time limit for the EXPLAIN and the model")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fail := func(code int, err error) int {
+		fmt.Fprintln(os.Stderr, "prestroid estimate:", err)
+		return code
+	}
+	var sql string
+	switch {
+	case *plan != "" && fs.NArg() == 0:
+	case *plan == "" && fs.NArg() == 1:
+		sql = fs.Arg(0)
+		if sql == "-" {
+			b, err := io.ReadAll(io.LimitReader(os.Stdin, 16<<20))
+			if err != nil {
+				return fail(2, err)
+			}
+			sql = string(b)
+		}
+	default:
+		fs.Usage()
+		return 2
+	}
+	if *plan == "" && *server == "" {
+		return fail(2, fmt.Errorf("--server is required (or set PRESTROID_TRINO_URL)"))
+	}
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc, _, err := newEstimatorService(config.Estimator{Model: *model, ORTLib: *ortLib, MaxBatch: 1, Workers: 1,
+		CacheTTL: -1, VectorCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, logger)
+	if err != nil {
+		return fail(1, err)
+	}
+	defer svc.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	var e *estimator.CostEstimate
+	if *plan != "" {
+		js, err := os.ReadFile(*plan)
+		if err != nil {
+			return fail(1, err)
+		}
+		e, err = svc.EstimatePlan(ctx, js)
+		if err != nil {
+			return fail(1, err)
+		}
+	} else {
+		h := http.Header{}
+		if *user != "" {
+			h.Set("X-Trino-User", *user)
+		}
+		if *catalog != "" {
+			h.Set("X-Trino-Catalog", *catalog)
+		}
+		if *schema != "" {
+			h.Set("X-Trino-Schema", *schema)
+		}
+		for _, s := range session {
+			if !strings.Contains(s, "=") {
+				return fail(2, fmt.Errorf("--session %q: want NAME=VALUE", s))
+			}
+			h.Add("X-Trino-Session", s)
+		}
+		if *password != "" {
+			req, _ := http.NewRequest("GET", "/", nil)
+			req.SetBasicAuth(*user, os.Getenv(*password))
+			h.Set("Authorization", req.Header.Get("Authorization"))
+		}
+		e, err = svc.Estimate(ctx, *server, sql, h)
+		if err != nil {
+			return fail(1, err)
+		}
+	}
+
+	out := proxy.NewEstimateJSON(toProxyEstimate(e))
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(estimateOutput{out, e.Untrained}); err != nil {
+			return fail(1, err)
+		}
+		return 0
+	}
+	if !e.Estimated {
+		fmt.Println("not estimated:", e.Reason)
+		return 0
+	}
+	fmt.Printf("%.3f CPU seconds (CPU_TIME=%s)  model %s  explain %.1f ms  featurize %d µs  infer %d µs\n",
+		e.CPUSeconds, out.CPUTime, e.ModelID, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros)
+	if e.Untrained {
+		fmt.Println("warning: the model is UNTRAINED (random weights); the number means nothing")
+	}
+	return 0
+}
+
+// estimateOutput is the --json object: the endpoint's fields plus whether
+// the model is an untrained fixture.
+type estimateOutput struct {
+	proxy.EstimateJSON
+	Untrained bool `json:"untrained,omitempty"`
+}

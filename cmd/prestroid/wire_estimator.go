@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prestroid/prestroid/cache"
+	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/onnx"
+	"github.com/prestroid/prestroid/proxy"
+)
+
+// embeddedModel is the default model bundle compiled into the binary (the
+// root of the FS holds manifest.json ...), or nil when the binary has none.
+// It is set by an init function of the file that embeds it.
+var embeddedModel fs.FS
+
+// estimatorAdapter serves proxy.Estimator with an *estimator.Service.
+type estimatorAdapter struct{ svc *estimator.Service }
+
+var _ proxy.Estimator = estimatorAdapter{}
+
+func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Estimate, error) {
+	e, err := a.svc.Estimate(ctx, q.Server, q.SQL, q.Header)
+	if err != nil {
+		return proxy.Estimate{}, err
+	}
+	return toProxyEstimate(e), nil
+}
+
+func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
+	return proxy.Estimate{
+		Estimated: e.Estimated, Reason: e.Reason, CPUSeconds: e.CPUSeconds, Model: e.ModelID,
+		Explain:   time.Duration(e.ExplainMillis * float64(time.Millisecond)),
+		Featurize: time.Duration(e.FeaturizeMicros) * time.Microsecond,
+		Infer:     time.Duration(e.InferMicros) * time.Microsecond,
+		Cached:    e.Cached,
+	}
+}
+
+// defaultORTLib is where `make ort` (scripts/install-ort.sh) installs the
+// ONNX Runtime library.
+func defaultORTLib() string {
+	c := os.Getenv("PRESTROID_CACHE")
+	if c == "" {
+		home, _ := os.UserHomeDir()
+		c = filepath.Join(home, ".cache", "prestroid")
+	}
+	return filepath.Join(c, "ort", "1.30.0", "libonnxruntime.so.1")
+}
+
+// newRuntime opens ONNX Runtime as configured.
+func newRuntime(e config.Estimator) (*onnx.Runtime, error) {
+	lib := e.ORTLib
+	if lib == "" {
+		lib = defaultORTLib()
+	}
+	return onnx.New(onnx.Options{LibraryPath: lib, IntraOpThreads: e.IntraOpThreads, CUDA: e.CUDA, CUDADevice: e.CUDADevice})
+}
+
+// errNoModel means no model is configured and none is embedded.
+var errNoModel = errors.New("no model bundle: none configured (--model, estimator.model, PRESTROID_MODEL) and none embedded in this binary")
+
+// loadModel loads the configured bundle directory, or the embedded one.
+func loadModel(e config.Estimator, rt estimator.Runtime, mo estimator.ModelOptions) (*estimator.Model, error) {
+	if e.Model != "" {
+		return estimator.LoadBundleDir(rt, mo)(e.Model)
+	}
+	if embeddedModel == nil {
+		return nil, errNoModel
+	}
+	b, err := estimator.ReadBundleFS(embeddedModel, "embedded:models/default")
+	if err != nil {
+		return nil, err
+	}
+	return estimator.LoadModel(b, rt, mo)
+}
+
+// newEstimatorService builds the estimator service from the configuration
+// (caches, batching); the caller closes it. reload loads a bundle directory
+// the same way (runtime, caches), for the bundle watcher.
+func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*estimator.Model, error), err error) {
+	rt, err := newRuntime(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	var mo estimator.ModelOptions
+	if e.VectorCacheBytes >= 0 {
+		vc, err := cache.NewVectors(e.VectorCacheBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		mo.PredicateCache = vc
+	}
+	m, err := loadModel(e, rt, mo)
+	if err != nil {
+		return nil, nil, err
+	}
+	so := estimator.ServiceOptions{
+		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
+		MaxWait: time.Duration(e.MaxWait), Workers: e.Workers, Logger: logger,
+	}
+	if e.CacheTTL >= 0 {
+		ttl := time.Duration(e.CacheTTL)
+		if ttl == 0 {
+			ttl = 60 * time.Second
+		}
+		ec, err := cache.NewTTL[estimator.CostEstimate](int64(e.CacheEntries), ttl)
+		if err != nil {
+			return nil, nil, err
+		}
+		so.Cache = ec
+	}
+	if m.Manifest().Untrained() {
+		logger.Warn("estimator: serving an UNTRAINED model (random weights): its estimates mean nothing", "model", m.ID(), "source", m.Source())
+	}
+	return estimator.NewService(m, so), estimator.LoadBundleDir(rt, mo), nil
+}
+
+// wireEstimator sets o.Estimator and o.RoutingGroups from the
+// configuration and starts the bundle watcher (SIGHUP and file changes)
+// for a bundle directory. With no model configured and none embedded, or
+// when the ONNX Runtime library is missing for the embedded default, the
+// proxy runs without estimates (fail open) and says why; a model the
+// configuration names explicitly must load.
+func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) error {
+	for _, c := range cfg.Routing.Classes {
+		g := c.RoutingGroup
+		if g == "" {
+			g = c.Name
+		}
+		o.RoutingGroups = append(o.RoutingGroups, proxy.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds})
+	}
+	e := cfg.Estimator
+	if e.Disabled {
+		logger.Info("estimator disabled by configuration")
+		return nil
+	}
+	svc, reload, err := newEstimatorService(e, logger)
+	if err != nil {
+		if e.Model == "" {
+			logger.Warn("estimator off: queries are forwarded without estimates", "reason", err)
+			return nil
+		}
+		return fmt.Errorf("estimator: %w", err)
+	}
+	m := svc.Model()
+	logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained())
+	o.Estimator = estimatorAdapter{svc}
+	if e.Model != "" {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		interval := time.Duration(e.ReloadInterval)
+		if interval == 0 {
+			interval = 5 * time.Second
+		}
+		go svc.WatchBundle(context.Background(), e.Model, reload, interval, hup)
+	}
+	return nil
+}
