@@ -4,12 +4,19 @@ FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
+# ONNX Runtime for the estimator: the pinned library `make ort` installs
+# (npm package onnxruntime-node@1.30.0, checksummed by the script).
+COPY scripts/install-ort.sh scripts/install-ort.sh
+RUN apt-get update && apt-get install -y --no-install-recommends npm openssl && rm -rf /var/lib/apt/lists/* \
+ && PRESTROID_CACHE=/opt/prestroid scripts/install-ort.sh
 COPY . .
 RUN CGO_ENABLED=1 go build -trimpath -o /out/prestroid ./cmd/prestroid
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/prestroid /usr/local/bin/prestroid
+COPY --from=build /opt/prestroid/ort/1.30.0/libonnxruntime.so.1 /usr/local/lib/prestroid/libonnxruntime.so.1
+ENV PRESTROID_ORT_LIB=/usr/local/lib/prestroid/libonnxruntime.so.1
 USER nobody
 EXPOSE 8080
 # Configure with a mounted file (--config), PRESTROID_* variables or flags.
