@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy"
+)
+
+const fixtureModel = "../../estimator/testdata/bundle-fixture"
+
+// needORTAndTrino skips unless PRESTROID_ORT_LIB and PRESTROID_TRINO_URL
+// are set; when set, a broken library or an unreachable Trino fails.
+func needORTAndTrino(t *testing.T) (lib, trino string) {
+	t.Helper()
+	lib, trino = os.Getenv("PRESTROID_ORT_LIB"), os.Getenv("PRESTROID_TRINO_URL")
+	if lib == "" || trino == "" {
+		t.Skip("needs PRESTROID_ORT_LIB and PRESTROID_TRINO_URL")
+	}
+	resp, err := http.Get(trino + "/v1/info")
+	if err != nil {
+		t.Fatalf("PRESTROID_TRINO_URL=%s: %v", trino, err)
+	}
+	resp.Body.Close()
+	return lib, trino
+}
+
+// estimatingProxy runs the proxy as `prestroid serve` wires it, with the
+// fixture model, in front of the real Trino.
+func estimatingProxy(t *testing.T, lib, trino string) string {
+	t.Helper()
+	cfg := &config.Config{
+		Listen:   "127.0.0.1:0",
+		Clusters: []config.Cluster{{Name: "default", URL: trino}},
+		Routing: config.Routing{Classes: []config.CostClass{
+			{Name: "small", MaxCPUSeconds: 1e-6, RoutingGroup: "interactive"},
+			{Name: "large", RoutingGroup: "etl"},
+		}, EstimateTimeout: config.Duration(30 * time.Second), MonitorInterval: config.Duration(-1)},
+		Estimator: config.Estimator{Model: fixtureModel, ORTLib: lib},
+	}
+	cfg.FillDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	signer, _ := proxy.NewSigner(nil)
+	o := proxyOptions(cfg, signer, logger)
+	if err := wireEstimator(cfg, &o, logger); err != nil {
+		t.Fatal(err)
+	}
+	if o.Estimator == nil {
+		t.Fatal("no estimator wired")
+	}
+	srv, err := proxy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return "http://" + ln.Addr().String()
+}
+
+func post(t *testing.T, url string, h map[string]string, body string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return resp.StatusCode
+}
+
+const lineitemSQL = "SELECT returnflag, sum(quantity) FROM lineitem WHERE shipdate <= DATE '1998-09-01' GROUP BY 1"
+
+func TestEstimateEndpointsOnTrino(t *testing.T) {
+	lib, trino := needORTAndTrino(t)
+	p := estimatingProxy(t, lib, trino)
+
+	t.Run("POST /v1/estimate plans as the caller and predicts", func(t *testing.T) {
+		var e proxy.EstimateJSON
+		body := `{"sql": "` + lineitemSQL + `", "headers": {"X-Trino-User": "alice", "X-Trino-Catalog": "tpch", "X-Trino-Schema": "tiny"}}`
+		if st := post(t, p+"/v1/estimate", nil, body, &e); st != 200 {
+			t.Fatalf("status %d: %+v", st, e)
+		}
+		if !e.Estimated || e.CPUSeconds <= 0 || e.Model != "fixture-untrained-subtree-15-9-16" || e.ExplainMS <= 0 || e.Cached {
+			t.Errorf("%+v", e)
+		}
+		// The same query with other literals hits the estimate cache.
+		time.Sleep(50 * time.Millisecond)
+		var again proxy.EstimateJSON
+		post(t, p+"/v1/estimate", nil, strings.Replace(body, "1998-09-01", "1997-01-01", 1), &again)
+		if !again.Cached || again.CPUSeconds != e.CPUSeconds {
+			t.Errorf("repeat: %+v", again)
+		}
+	})
+	t.Run("a query Trino rejects is a clear error", func(t *testing.T) {
+		var e proxy.EstimateJSON
+		st := post(t, p+"/v1/estimate", map[string]string{"X-Trino-User": "alice", "X-Trino-Catalog": "tpch", "X-Trino-Schema": "tiny"}, "SELECT nope FROM lineitem", &e)
+		if st != 422 || !strings.Contains(e.Error, "COLUMN_NOT_FOUND") {
+			t.Errorf("status %d: %+v", st, e)
+		}
+	})
+
+	gw := func(sql, catalog, schema string) string {
+		b, _ := json.Marshal(map[string]any{
+			"trinoQueryProperties": map[string]any{"body": sql, "queryType": "Query", "defaultCatalog": catalog,
+				"defaultSchema": schema, "tables": []string{}, "isNewQuerySubmission": true},
+			"trinoRequestUser": map[string]any{"user": "alice"}, "contentType": "application/json",
+			"method": "POST", "requestURI": "/v1/statement", "remoteAddr": "127.0.0.1", "parameters": map[string]any{},
+		})
+		return string(b)
+	}
+	clientHeaders := map[string]string{"Content-Type": "application/json", "X-Trino-User": "alice",
+		"X-Trino-Catalog": "tpch", "X-Trino-Schema": "sf1", "X-Trino-Source": "trino-cli"}
+	t.Run("Trino Gateway's routing request gets a group and the estimate header", func(t *testing.T) {
+		var r proxy.GatewayResponse
+		if st := post(t, p+"/v1/routing", clientHeaders, gw(lineitemSQL, "tpch", "sf1"), &r); st != 200 {
+			t.Fatalf("status %d", st)
+		}
+		if r.RoutingGroup == nil || *r.RoutingGroup != "etl" || len(r.Errors) != 0 ||
+			!strings.HasPrefix(r.ExternalHeaders["X-Trino-Resource-Estimate"], "CPU_TIME=") {
+			t.Errorf("%+v", r)
+		}
+	})
+	t.Run("the gateway's default catalog and schema are used when headers lack them", func(t *testing.T) {
+		var r proxy.GatewayResponse
+		post(t, p+"/v1/routing", map[string]string{"X-Trino-User": "alice"}, gw("SELECT count(*) FROM nation", "tpch", "tiny"), &r)
+		if r.RoutingGroup == nil || len(r.Errors) != 0 {
+			t.Errorf("%+v", r)
+		}
+	})
+	t.Run("a failing EXPLAIN fails open with the reason", func(t *testing.T) {
+		var r proxy.GatewayResponse
+		post(t, p+"/v1/routing", clientHeaders, gw("SELECT * FROM no_such_table", "tpch", "sf1"), &r)
+		if r.RoutingGroup != nil || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "TABLE_NOT_FOUND") {
+			t.Errorf("%+v", r)
+		}
+	})
+}
+
+func TestEstimateCommandOnTrino(t *testing.T) {
+	lib, trino := needORTAndTrino(t)
+	out := captureStdout(t, func() int {
+		return runEstimate([]string{"--server", trino, "--user", "alice", "--catalog", "tpch", "--schema", "tiny",
+			"--model", fixtureModel, "--ort-lib", lib, "--json", lineitemSQL})
+	})
+	var e map[string]any
+	if err := json.Unmarshal(out, &e); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	for _, k := range []string{"cpu_seconds", "model", "explain_ms", "featurize_us", "infer_us"} {
+		if _, ok := e[k]; !ok {
+			t.Errorf("--json output lacks %q: %s", k, out)
+		}
+	}
+	if e["estimated"] != true || e["untrained"] != true {
+		t.Errorf("%s", out)
+	}
+	out = captureStdout(t, func() int {
+		return runEstimate([]string{"--server", trino, "--model", fixtureModel, "--ort-lib", lib, "SHOW CATALOGS"})
+	})
+	if !strings.HasPrefix(string(out), "not estimated") {
+		t.Errorf("SHOW CATALOGS: %s", out)
+	}
+}
+
+func captureStdout(t *testing.T, f func() int) []byte {
+	t.Helper()
+	r, w, _ := os.Pipe()
+	old := os.Stdout
+	os.Stdout = w
+	code := f()
+	os.Stdout = old
+	w.Close()
+	var buf bytes.Buffer
+	io.Copy(&buf, r)
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, buf.Bytes())
+	}
+	return buf.Bytes()
+}
