@@ -392,6 +392,7 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (*ticket, b
 		return t, true
 	}
 	d.why += "; queued"
+	s.metrics.add("prestroid_queued_total", 1)
 	s.queuedPage(ctx, t, 1)
 	decisionHeaders(&ctx.Response.Header, d)
 	return nil, false
@@ -451,6 +452,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 		s.queuedPage(ctx, t, token+1)
 		return
 	}
+	s.metrics.observeDuration("prestroid_queue_wait_seconds", time.Since(t.enqueued))
 	if t.failed != "" {
 		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES", "prestroid: query not run: "+t.failed)
 		return

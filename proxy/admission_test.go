@@ -208,3 +208,52 @@ func TestAdmissionBudgets(t *testing.T) {
 		}
 	}
 }
+
+type sink struct{ got chan Completed }
+
+func (s sink) Record(c Completed) { s.got <- c }
+
+func TestFeedbackAndMetrics(t *testing.T) {
+	stub, _ := statefulStub(t)
+	fb := sink{got: make(chan Completed, 4)}
+	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
+		Estimator: &fixedEstimator{}, Feedback: fb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	p := "http://" + ln.Addr().String()
+
+	first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1 -- cpu=0.5", "alice")
+	call(t, "GET", first.NextURI, "", "alice") // the last page
+	var c Completed
+	select {
+	case c = <-fb.got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no feedback record for a completed query")
+	}
+	if c.QueryID != first.ID || c.User != "alice" || c.SQL != "SELECT 1 -- cpu=0.5" || !c.Estimated ||
+		c.Estimate.CPUSeconds != 0.5 || c.State != "FINISHED" || c.Stats.CPUTimeMillis != 5 || c.Cluster != "default" {
+		t.Errorf("feedback record = %+v", c)
+	}
+	resp, err := http.Get(p + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`prestroid_decisions_total{class="",cluster="default",kind="estimated"} 1`,
+		`prestroid_completed_queries_total{state="FINISHED",cluster="default"} 1`,
+		`prestroid_qerror_bucket{le="+Inf"} 1`,
+		`prestroid_estimate_cache_total{result="miss"} 1`,
+		`prestroid_cluster_healthy{cluster="default"} 1`,
+		"# TYPE prestroid_estimate_seconds histogram",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s\n%s", want, body)
+		}
+	}
+}

@@ -40,4 +40,10 @@ type Estimate struct {
 	Infer     time.Duration
 	// Cached is true when the estimate came from the estimate cache.
 	Cached bool
+	// Tables is the number of tables the plan scans and UnknownTables how
+	// many of them the model never saw in training (the drift signal).
+	Tables, UnknownTables int
+	// Plan is the EXPLAIN JSON the estimate was made from, for the
+	// feedback log; nil when unknown (e.g. a cached estimate).
+	Plan []byte
 }

@@ -2,26 +2,27 @@ package proxy
 
 import "sync"
 
-// queryMap remembers which cluster runs a query, for paths that clients
-// build themselves (/v1/query/{id}). It is bounded: past its size the oldest
-// entries are forgotten (FIFO), and the proxy asks each cluster instead. It
-// is only a shortcut, never needed for correctness.
-type queryMap struct {
+// boundedMap is a mutex-guarded map with a fixed capacity: past it the
+// oldest entries are forgotten (FIFO). The proxy uses it for shortcuts that
+// are never needed for correctness: which cluster runs a query (for
+// client-built /v1/query/{id} paths) and what it knows of queries in flight
+// (for metrics and the feedback log).
+type boundedMap[V any] struct {
 	mu   sync.Mutex
-	m    map[string]string
+	m    map[string]V
 	ring []string
 	next int
 }
 
-func newQueryMap(size int) *queryMap {
-	return &queryMap{m: make(map[string]string, min(size, 1024)), ring: make([]string, size)}
+func newBoundedMap[V any](size int) *boundedMap[V] {
+	return &boundedMap[V]{m: make(map[string]V, min(size, 1024)), ring: make([]string, size)}
 }
 
-func (q *queryMap) Put(id, cluster string) {
+func (q *boundedMap[V]) Put(id string, v V) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if _, ok := q.m[id]; ok {
-		q.m[id] = cluster
+		q.m[id] = v
 		return
 	}
 	if old := q.ring[q.next]; old != "" {
@@ -29,17 +30,26 @@ func (q *queryMap) Put(id, cluster string) {
 	}
 	q.ring[q.next] = id
 	q.next = (q.next + 1) % len(q.ring)
-	q.m[id] = cluster
+	q.m[id] = v
 }
 
-func (q *queryMap) Get(id string) (string, bool) {
+func (q *boundedMap[V]) Get(id string) (V, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	c, ok := q.m[id]
-	return c, ok
+	v, ok := q.m[id]
+	return v, ok
 }
 
-func (q *queryMap) Len() int {
+// Take returns and forgets id's value (its ring slot is reused later).
+func (q *boundedMap[V]) Take(id string) (V, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	v, ok := q.m[id]
+	delete(q.m, id)
+	return v, ok
+}
+
+func (q *boundedMap[V]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.m)

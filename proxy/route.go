@@ -81,10 +81,11 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 	}
 	est, err := s.estimate(ctx, def)
 	if err != nil {
-		reason := "fail-open: estimate failed"
+		reason, kind := "fail-open: estimate failed", "error"
 		if errors.Is(err, context.DeadlineExceeded) {
-			reason = "fail-open: estimate over budget"
+			reason, kind = "fail-open: estimate over budget", "timeout"
 		}
+		s.metrics.add("prestroid_fail_open_total", 1, "reason", kind)
 		s.log.Warn("estimate failed; failing open", "error", err)
 		return &decision{cluster: def, why: reason}, nil
 	}

@@ -88,6 +88,9 @@ type Options struct {
 	// Admission holds the budgets of in-flight queries. Nil, or all limits
 	// zero, means no admission control.
 	Admission *AdmissionOptions
+	// Feedback receives every completed query (the feedback log). Nil
+	// means none is recorded.
+	Feedback FeedbackSink
 }
 
 type cluster struct {
@@ -107,7 +110,9 @@ type Server struct {
 	clusters []*cluster
 	byName   map[string]*cluster
 	signer   *Signer
-	queries  *queryMap
+	queries  *boundedMap[string]   // query id -> cluster name
+	tracked  *boundedMap[*tracked] // query id -> what the proxy knows of it, until its last page
+	metrics  *metrics
 	admit    *admission // nil without admission control
 	log      *slog.Logger
 	srv      *fasthttp.Server
@@ -161,7 +166,8 @@ func New(o Options) (*Server, error) {
 		o.Signer = sg
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
-	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: newQueryMap(o.QueryMapSize), log: o.Logger}
+	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: newBoundedMap[string](o.QueryMapSize),
+		tracked: newBoundedMap[*tracked](10000), metrics: newMetrics(), log: o.Logger}
 	for _, cc := range o.Clusters {
 		u, err := url.Parse(cc.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -298,6 +304,8 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.serveEstimate(ctx)
 	case path == "/v1/routing" && method == fasthttp.MethodPost:
 		s.serveRouting(ctx)
+	case path == "/metrics" && method == fasthttp.MethodGet:
+		s.serveMetrics(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
 		s.forward(ctx, s.clusters[0], raw, modeRaw)
 	case path == "/ui" || strings.HasPrefix(path, "/ui/"):
@@ -318,6 +326,7 @@ func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, err, false)
 		return
 	}
+	s.recordDecision(d)
 	if s.admit != nil && !s.opts.Shadow && d.why != "transaction" {
 		t, now := s.admitOrQueue(ctx, d)
 		if !now {
@@ -538,18 +547,26 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	m := &uriMapper{signer: s.signer, cluster: c.name, upstreamBase: c.base, publicBase: s.publicBase(ctx)}
 	cname := c.name
 	var t *ticket
+	var tr *tracked
 	if d != nil {
 		t = d.ticket
+		tr = newTracked(ctx, d, c)
 	}
 	rw := newJSONRewriter(src, func() error {
 		if info.ID != "" && mode == modeStatementPOST {
 			s.queries.Put(info.ID, cname)
+			if tr != nil {
+				s.tracked.Put(info.ID, tr)
+			}
 			if t != nil {
 				s.admit.bind(t, info.ID, cname)
 			}
 		}
 		if info.ID != "" && s.admit != nil {
 			s.admit.seen(info.ID, !info.HasNextURI)
+		}
+		if info.ID != "" && !info.HasNextURI {
+			s.complete(info, cname)
 		}
 		return release()
 	}, m, info)
