@@ -76,6 +76,8 @@ type Config struct {
 	Routing Routing `yaml:"routing"`
 	// Admission: in-flight budgets and the proxy's queue (routing.go).
 	Admission Admission `yaml:"admission"`
+	// Feedback: the log of completed queries for retraining (routing.go).
+	Feedback Feedback `yaml:"feedback"`
 
 	// Estimator configures the cost model (estimator.go); the zero value
 	// serves the embedded default model, if the binary has one.

@@ -73,6 +73,20 @@ type Admission struct {
 	MaxWait   Duration `yaml:"max_wait"`
 }
 
+// Feedback configures the feedback log: every query whose last page passes
+// through the proxy is recorded (estimate, route, plan, final statistics) in
+// the collector's record format, so `prestroid train` can retrain on live
+// traffic.
+type Feedback struct {
+	// Dir is where feedback-<time>.jsonl.gz files go. Empty means no log.
+	Dir string `yaml:"dir"`
+	// RotateRecords starts a new file after this many records; zero means
+	// 10000.
+	RotateRecords int `yaml:"rotate_records"`
+	// RotateEvery starts a new file after this long; zero means 1h.
+	RotateEvery Duration `yaml:"rotate_every"`
+}
+
 func (c *Config) validateRouting() error {
 	bad := func(key string, val any, why string) error {
 		return fmt.Errorf("%w: %s=%v: %s", ErrInvalid, key, val, why)
@@ -111,6 +125,12 @@ func (c *Config) validateRouting() error {
 	}
 	if r.EstimateTimeout < 0 {
 		return bad("routing.estimate_timeout", r.EstimateTimeout, "must not be negative")
+	}
+	if c.Feedback.RotateRecords < 0 {
+		return bad("feedback.rotate_records", c.Feedback.RotateRecords, "must not be negative")
+	}
+	if c.Feedback.RotateEvery < 0 {
+		return bad("feedback.rotate_every", c.Feedback.RotateEvery, "must not be negative")
 	}
 	a := &c.Admission
 	for key, v := range map[string]float64{

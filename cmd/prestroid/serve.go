@@ -55,7 +55,7 @@ func runServe(args []string) int {
 		return 2
 	}
 	logger := newLogger(cfg.LogLevel)
-	srv, err := newProxy(cfg, logger)
+	srv, closeFeedback, err := newProxy(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
 		return 1
@@ -75,6 +75,7 @@ func runServe(args []string) int {
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	defer closeFeedback()
 	select {
 	case err := <-errc:
 		if err != nil {
@@ -141,19 +142,27 @@ func loadServeConfig(f serveFlags) (*config.Config, error) {
 	return cfg, nil
 }
 
-func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, error) {
+// newProxy builds the proxy; the returned func flushes the feedback log.
+func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), error) {
 	signer, err := proxy.NewSigner([]byte(cfg.RouteSecret))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.RouteSecret == "" {
 		logger.Warn("no route_secret configured: using a random one; URIs of running queries will not survive a restart and replicas cannot share queries")
 	}
 	o := proxyOptions(cfg, signer, logger)
 	if err := wireEstimator(cfg, &o, logger); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return proxy.New(o)
+	closeFeedback := func() {}
+	if cfg.Feedback.Dir != "" {
+		fb := newFeedbackLog(cfg.Feedback, logger)
+		o.Feedback, closeFeedback = fb, fb.Close
+		logger.Info("recording completed queries", "dir", cfg.Feedback.Dir)
+	}
+	srv, err := proxy.New(o)
+	return srv, closeFeedback, err
 }
 
 // proxyOptions maps the configuration onto the proxy's options; the

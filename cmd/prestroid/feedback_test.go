@@ -1,0 +1,46 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy"
+)
+
+func TestFeedbackLogWritesCollectorRecordsAndRotates(t *testing.T) {
+	dir := t.TempDir()
+	f := newFeedbackLog(config.Feedback{Dir: dir, RotateRecords: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for i, id := range []string{"q1", "q2", "q3"} {
+		f.Record(proxy.Completed{
+			QueryID: id, Cluster: "large", User: "alice", SQL: "SELECT 1", Decision: "routed: class large", Class: "large",
+			Estimated: true, Estimate: proxy.Estimate{CPUSeconds: 2.5, Model: "m1", Plan: []byte(`{"0":{}}`)},
+			State: "FINISHED", Stats: proxy.PageStats{CPUTimeMillis: int64(1000 * (i + 1))},
+			Session: []string{"join_distribution_type=BROADCAST,query_max_run_time=1h"},
+			Submitted: time.Now(), Finished: time.Now(),
+		})
+	}
+	f.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "feedback-*.jsonl.gz"))
+	if len(files) != 2 {
+		t.Fatalf("%d files after 3 records with rotation at 2: %v", len(files), files)
+	}
+	recs, err := collector.ReadAll(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("%d records", len(recs))
+	}
+	r := recs[0]
+	if r.Source != collector.SourceProxy || r.Status != collector.StatusFinished || r.QueryID != "q1" ||
+		r.Stats.CPUMillis != 1000 || r.Estimate.CPUMillis != 2500 || r.Estimate.ModelID != "m1" ||
+		r.Route.Cluster != "large" || string(r.Plan.JSON) != `{"0":{}}` ||
+		r.SessionProperties["join_distribution_type"] != "BROADCAST" || r.SessionProperties["query_max_run_time"] != "1h" {
+		t.Errorf("record = %+v", r)
+	}
+}
