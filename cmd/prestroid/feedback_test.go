@@ -20,7 +20,7 @@ func TestFeedbackLogWritesCollectorRecordsAndRotates(t *testing.T) {
 			QueryID: id, Cluster: "large", User: "alice", SQL: "SELECT 1", Decision: "routed: class large", Class: "large",
 			Estimated: true, Estimate: proxy.Estimate{CPUSeconds: 2.5, Model: "m1", Plan: []byte(`{"0":{}}`)},
 			State: "FINISHED", Stats: proxy.PageStats{CPUTimeMillis: int64(1000 * (i + 1))},
-			Session: []string{"join_distribution_type=BROADCAST,query_max_run_time=1h"},
+			Session:   []string{"join_distribution_type=BROADCAST,query_max_run_time=1h"},
 			Submitted: time.Now(), Finished: time.Now(),
 		})
 	}
