@@ -225,7 +225,7 @@ func TestTimeoutCancelsTheQueryOnTrino(t *testing.T) {
 	defer w.Close()
 	// Runs for minutes on one core unless cancelled.
 	it := collector.Item{Key: "slow", Catalog: "tpch", Schema: "sf1",
-		SQL: "SELECT count(*) FROM lineitem a CROSS JOIN lineitem b WHERE a.partkey + b.partkey = 7",
+		SQL:      "SELECT count(*) FROM lineitem a CROSS JOIN lineitem b WHERE a.partkey + b.partkey = 7",
 		Workload: collector.Workload{Template: "test/slow"}}
 	r := &collector.Runner{Server: server, DB: db, User: "prestroid-test", Timeout: 2 * time.Second, Writer: w}
 	sum, err := r.Run(ctx, []collector.Item{it})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,8 +22,19 @@ import (
 
 // PlanFunc takes the EXPLAIN plan of an item, with the item's own session
 // (Header). The command wires it to estimator.ExplainClient so that training
-// plans come from the same code as serving; nil means no plans.
+// plans come from the same code as serving; nil means no plans. A nil plan
+// with a nil error runs the item without a plan. An error that is not the
+// query's fault (network, HTTP 5xx) should wrap ErrUnavailable: the item is
+// then left for a later run instead of being recorded as EXPLAIN_FAILED.
 type PlanFunc func(ctx context.Context, server string, it *Item, h http.Header) (*Plan, error)
+
+// ErrUnavailable marks failures of the server or the network rather than
+// of a query. Such items are not recorded (a resumed run retries them), and
+// a run stops after maxClientErrors of them in a row.
+var ErrUnavailable = errors.New("collector: Trino unavailable")
+
+// maxClientErrors is how many CLIENT_ERROR outcomes in a row stop a run.
+const maxClientErrors = 10
 
 // Header is the Trino session of an item as request headers: user,
 // catalog, schema and session properties.
@@ -152,10 +164,11 @@ func (r *Runner) Run(ctx context.Context, items []Item) (Summary, error) {
 	n := max(r.Concurrency, 1)
 	work := make(chan *Item)
 	var (
-		mu       sync.Mutex
-		firstErr error
-		done     atomic.Int64
-		wg       sync.WaitGroup
+		mu         sync.Mutex
+		firstErr   error
+		clientErrs int
+		done       atomic.Int64
+		wg         sync.WaitGroup
 	)
 	prog := newProgress(r.Progress, len(todo), sum.Skipped)
 	for w := 0; w < n; w++ {
@@ -169,8 +182,22 @@ func (r *Runner) Run(ctx context.Context, items []Item) (Summary, error) {
 					// record, so that a resumed run does it again.
 					continue
 				}
+				if rec.Status == StatusClientError {
+					// Not the query's fault: leave it for a later run, and
+					// stop when the server looks gone.
+					mu.Lock()
+					sum.ByStatus[rec.Status]++
+					clientErrs++
+					if clientErrs >= maxClientErrors && firstErr == nil {
+						firstErr = fmt.Errorf("%w: %d client errors in a row, last: %s", ErrUnavailable, clientErrs, rec.Error.Message)
+					}
+					mu.Unlock()
+					prog.update(rec)
+					continue
+				}
 				err := r.Writer.Write(rec)
 				mu.Lock()
+				clientErrs = 0
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
@@ -241,6 +268,9 @@ func (r *Runner) runOne(ctx context.Context, it *Item) *Record {
 		cancel()
 		if err != nil {
 			rec.Status = StatusExplainFailed
+			if errors.Is(err, ErrUnavailable) {
+				rec.Status = StatusClientError
+			}
 			rec.Error = &Error{Name: "EXPLAIN", Message: err.Error()}
 			rec.SubmittedAt = time.Now().UTC()
 			rec.FinishedAt = rec.SubmittedAt
@@ -307,6 +337,7 @@ func (r *Runner) runOne(ctx context.Context, it *Item) *Record {
 			}
 		} else if rec.QueryID == "" {
 			rec.Status = StatusClientError
+			rec.Error.Name = "CLIENT"
 		}
 	}
 	return rec

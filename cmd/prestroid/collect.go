@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -140,6 +141,12 @@ func explainPlan(c *estimator.ExplainClient) collector.PlanFunc {
 		}
 		res, err := c.Explain(ctx, server, it.SQL, h)
 		if err != nil {
+			var te *estimator.TrinoError
+			if !errors.As(err, &te) {
+				// Not a verdict on the query (network, HTTP status, a
+				// deadline): retry in a later run.
+				return nil, fmt.Errorf("%w: %w", collector.ErrUnavailable, err)
+			}
 			return nil, err
 		}
 		p := &collector.Plan{
