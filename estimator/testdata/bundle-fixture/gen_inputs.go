@@ -21,11 +21,14 @@ import (
 )
 
 const (
-	dim = 16 // Pf
-	n   = 15
-	k   = 9
-	c   = 3
+	n = 15
+	k = 9
+	c = 3
 )
+
+// dim is Pf: 16 for the committed fixture; FIXTURE_PF overrides it (a
+// benchmark-sized bundle uses the paper's 100).
+var dim = 16
 
 // Plans the vocabularies are built from ("training"), and the golden cases:
 // some of the training plans plus tiny-scale plans whose tables are not in
@@ -41,6 +44,9 @@ func main() {
 		os.Exit(2)
 	}
 	out, work := os.Args[1], os.Args[2]
+	if v := os.Getenv("FIXTURE_PF"); v != "" {
+		fmt.Sscan(v, &dim)
+	}
 	if err := run(out, work); err != nil {
 		fmt.Fprintln(os.Stderr, "gen_inputs:", err)
 		os.Exit(1)

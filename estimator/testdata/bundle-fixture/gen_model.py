@@ -19,11 +19,14 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-N, K, C, PF = 15, 9, 3, 16
+# The committed fixture is tiny; FIXTURE_PF=100 FIXTURE_CONV=128 FIXTURE_DENSE=32,8
+# give a bundle of the paper's TPC-DS size for benchmarks (see gen.sh).
+N, K, C = 15, 9, 3
+PF = int(os.environ.get("FIXTURE_PF", "16"))
 S = N + 1
 E_OP, E_TBL = 8, 8          # embedding sizes
-CONV = [16, 16, 16]         # tree-convolution kernels
-DENSE = [16, 8]
+CONV = [int(os.environ.get("FIXTURE_CONV", "16"))] * 3   # tree-convolution kernels
+DENSE = [int(x) for x in os.environ.get("FIXTURE_DENSE", "16,8").split(",")]
 TARGET_MIN, TARGET_MAX = -4.6, 7.3
 
 
@@ -133,7 +136,7 @@ def main(out, work):
         sha.update(open(os.path.join(out, n_), "rb").read())
     manifest = {
         "format_version": 1,
-        "model_id": "fixture-untrained-subtree-15-9-16",
+        "model_id": f"fixture-untrained-subtree-15-9-{PF}" + ("" if CONV[0] == 16 else f"-conv{CONV[0]}"),
         "created": "2026-12-02T00:00:00Z",
         "kind": "subtree",
         "N": N, "K": K, "C": C, "Pf": PF,
