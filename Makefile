@@ -69,3 +69,15 @@ ORT_LIB := $(PRESTROID_CACHE)/ort/1.30.0/libonnxruntime.so.1
 .PHONY: ort
 ort:
 	scripts/install-ort.sh
+
+# Trainer (trainer/, issue 5): the Python training stack installed into the
+# project venv. PyPI's torch wheel pulls about 3.1 GB of CUDA wheels on Linux
+# (first install: ~9 min on a loaded 2-core machine, 6 GB venv); keep pip's
+# cache (~/.cache/pip) between CI runs so that only the first run downloads.
+.PHONY: trainer-venv trainer-test
+trainer-venv: $(PY)
+	$(VENV)/bin/pip install -q -e 'trainer[test]'
+
+# Python unit tests of the trainer (tensor reader, model shapes, ONNX parity).
+trainer-test: trainer-venv
+	$(VENV)/bin/python -m pytest -q trainer/tests

@@ -1,0 +1,222 @@
+// Package trainer_test runs the training pipeline end to end on a few dozen
+// committed records: prestroid train (Go featurizer, Word2Vec, PyTorch,
+// ONNX export, bundle) then prestroid eval, and checks the bundle against
+// estimator/BUNDLE.md with the serving side's reader.
+//
+// It needs the Python training stack: set PRESTROID_PYTHON to a Python with
+// the trainer package (make trainer-venv; `make test` sets it). Skipped
+// otherwise. PRESTROID_BIN names a built prestroid binary (else it is built).
+package trainer_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/estimator"
+)
+
+const repo = "../.."
+
+func python(t *testing.T) string {
+	t.Helper()
+	py := os.Getenv("PRESTROID_PYTHON")
+	if py == "" {
+		t.Skip("PRESTROID_PYTHON not set (make trainer-venv; the path of its python)")
+	}
+	out, err := exec.Command(py, "-c", "import torch, gensim, onnxruntime, sklearn").CombinedOutput()
+	if err != nil {
+		t.Skipf("PRESTROID_PYTHON=%s lacks the trainer stack (make trainer-venv): %v\n%s", py, err, out)
+	}
+	return py
+}
+
+func binary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("PRESTROID_BIN"); b != "" {
+		if abs, err := filepath.Abs(b); err == nil {
+			return abs
+		}
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "prestroid")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/prestroid")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// smallRecords writes up to perSplit[part] finished records of each split
+// from the committed dataset into one file.
+func smallRecords(t *testing.T, path string, perSplit map[string]int) []*collector.Record {
+	t.Helper()
+	var split collector.Split
+	b, err := os.ReadFile(filepath.Join(repo, "data/split.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &split); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := collector.ReadAll(filepath.Join(repo, "data/records/tpc-seed1.jsonl.gz"))
+	if err != nil && len(recs) == 0 {
+		t.Fatal(err)
+	}
+	w, err := collector.OpenWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var kept []*collector.Record
+	for _, r := range recs {
+		if r.Status != collector.StatusFinished || r.Stats == nil || r.Stats.CPUMillis <= 0 || r.Workload == nil {
+			continue
+		}
+		part := split.ByTemplate[r.Workload.Template]
+		if perSplit[part] == 0 {
+			continue
+		}
+		perSplit[part]--
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, r)
+	}
+	return kept
+}
+
+func run(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = repo
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = append(os.Environ(), "PRESTROID_PYTHON="+os.Getenv("PRESTROID_PYTHON"))
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("prestroid %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	t.Logf("prestroid %s (%.1fs)\n%s", args[0], time.Since(start).Seconds(), stderr.String())
+	return stdout.Bytes()
+}
+
+func TestTinyTrainingProducesAValidBundle(t *testing.T) {
+	py := python(t)
+	bin := binary(t)
+	dir := t.TempDir()
+	recPath := filepath.Join(dir, "records.jsonl.gz")
+	recs := smallRecords(t, recPath, map[string]int{"train": 30, "validation": 6, "test": 6})
+	if len(recs) < 20 {
+		t.Skipf("only %d usable committed records", len(recs))
+	}
+	bundle := filepath.Join(dir, "bundle")
+	work := filepath.Join(dir, "work")
+	run(t, bin, "train", "--data", recPath, "--out", bundle, "--workdir", work, "--python", py,
+		"--pf", "8", "--epochs", "2", "--kernels", "16,16,16", "--dense", "8,4", "--full")
+
+	t.Run("the bundle passes the serving side's checks", func(t *testing.T) {
+		b, err := estimator.ReadBundle(bundle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := b.Manifest
+		if m.Kind != "subtree" || m.N != 15 || m.K != 9 || m.C != 3 || m.Pf != 8 || m.Slots != 16 {
+			t.Errorf("manifest: kind %q N %d K %d C %d Pf %d slots %d", m.Kind, m.N, m.K, m.C, m.Pf, m.Slots)
+		}
+		if m.Training.Records != len(recs) {
+			t.Errorf("training.records = %d, want %d", m.Training.Records, len(recs))
+		}
+		if !(m.Target.Min < m.Target.Max) {
+			t.Errorf("target %+v", m.Target)
+		}
+		g := b.Golden
+		if g.B < 1 || g.B > 8 || len(g.Names) != g.B || len(g.Expected) != g.B {
+			t.Fatalf("golden: %d cases, %d names, %d expected", g.B, len(g.Names), len(g.Expected))
+		}
+		for _, y := range g.Expected {
+			if !(y > 0 && y < 1) {
+				t.Errorf("golden expected %v outside (0, 1)", y)
+			}
+		}
+	})
+
+	t.Run("golden tensors equal the serving encoder's output for the named queries", func(t *testing.T) {
+		b, err := estimator.ReadBundle(bundle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := &estimator.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: b.Manifest.Pf,
+			Sampler: estimator.SamplerConfig{N: b.Manifest.N, K: b.Manifest.K, C: b.Manifest.C}}
+		byKey := map[string]*collector.Record{}
+		for _, r := range recs {
+			byKey[r.Key] = r
+		}
+		g := b.Golden
+		per := g.K * g.S
+		for i, name := range g.Names {
+			r := byKey[name]
+			if r == nil {
+				t.Fatalf("golden case %q is not one of the records", name)
+			}
+			f, err := enc.Featurize(r.Plan.JSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := 0; j < per; j++ {
+				o := i*per + j
+				if f.Op[j] != g.Op[o] || f.Table[j] != g.Table[o] || f.Left[j] != g.Left[o] ||
+					f.Right[j] != g.Right[o] || f.Vote[j] != g.Vote[o] {
+					t.Fatalf("case %s slot %d differs from the encoder", name, j)
+				}
+			}
+			for j := 0; j < per*g.Pf; j++ {
+				if math.Abs(float64(f.Pred[j]-g.Pred[i*per*g.Pf+j])) > 1e-6 {
+					t.Fatalf("case %s pred[%d]: encoder %v, golden %v", name, j, f.Pred[j], g.Pred[i*per*g.Pf+j])
+				}
+			}
+		}
+	})
+
+	t.Run("eval reports every model and baseline", func(t *testing.T) {
+		out := run(t, bin, "eval", "--bundle", bundle, "--data", recPath, "--report", filepath.Join(dir, "report"),
+			"--train-workdir", work, "--python", py, "--json")
+		var res struct {
+			Models []map[string]any `json:"models"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatalf("eval --json: %v\n%s", err, out)
+		}
+		names := map[string]bool{}
+		for _, m := range res.Models {
+			names[m["model"].(string)] = true
+			for _, k := range []string{"mse", "qerror_p50", "qerror_p90", "qerror_p95", "qerror_p99", "qerror_max",
+				"pearson_r", "over_provisioned_cpu", "under_provisioned_cpu", "per_template"} {
+				if _, ok := m[k]; !ok {
+					t.Errorf("model %v lacks %q", m["model"], k)
+				}
+			}
+		}
+		for _, want := range []string{"prestroid(15-9-8)", "trino", "logbin", "svr", "tfidf_gbr", "mscn", "wcnn"} {
+			if !names[want] {
+				t.Errorf("eval lacks model %q (have %v)", want, names)
+			}
+		}
+		if len(res.Models) < 9 {
+			t.Errorf("%d models, want the bundle's, 2 full-tree and the baselines", len(res.Models))
+		}
+		for _, f := range []string{"report.md", "pred_vs_actual.png", "qerror_cdf.png", "eval.json"} {
+			if _, err := os.Stat(filepath.Join(dir, "report", f)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,25 @@
+import numpy as np
+
+from trainer.metrics import metrics, qerrors
+from trainer.w2v import train_vectors
+
+
+def test_qerror_symmetric():
+    y, p = np.log([1.0, 2.0]), np.log([2.0, 1.0])
+    np.testing.assert_allclose(qerrors(y, p), [2.0, 2.0])
+
+
+def test_metrics_perfect_and_provisioning():
+    y = np.log([1.0, 4.0, 9.0])
+    m = metrics(y, y, lo=0.0, hi=3.0)
+    assert m["mse"] == 0 and m["qerror_max"] == 1 and abs(m["pearson_r"] - 1) < 1e-12
+    m = metrics(y, y + np.log(2), lo=0.0, hi=3.0)       # everything predicted twice as large
+    assert abs(m["over_provisioned_cpu"] - 1.0) < 1e-12 and m["under_provisioned_cpu"] == 0
+    assert m["over_provisioned_queries"] == 1.0
+
+
+def test_w2v_lowers_min_count_on_tiny_corpora():
+    sents = [["a", "b", "="], ["a", "c", "<"], ["b", "="]] * 2
+    wv, eff, note = train_vectors(sents, size=4, min_count=10, seed=1, epochs=2)
+    assert eff < 10 and "lowered" in note
+    assert wv.vector_size == 4 and "a" in wv.key_to_index

@@ -1,0 +1,352 @@
+"""Train the Tree-CNN cost model, export it to ONNX, check parity, write the
+model bundle (estimator/BUNDLE.md).
+
+Reads the workdir written by `prestroid train` (steps featurize, w2v,
+tensors): {train,val,test}.npz, *.keys.txt, ops.json, tables.json,
+tokens.vec, target.json, tensors.json, meta.json, and with --full the
+full-tree chunks full_{part}_NNN.npz.
+
+    python -m trainer.train --workdir W --out models/default            # sub-tree model
+    python -m trainer.train --workdir W --out B --full --epochs 100     # + full-tree models
+
+Writes the bundle to --out (replaced whole), and to the workdir:
+train_report.json (history and test metrics per model) and
+predictions_test_<model>.json ({key: predicted ln CPU seconds}), which
+`prestroid eval` picks up for the full-tree models.
+"""
+import argparse
+import copy
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from dataclasses import dataclass, asdict
+from datetime import datetime, timezone
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .data import INPUTS, load_npz, load_full, pad_full, pack_full, read_keys
+from .metrics import metrics, denormalize, clean
+from .model import ModelConfig, TreeCNN, count_params
+
+GOLDEN_CASES = 8
+PARITY_TOL = 1e-5
+
+
+@dataclass
+class TrainConfig:
+    lr: float = 1e-4          # Adam; the paper's rate
+    batch: int = 64
+    epochs: int = 200         # upper bound: early stopping on validation MSE decides
+    patience: int = 25        # epochs without validation improvement before stopping
+    seed: int = 1
+    device: str = "auto"      # auto = CUDA when available
+    huber_delta: float = 1.0
+
+
+def set_seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def pick_device(name):
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        sys.exit("train: --device cuda but CUDA is not available")
+    return torch.device(name)
+
+
+# ------------------------------------------------------------------ batching
+# A "feeder" turns query indices into model inputs; one per model kind.
+
+class SubTreeFeeder:
+    """Sub-tree tensors (or full trees padded to the longest tree of the
+    whole set, the paper's setting), held on the device."""
+
+    def __init__(self, z, device):
+        self.t = {k: torch.from_numpy(np.ascontiguousarray(z[k])).to(device) for k in INPUTS}
+        self.n = z["op"].shape[0]
+
+    def inputs(self, idx):
+        return tuple(self.t[k][idx] for k in INPUTS)
+
+    def run(self, model, idx):
+        return model(*self.inputs(idx))
+
+    def nbytes(self, idx):
+        return sum(v[idx].numel() * v.element_size() for v in self.t.values())
+
+
+class PackedFeeder:
+    """Full trees packed per batch without padding."""
+
+    def __init__(self, trees, device):
+        self.trees, self.device, self.n = trees, device, len(trees)
+
+    def pack(self, idx):
+        p = pack_full([self.trees[i] for i in idx.tolist()])
+        return {k: torch.from_numpy(v).to(self.device) for k, v in p.items()}
+
+    def run(self, model, idx):
+        p = self.pack(idx)
+        return model.forward_packed(*(p[k] for k in INPUTS), p["tree"], len(idx))
+
+    def nbytes(self, idx):
+        return sum(v.numel() * v.element_size() for v in self.pack(idx).values())
+
+
+def predict(model, feeder, n, batch=256, device="cpu"):
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for lo in range(0, n, batch):
+            idx = torch.arange(lo, min(n, lo + batch), device=device)
+            out.append(feeder.run(model, idx).reshape(-1).float().cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.stderr):
+    """Adam + Huber loss, early stopping on validation MSE (normalized
+    target). Returns the history; the model ends with its best weights."""
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    yt = torch.from_numpy(y_train).to(device)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    best, best_state, bad, history = float("inf"), None, 0, []
+    for epoch in range(1, cfg.epochs + 1):
+        t0 = time.perf_counter()
+        model.train()
+        perm = torch.randperm(train.n, generator=gen).to(device)
+        total, seen = 0.0, 0
+        for lo in range(0, train.n, cfg.batch):
+            idx = perm[lo:lo + cfg.batch]
+            if len(idx) < 2:          # batch norm needs two samples
+                continue
+            pred = train.run(model, idx).reshape(-1)
+            loss = F.huber_loss(pred, yt[idx], delta=cfg.huber_delta)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(idx)
+            seen += len(idx)
+        pv = predict(model, val, val.n, device=device) if val.n else np.zeros(0)
+        val_mse = float(np.mean((pv - y_val) ** 2)) if val.n else total / max(seen, 1)
+        history.append({"epoch": epoch, "train_huber": total / max(seen, 1), "val_mse": val_mse,
+                        "seconds": time.perf_counter() - t0})
+        if val_mse < best - 1e-7:
+            best, best_state, bad = val_mse, copy.deepcopy(model.state_dict()), 0
+        else:
+            bad += 1
+        if epoch == 1 or epoch % 10 == 0:
+            print(f"{name}: epoch {epoch} train huber {total / max(seen, 1):.5f} val mse {val_mse:.5f} "
+                  f"({history[-1]['seconds']:.2f}s)", file=log)
+        if bad >= cfg.patience:
+            print(f"{name}: early stop at epoch {epoch}, best val mse {best:.5f}", file=log)
+            break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return history
+
+
+# ------------------------------------------------------------------ export
+
+def export_onnx(model, sample, path):
+    """Export the sub-tree model: inputs as BUNDLE.md (batch axis dynamic)."""
+    model = model.cpu().eval()
+    args = tuple(torch.from_numpy(np.ascontiguousarray(sample[k][:2])) for k in INPUTS)
+    axes = {k: {0: "B"} for k in INPUTS}
+    axes["y"] = {0: "B"}
+    torch.onnx.export(model, args, path, input_names=list(INPUTS), output_names=["y"],
+                      dynamic_axes=axes, opset_version=17, dynamo=False)
+
+
+def onnx_predict(path, z, batch=256):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    n = z["op"].shape[0]
+    out = []
+    for lo in range(0, n, batch):
+        feed = {k: np.ascontiguousarray(z[k][lo:lo + batch]) for k in INPUTS}
+        out.append(sess.run(["y"], feed)[0].reshape(-1))
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def write_bundle(out, workdir, model, test, test_keys, expected, manifest):
+    """Write the bundle into a fresh directory and swap it in."""
+    tmp = out.rstrip("/") + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for name in ("ops.json", "tables.json", "tokens.vec"):
+        shutil.copyfile(os.path.join(workdir, name), os.path.join(tmp, name))
+    export_onnx(model, test, os.path.join(tmp, "model.onnx"))
+    g = min(GOLDEN_CASES, test["op"].shape[0])
+    golden = {k: np.ascontiguousarray(test[k][:g]) for k in INPUTS + ("kind", "subtrees")}
+    golden["format_version"] = np.array(1, np.int32)
+    p = test["params"]
+    golden["params"] = np.array([p["N"], p["K"], p["C"], p["Pf"], p["full"]], np.int32)
+    if "target" in test:
+        golden["target"] = test["target"][:g]
+    golden["expected"] = expected[:g].astype(np.float32)
+    golden["names"] = np.frombuffer("|".join(test_keys[:g]).encode(), dtype=np.uint8)
+    np.savez_compressed(os.path.join(tmp, "golden.npz"), **golden)
+    with open(os.path.join(tmp, "manifest.json"), "w") as f:
+        json.dump(clean(manifest), f, indent=2)
+        f.write("\n")
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+
+
+# ------------------------------------------------------------------ main
+
+def build_model(cfg_model, device):
+    return TreeCNN(cfg_model).to(device)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--out", required=True, help="bundle directory (replaced)")
+    ap.add_argument("--epochs", type=int, default=200)
+    ap.add_argument("--patience", type=int, default=25)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--kernels", default="128,128,128")
+    ap.add_argument("--dense", default="32,8")
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
+    ap.add_argument("--full", action="store_true", help="also train the full-tree models (padded, packed)")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    cfg = TrainConfig(lr=a.lr, batch=a.batch, epochs=a.epochs, patience=a.patience, seed=a.seed, device=a.device)
+    device = pick_device(a.device)
+    W = a.workdir
+    kernels = tuple(int(x) for x in a.kernels.split(","))
+    dense = tuple(int(x) for x in a.dense.split(","))
+
+    with open(os.path.join(W, "ops.json")) as f:
+        n_ops = len(json.load(f))
+    with open(os.path.join(W, "tables.json")) as f:
+        n_tables = len(json.load(f))
+    with open(os.path.join(W, "target.json")) as f:
+        target = json.load(f)
+    with open(os.path.join(W, "tensors.json")) as f:
+        tinfo = json.load(f)
+    with open(os.path.join(W, "meta.json")) as f:
+        meta = json.load(f)
+    lo, hi = target["min"], target["max"]
+
+    parts = {}
+    for part in ("train", "val", "test"):
+        path = os.path.join(W, part + ".npz")
+        parts[part] = (load_npz(path), read_keys(os.path.join(W, part + ".keys.txt"))) if os.path.exists(path) else None
+    if parts["train"] is None or parts["test"] is None:
+        sys.exit("train: need train.npz and test.npz in the workdir (does the split have test queries?)")
+    tr, va, te = (parts[p][0] if parts[p] else None for p in ("train", "val", "test"))
+    if va is None:
+        print("train: no validation queries: early stopping on the training loss", file=sys.stderr)
+    P = tr["params"]
+    test_keys = parts["test"][1]
+    report = {"records": meta, "config": asdict(cfg), "models": {}}
+
+    def y_of(z):
+        return z["target"] if z is not None else np.zeros(0, np.float32)
+
+    def empty_like(z):
+        return {k: v[:0] for k, v in z.items() if k != "params"}
+
+    def run_model(name, mcfg, train_feed, val_feed, test_feed):
+        set_seed(cfg.seed)
+        model = build_model(mcfg, device)
+        t0 = time.perf_counter()
+        hist = fit(model, train_feed, val_feed, y_of(tr), y_of(va), cfg, device, name=name)
+        secs = time.perf_counter() - t0
+        p = predict(model, test_feed, test_feed.n, device=device)
+        m = metrics(te["target"] * (hi - lo) + lo, denormalize(p, lo, hi), lo, hi)
+        print(f"{name}: test mse {m['mse']:.5f} q-error p50 {m['qerror_p50']:.2f} p95 {m['qerror_p95']:.2f} "
+              f"({len(hist)} epochs, {secs:.1f}s, {count_params(model)} parameters)", file=sys.stderr)
+        report["models"][name] = {"test": m, "epochs": len(hist), "seconds": secs, "parameters": count_params(model),
+                                  "history": hist, "kernels": list(mcfg.kernels), "dense": list(mcfg.dense)}
+        with open(os.path.join(W, f"predictions_test_{name}.json"), "w") as f:
+            json.dump(dict(zip(test_keys, denormalize(p, lo, hi).tolist())), f)
+        return model, p, m, len(hist)
+
+    # --- the sub-tree model: the bundle's model
+    name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"
+    mcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=P["K"], kernels=kernels, dense=dense,
+                       dropout=a.dropout)
+    model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
+                                          SubTreeFeeder(va if va is not None else empty_like(tr), device),
+                                          SubTreeFeeder(te, device))
+
+    # --- bundle, ONNX parity on the whole test split
+    model = model.cpu().eval()
+    p_cpu = predict(model, SubTreeFeeder(te, "cpu"), te["op"].shape[0])
+    created = datetime.now(timezone.utc).replace(microsecond=0)
+    model_id = f"subtree-{P['N']}-{P['K']}-{P['Pf']}-{created:%Y%m%dT%H%M%SZ}-{meta['training_data_sha256'][:8]}"
+    w2v = {}
+    if os.path.exists(os.path.join(W, "tokens.w2v.json")):
+        with open(os.path.join(W, "tokens.w2v.json")) as f:
+            w2v = json.load(f)
+    manifest = {
+        "format_version": 1,
+        "model_id": model_id,
+        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "kind": "subtree",
+        "N": P["N"], "K": P["K"], "C": P["C"], "Pf": P["Pf"],
+        "slots": int(tr["op"].shape[2]),
+        "tensor_format_version": 1,
+        "target": {"transform": "ln_cpu_seconds_minmax", "min": lo, "max": hi},
+        "global_pred_vector": tinfo["global_pred_vector"],
+        "training_data_sha256": meta["training_data_sha256"],
+        "training": {"records": meta["usable"], "train": tinfo["counts"].get("train", 0),
+                     "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
+                     "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
+                     "lr": cfg.lr, "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
+                     "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
+        "metrics": {"test": m},
+        "inputs": list(INPUTS),
+        "output": "y",
+    }
+    write_bundle(a.out, W, model, te, test_keys, p_cpu, manifest)
+    p_onnx = onnx_predict(os.path.join(a.out, "model.onnx"), te)
+    diff = float(np.max(np.abs(p_onnx - p_cpu))) if len(p_cpu) else 0.0
+    report["parity"] = {"max_abs_diff": diff, "tolerance": PARITY_TOL, "queries": int(len(p_cpu)),
+                        "device_vs_cpu_max_abs_diff": float(np.max(np.abs(p_torch - p_cpu))) if len(p_cpu) else 0.0}
+    print(f"parity: ONNX Runtime vs PyTorch on {len(p_cpu)} test queries: max |diff| {diff:.2e}", file=sys.stderr)
+    if diff > PARITY_TOL:
+        with open(os.path.join(W, "train_report.json"), "w") as f:
+            json.dump(clean(report), f, indent=2)
+        sys.exit(f"train: ONNX parity {diff:.2e} > {PARITY_TOL}")
+
+    # --- the full-tree models (the paper's Prestroid(Full-Pf)), padded and packed
+    if a.full:
+        ftr, ytr = load_full(W, "train")
+        fva, yva = load_full(W, "val")
+        fte, yte = load_full(W, "test")
+        smax = max(len(t["op"]) for t in ftr + fva + fte)
+        fcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=1, kernels=kernels, dense=dense,
+                           dropout=a.dropout)
+        padded = lambda ts: SubTreeFeeder(pad_full(ts, smax) if ts else empty_like(tr), device)
+        run_model(f"prestroid_full_{P['Pf']}_padded", fcfg, padded(ftr), padded(fva), padded(fte))
+        run_model(f"prestroid_full_{P['Pf']}_packed", fcfg, PackedFeeder(ftr, device), PackedFeeder(fva, device),
+                  PackedFeeder(fte, device))
+        report["full_slots"] = smax
+
+    with open(os.path.join(W, "train_report.json"), "w") as f:
+        json.dump(clean(report), f, indent=2)
+    print(f"train: bundle {model_id} -> {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
