@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -151,7 +150,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) er
 			logger.Warn("estimator off: queries are forwarded without estimates", "reason", err)
 			return nil
 		}
-		return fmt.Errorf("estimator: %w", err)
+		return err
 	}
 	m := svc.Model()
 	logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained())
