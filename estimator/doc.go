@@ -9,6 +9,11 @@
 //	ParsePredicate              Trino expression → AND/OR/NOT of clauses predicate.go, predicate_lex.go
 //	SampleSubTrees, FullTree    the sub-tree sampler (Algorithm 1)       subtree.go
 //	Encoder, WriteNPZ           tensors (layout: TENSORS.md)             tensor.go, vocab.go, predvec.go, npy.go
+//	ReadBundle, LoadModel       model bundles (BUNDLE.md), golden checks bundle.go, model.go
+//	Runtime, Session            the ONNX seam (cgo lives in estimator/onnx) runtime.go
+//	Service                     classify → EXPLAIN → featurize → micro-  service.go, batch.go,
+//	                            batched inference; estimate cache keys;  fingerprint.go, reload.go
+//	                            bundle hot reload (SIGHUP, file changes)
 //
 // Errors carry the "estimator:" prefix and wrap sentinel errors
 // (ErrBadPlan, ErrPlanTooLarge, ErrPlanCycle, ErrUnknownFragment,
