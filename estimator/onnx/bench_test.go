@@ -174,7 +174,7 @@ func BenchmarkEstimatesPerSecond(b *testing.B) {
 			})
 			reportCPU(b, cpu)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "estimates/s")
-			b.ReportMetric(float64(b.N)/((processCPU() - cpu).Seconds()/2), "estimates/s-per-2-cores-of-cpu")
+			b.ReportMetric(float64(b.N)/((processCPU()-cpu).Seconds()/2), "estimates/s-per-2-cores-of-cpu")
 			b.ReportMetric(vc.Stats().HitRatio(), "pred-cache-hit")
 		})
 	}
