@@ -14,6 +14,7 @@ type batcher struct {
 	maxBatch int
 	maxWait  time.Duration
 	stop     chan struct{}
+	done     chan struct{} // closed once every worker has returned
 	wg       sync.WaitGroup
 }
 
@@ -30,7 +31,7 @@ var reqPool = sync.Pool{New: func() any { return &inferReq{done: make(chan struc
 var errServiceClosed = errors.New("estimator: service closed")
 
 func newBatcher(workers, maxBatch int, maxWait time.Duration) *batcher {
-	b := &batcher{reqs: make(chan *inferReq, workers*maxBatch*2), maxBatch: maxBatch, maxWait: maxWait, stop: make(chan struct{})}
+	b := &batcher{reqs: make(chan *inferReq, workers*maxBatch*2), maxBatch: maxBatch, maxWait: maxWait, stop: make(chan struct{}), done: make(chan struct{})}
 	for i := 0; i < workers; i++ {
 		b.wg.Add(1)
 		go b.work()
@@ -51,10 +52,19 @@ func (b *batcher) infer(ctx context.Context, m *Model, f *Features) (float32, er
 		reqPool.Put(r)
 		return 0, errServiceClosed
 	}
-	// Once queued, the request is always answered (workers drain the queue
-	// before they stop), so waiting here without ctx keeps r reusable;
-	// inference of one batch takes milliseconds.
-	<-r.done
+	// Once queued, the request is answered by a worker (workers drain the
+	// queue before they stop), so waiting without ctx keeps r reusable;
+	// inference of one batch takes milliseconds. A request queued after
+	// the last worker left is never answered: give up on it (and on r).
+	select {
+	case <-r.done:
+	case <-b.done:
+		select {
+		case <-r.done:
+		default:
+			return 0, errServiceClosed
+		}
+	}
 	y, err := r.y, r.err
 	r.m, r.f = nil, nil
 	reqPool.Put(r)
@@ -64,6 +74,7 @@ func (b *batcher) infer(ctx context.Context, m *Model, f *Features) (float32, er
 func (b *batcher) close() {
 	close(b.stop)
 	b.wg.Wait()
+	close(b.done)
 }
 
 func (b *batcher) work() {

@@ -329,3 +329,27 @@ func TestConcurrentEstimatesWhileReloading(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestEstimatesAfterCloseFail(t *testing.T) {
+	rt := runtime(t)
+	svc := estimator.NewService(loadFixture(t, rt, fixtureDir), estimator.ServiceOptions{})
+	plan, _ := os.ReadFile(filepath.Join("..", "testdata", "explain", "tpch-q03-sf1.json"))
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				if _, err := svc.EstimatePlan(context.Background(), plan); err != nil {
+					return // closed: an error, never a hang
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	svc.Close()
+	wg.Wait()
+	if _, err := svc.EstimatePlan(context.Background(), plan); err == nil {
+		t.Error("estimate after Close succeeded")
+	}
+}
