@@ -58,3 +58,39 @@ func TestFixtureGoldenCases(t *testing.T) {
 	}
 	t.Logf("model %s, ONNX Runtime %s, %d golden cases", m.ID(), Version(), b.Golden.B)
 }
+
+// TestTrainedBundleGoldenCases loads the trainer's default bundle
+// (models/default, or PRESTROID_TEST_BUNDLE): every golden case's Go/ONNX
+// Runtime prediction must equal the PyTorch one within 1e-4 (LoadModel
+// refuses the bundle otherwise), and the featurizer must accept its
+// vocabularies on a real plan.
+func TestTrainedBundleGoldenCases(t *testing.T) {
+	dir := os.Getenv("PRESTROID_TEST_BUNDLE")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "models", "default")
+	}
+	if _, err := os.Stat(filepath.Join(dir, estimator.ManifestFile)); err != nil {
+		t.Skipf("no trained bundle at %s", dir)
+	}
+	rt := runtime(t)
+	b, err := estimator.ReadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := estimator.LoadModel(b, rt, estimator.ModelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	plan, _ := os.ReadFile(filepath.Join("..", "testdata", "explain", "tpcds-q64-sf1.json"))
+	f, err := m.Featurize(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := m.Predict([]*estimator.Features{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d golden cases within %g; tpcds-q64 sf1 → %.3f CPU s (untrained: %v)",
+		m.ID(), b.Golden.B, estimator.GoldenTolerance, m.CPUSeconds(y[0]), m.Manifest().Untrained())
+}
