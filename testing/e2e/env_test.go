@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -197,4 +198,59 @@ func waitHTTP(t testing.TB, url string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startTrinoInstance starts another harness instance (1G heap) on a free
+// port with extra config.properties lines and extra etc/ files, in which
+// "{{ETC}}" stands for the instance's etc directory. It returns the URL and
+// is stopped in Cleanup (its log is shown if the test failed).
+func startTrinoInstance(t testing.TB, what, extraConfig string, files map[string]string) (string, string) {
+	t.Helper()
+	root := repoRoot(t)
+	dir := t.TempDir()
+	port := freePort(t)
+	cache := os.Getenv("PRESTROID_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "prestroid")
+	}
+	inst := filepath.Join(cache, "instances", port)
+	extra := filepath.Join(dir, "extra.config")
+	overlay := filepath.Join(dir, "etc")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(extra, []byte(extraConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		content = strings.ReplaceAll(content, "{{ETC}}", filepath.Join(inst, "etc"))
+		if err := os.WriteFile(filepath.Join(overlay, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness := func(verb string) ([]byte, error) {
+		cmd := exec.Command(filepath.Join(root, "testing/trino/trino.sh"), verb)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "TRINO_PORT="+port, "TRINO_HEAP=1G", "TRINO_START_TIMEOUT=240",
+			"TRINO_EXTRA_CONFIG="+extra, "TRINO_ETC_OVERLAY="+overlay)
+		return cmd.CombinedOutput()
+	}
+	t.Cleanup(func() {
+		if out, err := harness("down"); err != nil {
+			t.Errorf("trino.sh down (port %s): %v\n%s", port, err, out)
+		}
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(inst, "server.log"))
+			t.Logf("%s Trino log %s (tail):\n%s", what, filepath.Join(inst, "server.log"), tail(string(log), 4000))
+			return
+		}
+		_ = os.RemoveAll(inst)
+	})
+	start := time.Now()
+	if out, err := harness("up"); err != nil {
+		t.Fatalf("%s Trino on port %s did not start: %v\n%s", what, port, err, out)
+	}
+	t.Logf("%s Trino up on port %s in %s", what, port, time.Since(start).Round(time.Second))
+	return "http://127.0.0.1:" + port, inst
 }

@@ -122,56 +122,13 @@ func createBucket(t testing.TB, endpoint, bucket string) {
 // the bucket at s3Endpoint and returns its URL. It is stopped in Cleanup.
 func startSpoolingTrino(t testing.TB, s3Endpoint, bucket string) string {
 	t.Helper()
-	root := repoRoot(t)
-	dir := t.TempDir()
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
-	extra := filepath.Join(dir, "spooling.config")
-	overlay := filepath.Join(dir, "etc")
-	if err := os.MkdirAll(overlay, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write := func(path, content string) {
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(extra, fmt.Sprintf(spoolingTrinoConfig, base64.StdEncoding.EncodeToString(key)))
-	write(filepath.Join(overlay, "spooling-manager.properties"), fmt.Sprintf(spoolingManagerConfig, bucket, s3Endpoint))
-
-	port := freePort(t)
-	cache := os.Getenv("PRESTROID_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "prestroid")
-	}
-	inst := filepath.Join(cache, "instances", port)
-	harness := func(verb string) ([]byte, error) {
-		cmd := exec.Command(filepath.Join(root, "testing/trino/trino.sh"), verb)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "TRINO_PORT="+port, "TRINO_HEAP=1G", "TRINO_START_TIMEOUT=240",
-			"TRINO_EXTRA_CONFIG="+extra, "TRINO_ETC_OVERLAY="+overlay)
-		return cmd.CombinedOutput()
-	}
-	t.Cleanup(func() {
-		if out, err := harness("down"); err != nil {
-			t.Errorf("trino.sh down (port %s): %v\n%s", port, err, out)
-		}
-		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(inst, "server.log"))
-			t.Logf("spooling Trino log %s (tail):\n%s", filepath.Join(inst, "server.log"), tail(string(log), 4000))
-			return
-		}
-		_ = os.RemoveAll(inst)
-	})
-	start := time.Now()
-	if out, err := harness("up"); err != nil {
-		t.Fatalf("spooling Trino on port %s did not start: %v\n%s", port, err, out)
-	}
-	t.Logf("spooling Trino up on port %s in %s", port, time.Since(start).Round(time.Second))
-	return "http://127.0.0.1:" + port
+	u, _ := startTrinoInstance(t, "spooling", fmt.Sprintf(spoolingTrinoConfig, base64.StdEncoding.EncodeToString(key)),
+		map[string]string{"spooling-manager.properties": fmt.Sprintf(spoolingManagerConfig, bucket, s3Endpoint)})
+	return u
 }
 
 func tail(s string, n int) string {

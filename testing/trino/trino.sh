@@ -85,6 +85,14 @@ fetch() {
 
 write_etc() {
   local etc=$inst/etc
+  # Half the heap for queries leaves Trino's default 30% headroom free.
+  local heap_mb
+  case "$heap" in
+    *[gG]) heap_mb=$(( ${heap%[gG]} * 1024 )) ;;
+    *[mM]) heap_mb=${heap%[mM]} ;;
+    *) die "TRINO_HEAP=$heap: want e.g. 2G or 1536M" ;;
+  esac
+  local query_mem=$(( heap_mb / 2 ))
   rm -rf "$etc" && mkdir -p "$etc/catalog" "$inst/data"
   cat >"$etc/node.properties" <<EOF
 node.environment=prestroid
@@ -110,8 +118,8 @@ coordinator=true
 node-scheduler.include-coordinator=true
 http-server.http.port=$port
 discovery.uri=http://127.0.0.1:$port
-query.max-memory=1GB
-query.max-memory-per-node=1GB
+query.max-memory=${query_mem}MB
+query.max-memory-per-node=${query_mem}MB
 EOF
   if [ -n "${TRINO_EXTRA_CONFIG:-}" ]; then cat "$TRINO_EXTRA_CONFIG" >>"$etc/config.properties"; fi
   echo "io.trino=WARN" >"$etc/log.properties"

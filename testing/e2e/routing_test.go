@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Cost-aware routing end to end: two real Trino clusters ("small", the
+// harness's, and "large", started here with a resource-groups file), the
+// real binary with its real model, real clients.
+
+const resourceGroupsProps = `resource-groups.configuration-manager=file
+resource-groups.config-file={{ETC}}/resource-groups.json
+`
+
+// Queries carrying any CPU_TIME estimate land in global.estimated; others
+// in global.other: proof that Trino received and used the proxy's header.
+const resourceGroupsJSON = `{
+  "rootGroups": [{
+    "name": "global", "softMemoryLimit": "80%", "hardConcurrencyLimit": 100, "maxQueued": 1000,
+    "subGroups": [
+      {"name": "estimated", "softMemoryLimit": "80%", "hardConcurrencyLimit": 50, "maxQueued": 500},
+      {"name": "other", "softMemoryLimit": "80%", "hardConcurrencyLimit": 50, "maxQueued": 500}
+    ]
+  }],
+  "selectors": [
+    {"selectorResourceEstimate": {"cpuTime": {"min": "0ms"}}, "group": "global.estimated"},
+    {"group": "global.other"}
+  ]
+}`
+
+const (
+	lightSQL = "SELECT count(*) FROM tpch.tiny.nation"
+	heavySQL = `SELECT ss_store_sk, count(*), sum(ss_net_paid) FROM tpcds.sf1.store_sales
+JOIN tpcds.sf1.date_dim ON ss_sold_date_sk = d_date_sk JOIN tpcds.sf1.item ON ss_item_sk = i_item_sk
+WHERE d_year BETWEEN 1998 AND 2002 GROUP BY ss_store_sk`
+)
+
+type estimateOut struct {
+	CPUSeconds float64 `json:"cpu_seconds"`
+	Model      string  `json:"model"`
+}
+
+func estimateWithCLI(t *testing.T, bin, server, sql string) estimateOut {
+	t.Helper()
+	out, err := exec.Command(bin, "estimate", "--server", server, "--user", "e2e", "--json", sql).Output()
+	if err != nil {
+		t.Fatalf("prestroid estimate: %v\n%s", err, out)
+	}
+	var e estimateOut
+	if err := json.Unmarshal(out, &e); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return e
+}
+
+func TestCostRoutingOnTwoRealClusters(t *testing.T) {
+	small := trinoURL(t)
+	bin := requireEnv(t, "PRESTROID_BIN")
+	if os.Getenv("PRESTROID_ORT_LIB") == "" {
+		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
+	}
+	large, _ := startTrinoInstance(t, "large", "", map[string]string{
+		"resource-groups.properties": resourceGroupsProps, "resource-groups.json": resourceGroupsJSON})
+
+	light, heavy := estimateWithCLI(t, bin, small, lightSQL), estimateWithCLI(t, bin, small, heavySQL)
+	t.Logf("model %s: light %.4gs, heavy %.4gs", light.Model, light.CPUSeconds, heavy.CPUSeconds)
+	if !(heavy.CPUSeconds > light.CPUSeconds) {
+		t.Fatalf("the model ranks a TPC-DS sf1 join (%.4gs) no higher than a 25-row count (%.4gs)", heavy.CPUSeconds, light.CPUSeconds)
+	}
+	bound := math.Sqrt(light.CPUSeconds * heavy.CPUSeconds)
+
+	dir := t.TempDir()
+	port := freePort(t)
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
+route_secret: %s
+clusters:
+  - {name: small, url: %q, class: small}
+  - {name: large, url: %q, class: large}
+routing:
+  classes:
+    - {name: small, max_cpu_seconds: %g}
+    - {name: large}
+  monitor_interval: 1s
+  estimate_timeout: 60s
+feedback:
+  dir: %s
+`, port, strings.Repeat("s", 40), small, large, bound, filepath.Join(dir, "feedback"))
+	cfgPath := filepath.Join(dir, "prestroid.yaml")
+	os.WriteFile(cfgPath, []byte(cfg), 0o600)
+	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	base := "http://127.0.0.1:" + port
+	waitHTTP(t, base+"/v1/info")
+	time.Sleep(2 * time.Second) // first health round of both clusters
+
+	run := fmt.Sprintf("%d", rand.Uint32())
+	placed := func(sql string) (cluster, decision string, p page) {
+		resp, p := do(t, "POST", base+"/v1/statement", sql, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST: %s", resp.Status)
+		}
+		return resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"), p
+	}
+	finish := func(p page) page {
+		for p.NextURI != "" {
+			_, p = do(t, "GET", p.NextURI, "", nil)
+		}
+		return p
+	}
+
+	t.Run("a light query goes to the small cluster", func(t *testing.T) {
+		marker := "light_" + run
+		c, d, p := placed(lightSQL + " /* " + marker + " */")
+		if c != "small" || d != "routed: class small" {
+			t.Fatalf("placed on %q (%q)", c, d)
+		}
+		if last := finish(p); last.Stats.State != "FINISHED" {
+			t.Fatalf("state %s", last.Stats.State)
+		}
+		if seenByTrino(t, small, marker) != 1 || seenByTrino(t, large, marker) != 0 {
+			t.Errorf("system.runtime.queries: small %d, large %d", seenByTrino(t, small, marker), seenByTrino(t, large, marker))
+		}
+	})
+	t.Run("a heavy query goes to the large cluster, whose resource groups use the estimate", func(t *testing.T) {
+		marker := "heavy_" + run
+		c, d, p := placed(heavySQL + " /* " + marker + " */")
+		if c != "large" || d != "routed: class large" {
+			t.Fatalf("placed on %q (%q)", c, d)
+		}
+		if last := finish(p); last.Stats.State != "FINISHED" {
+			t.Fatalf("state %s", last.Stats.State)
+		}
+		if seenByTrino(t, large, marker) != 1 || seenByTrino(t, small, marker) != 0 {
+			t.Errorf("system.runtime.queries: large %d, small %d", seenByTrino(t, large, marker), seenByTrino(t, small, marker))
+		}
+		var group string
+		openDB(t, large, "").QueryRow("SELECT array_join(resource_group_id, '.') FROM system.runtime.queries WHERE query LIKE '%" + marker +
+			"%' AND query NOT LIKE '%system.runtime%'").Scan(&group)
+		if group != "global.estimated" {
+			t.Errorf("resource group %q: Trino did not select on X-Trino-Resource-Estimate", group)
+		}
+		// Directly (no estimate header) the same cluster puts it elsewhere.
+		direct := "heavy_direct_" + run
+		finish(runRaw(t, large, lightSQL+" /* "+direct+" */"))
+		openDB(t, large, "").QueryRow("SELECT array_join(resource_group_id, '.') FROM system.runtime.queries WHERE query LIKE '%" + direct +
+			"%' AND query NOT LIKE '%system.runtime%'").Scan(&group)
+		if group != "global.other" {
+			t.Errorf("unestimated query in resource group %q", group)
+		}
+	})
+	t.Run("a Go client transaction sticks to one cluster", func(t *testing.T) {
+		db := openDB(t, base, "")
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker := "tx_heavy_" + run
+		var n int64
+		if err := tx.QueryRow("SELECT count(*) FROM (" + heavySQL + ") /* " + marker + " */").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		// START TRANSACTION is not estimated, so it ran on the default
+		// (small) cluster; the heavy statement inside followed it.
+		if seenByTrino(t, small, marker) != 1 || seenByTrino(t, large, marker) != 0 {
+			t.Errorf("transaction statement: small %d, large %d", seenByTrino(t, small, marker), seenByTrino(t, large, marker))
+		}
+	})
+	t.Run("a Go client query gets the same rows as direct", func(t *testing.T) {
+		want, err := rowsAsStrings(t.Context(), openDB(t, small, ""), lightSQL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := rowsAsStrings(t.Context(), openDB(t, base, ""), lightSQL)
+		if err != nil || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("got %v (%v), want %v", got, err, want)
+		}
+	})
+	t.Run("the feedback log records completed queries with estimate and actual CPU", func(t *testing.T) {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		files, _ := filepath.Glob(filepath.Join(dir, "feedback", "feedback-*.jsonl.gz"))
+		if len(files) == 0 {
+			t.Fatal("no feedback file")
+		}
+		out, err := exec.Command("sh", "-c", "zcat "+strings.Join(files, " ")).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), "heavy_"+run) || !strings.Contains(string(out), `"cpu_ms"`) || !strings.Contains(string(out), `"estimate"`) {
+			t.Errorf("feedback log lacks the heavy query with its estimate:\n%.2000s", out)
+		}
+	})
+}
