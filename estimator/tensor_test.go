@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -366,4 +367,70 @@ func TestWriteExampleNPZ(t *testing.T) {
 	if !bytes.Equal(want, buf.Bytes()) {
 		t.Errorf("%s differs from the encoder's output (layout change? bump TensorFormatVersion and run -update)", path)
 	}
+}
+
+// TestConcurrentFeaturization runs the serving path from several goroutines
+// on one Encoder (shared vocabularies, vectors, parser pools, table memo);
+// run with -race.
+func TestConcurrentFeaturization(t *testing.T) {
+	files := planFiles(t)[:8]
+	var plans [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, b)
+	}
+	e := &Encoder{Vectors: testVectors(4, "d_year", "="), Dim: 4, Sampler: SamplerConfig{N: 15, K: 9, C: 3},
+		Cache: &lockedCache{m: map[string][]float32{}}}
+	want := make([]*Features, len(plans))
+	for i, b := range plans {
+		f, err := e.Featurize(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = f
+	}
+	done := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for r := 0; r < 5; r++ {
+				for i, b := range plans {
+					f, err := e.Featurize(b)
+					if err == nil && !reflect.DeepEqual(f, want[i]) {
+						err = fmt.Errorf("plan %d encodes differently under concurrency", i)
+					}
+					if err != nil {
+						done <- err
+						return
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type lockedCache struct {
+	mu sync.Mutex
+	m  map[string][]float32
+}
+
+func (c *lockedCache) Get(k string) ([]float32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *lockedCache) Set(k string, v []float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[k] = v
 }
