@@ -19,6 +19,8 @@ func TestClassify(t *testing.T) {
 		{"create or replace table t comment 'x AS y' with (format = 'ORC') as (select 1)", StmtCreateTableAs},
 		{"CREATE TABLE t (a bigint, b varchar) WITH (format = 'ORC')", StmtDDL},
 		{"CREATE TABLE t (a bigint) COMMENT 'AS SELECT'", StmtDDL},
+		{"CREATE TABLE t -- AS SELECT\n(a bigint) /* AS SELECT */", StmtDDL},
+		{"CREATE TABLE \"x -- y\" /* c */ AS -- c\nSELECT 1", StmtCreateTableAs},
 		{"CREATE VIEW v AS SELECT 1", StmtDDL},
 		{"CREATE MATERIALIZED VIEW v AS SELECT 1", StmtDDL},
 		{"DROP TABLE t", StmtDDL},

@@ -59,6 +59,9 @@ var predicateCases = []struct {
 	{`flag`, "[flag]"},
 	{`true`, "[]"},
 	{`x = ? AND y = double precision '1'`, "AND([x =], [y =])"},
+	{`x IN (1, -2, 'a', NULL, TRUE, date '2000-01-01', varchar(3) 'x', double precision '1', timestamp(3) with time zone 'z')`, "[x IN]"},
+	{`x IN (1, y_2, f(z), -w)`, "[x y z w IN]"},
+	{`x IN (varchar(3) 'a', y)`, "[x y IN]"},
 }
 
 func TestParsePredicate(t *testing.T) {
