@@ -60,7 +60,7 @@ func runEval(args []string) int {
 	split := fs.String("split", "data/split.json", "template-level train/validation/test split")
 	workdir := fs.String("workdir", "", "directory for intermediate files (default: REPORT/work)")
 	report := fs.String("report", "", "directory for eval.json, report.md and plots (default: BUNDLE.eval)")
-	trainWork := fs.String("train-workdir", "", "a `prestroid train` workdir: include its other models' test predictions (full-tree models)")
+	trainWork := fs.String("train-workdir", "", "a `prestroid train` workdir: evaluate on exactly its queries (the records may have grown since) and include its full-tree models' test predictions")
 	asJSON := fs.Bool("json", false, "print the metrics JSON (one object per model) on stdout")
 	python := fs.String("python", "", "Python interpreter with the trainer package (default $PRESTROID_PYTHON, .venv/bin/python, python3)")
 	baselines := fs.String("baselines", "all", "baselines to run: all, none, or a comma list (trino,logbin,svr,tfidf_gbr,mscn,wcnn)")
@@ -85,7 +85,7 @@ func runEval(args []string) int {
 	if *python == "" {
 		*python = defaultPython()
 	}
-	if err := evalPrepare(*bundle, paths, *split, *workdir); err != nil {
+	if err := evalPrepare(*bundle, paths, *split, *workdir, *trainWork); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid eval:", err)
 		return 1
 	}
@@ -111,7 +111,7 @@ func runEval(args []string) int {
 
 // evalPrepare writes queries.jsonl (all splits, for the baselines) and the
 // test split's tensors encoded with the bundle into workdir.
-func evalPrepare(bundle string, paths []string, splitPath, workdir string) error {
+func evalPrepare(bundle string, paths []string, splitPath, workdir, trainWork string) error {
 	enc, m, err := loadBundleEncoder(bundle)
 	if err != nil {
 		return err
@@ -122,6 +122,16 @@ func evalPrepare(bundle string, paths []string, splitPath, workdir string) error
 	qs, st, err := loadQueries(paths, splitPath)
 	if err != nil {
 		return err
+	}
+	if trainWork != "" {
+		// the training run's snapshot: same queries, same hash and counts
+		if qs, err = sameQueries(filepath.Join(trainWork, "queries.jsonl"), qs); err != nil {
+			return err
+		}
+		st = &loadStats{}
+		if err := readJSON(filepath.Join(trainWork, "meta.json"), st); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(workdir, 0o755); err != nil {
 		return err

@@ -62,6 +62,7 @@ type trainFlags struct {
 	n, k, c   int
 	pf        int
 	full      bool
+	fullOnly  bool
 	epochs    int
 	device    string
 	seed      int
@@ -100,6 +101,7 @@ func runTrain(args []string) int {
 	fs.IntVar(&tf.c, "c", 3, "convolution depth C (tree-conv layers)")
 	fs.IntVar(&tf.pf, "pf", 100, "predicate vector size Pf (Word2Vec dimension)")
 	fs.BoolVar(&tf.full, "full", false, "also train the full-tree models (padded and packed); their metrics go to the workdir")
+	fs.BoolVar(&tf.fullOnly, "full-only", false, "train only the full-tree models (implies --full; no bundle; keeps the workdir's sub-tree results)")
 	fs.IntVar(&tf.epochs, "epochs", 200, "maximum epochs (early stopping on validation)")
 	fs.IntVar(&tf.patience, "patience", 25, "early-stopping patience in epochs")
 	fs.StringVar(&tf.device, "device", "auto", "auto (CUDA when available), cpu or cuda")
@@ -120,6 +122,7 @@ func runTrain(args []string) int {
 		return 2
 	}
 	tf.data = append([]string(data), fs.Args()...)
+	tf.full = tf.full || tf.fullOnly
 	if tf.workdir == "" {
 		if tf.out == "" {
 			fmt.Fprintln(os.Stderr, "prestroid train: need --out or --workdir")
@@ -502,6 +505,11 @@ func stepTensors(tf *trainFlags) error {
 	if err != nil {
 		return err
 	}
+	// Exactly the queries the featurize step kept: a collector may have
+	// appended records since.
+	if qs, err = sameQueries(filepath.Join(tf.workdir, "queries.jsonl"), qs); err != nil {
+		return err
+	}
 	vf, err := os.Open(filepath.Join(tf.workdir, "tokens.vec"))
 	if err != nil {
 		return err
@@ -620,6 +628,38 @@ func writeFullChunks(tf *trainFlags, enc *estimator.Encoder, part string, qs []*
 	return chunks, maxNodes, nil
 }
 
+// sameQueries keeps the queries listed in queries.jsonl, in its order, and
+// fails when one of them is missing from the records.
+func sameQueries(path string, qs []*trainQuery) ([]*trainQuery, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run the featurize step first)", err)
+	}
+	defer f.Close()
+	byKey := make(map[string]*trainQuery, len(qs))
+	for _, q := range qs {
+		byKey[q.Key] = q
+	}
+	var out []*trainQuery
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var line struct {
+			Key string `json:"key"`
+		}
+		if err := dec.Decode(&line); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		q := byKey[line.Key]
+		if q == nil {
+			return nil, fmt.Errorf("query %s of %s is not in the records any more", line.Key, path)
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
 // globalPredVector is the mean of the non-zero PRED vectors of the trees.
 func globalPredVector(enc *estimator.Encoder, roots []*estimator.OTPNode) []float32 {
 	sum := make([]float64, enc.Dim)
@@ -686,7 +726,9 @@ func stepTrain(tf *trainFlags) error {
 		"--device", tf.device, "--seed", strconv.Itoa(tf.seed),
 		"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64), "--batch", strconv.Itoa(tf.batch),
 		"--kernels", tf.kernels, "--dense", tf.dense}
-	if tf.full {
+	if tf.fullOnly {
+		args = append(args, "--full-only")
+	} else if tf.full {
 		args = append(args, "--full")
 	}
 	return runPython(tf.python, args...)

@@ -257,7 +257,7 @@ def mscn(train, val, test, lo, hi, seed=1, vectors=None):
     _fit_torch(model, lambda idx: model(*(a[idx] for a in tr)), lambda: model(*va),
                len(train), normalize(_y(train), lo, hi).astype(np.float32),
                normalize(_y(val), lo, hi).astype(np.float32) if val else np.zeros(0),
-               lr=1e-3, batch=64, epochs=300, patience=30, seed=seed, bn_min=0)
+               lr=1e-3, batch=64, epochs=200, patience=20, seed=seed, bn_min=0)
     with torch.no_grad():
         p = model(*te).reshape(-1).numpy()
     return lo + np.clip(p, 0, 1) * (hi - lo), {"hidden": 64, "lr": 1e-3}
@@ -298,7 +298,7 @@ def wcnn(train, val, test, lo, hi, seed=1, max_len=1024):
     _fit_torch(model, lambda idx: model(tr[idx]), lambda: model(va),
                len(train), normalize(_y(train), lo, hi).astype(np.float32),
                normalize(_y(val), lo, hi).astype(np.float32) if val else np.zeros(0),
-               lr=1e-3, batch=16, epochs=150, patience=20, seed=seed, bn_min=0)
+               lr=1e-3, batch=16, epochs=60, patience=10, seed=seed, bn_min=0)
     with torch.no_grad():
         p = model(te).reshape(-1).numpy()
     return lo + np.clip(p, 0, 1) * (hi - lo), {"embedding": 100, "kernels": 100, "widths": [3, 4, 5],

@@ -143,7 +143,7 @@ def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.st
             best, best_state, bad = val_mse, copy.deepcopy(model.state_dict()), 0
         else:
             bad += 1
-        if epoch == 1 or epoch % 10 == 0:
+        if epoch == 1 or epoch % 5 == 0:
             print(f"{name}: epoch {epoch} train huber {total / max(seen, 1):.5f} val mse {val_mse:.5f} "
                   f"({history[-1]['seconds']:.2f}s)", file=log)
         if bad >= cfg.patience:
@@ -162,8 +162,12 @@ def export_onnx(model, sample, path):
     args = tuple(torch.from_numpy(np.ascontiguousarray(sample[k][:2])) for k in INPUTS)
     axes = {k: {0: "B"} for k in INPUTS}
     axes["y"] = {0: "B"}
-    torch.onnx.export(model, args, path, input_names=list(INPUTS), output_names=["y"],
-                      dynamic_axes=axes, opset_version=17, dynamo=False)
+    kw = dict(input_names=list(INPUTS), output_names=["y"], dynamic_axes=axes, opset_version=17)
+    try:
+        # the TorchScript exporter: a plain graph with a dynamic batch axis
+        torch.onnx.export(model, args, path, dynamo=False, **kw)
+    except TypeError:                       # torch < 2.5 has no dynamo argument (Debian's 1.13)
+        torch.onnx.export(model, args, path, **kw)
 
 
 def onnx_predict(path, z, batch=256):
@@ -226,6 +230,7 @@ def main(argv=None):
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
     ap.add_argument("--full", action="store_true", help="also train the full-tree models (padded, packed)")
+    ap.add_argument("--full-only", action="store_true", help="train only the full-tree models (no bundle)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     cfg = TrainConfig(lr=a.lr, batch=a.batch, epochs=a.epochs, patience=a.patience, seed=a.seed, device=a.device)
@@ -258,6 +263,12 @@ def main(argv=None):
     P = tr["params"]
     test_keys = parts["test"][1]
     report = {"records": meta, "config": asdict(cfg), "models": {}}
+    if a.full_only:
+        # keep the sub-tree results of an earlier run in the same workdir
+        path = os.path.join(W, "train_report.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                report = json.load(f)
 
     def y_of(z):
         return z["target"] if z is not None else np.zeros(0, np.float32)
@@ -279,58 +290,63 @@ def main(argv=None):
                                   "history": hist, "kernels": list(mcfg.kernels), "dense": list(mcfg.dense)}
         with open(os.path.join(W, f"predictions_test_{name}.json"), "w") as f:
             json.dump(dict(zip(test_keys, denormalize(p, lo, hi).tolist())), f)
+        save_report()
         return model, p, m, len(hist)
 
-    # --- the sub-tree model: the bundle's model
-    name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"
-    mcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=P["K"], kernels=kernels, dense=dense,
-                       dropout=a.dropout)
-    model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
-                                          SubTreeFeeder(va if va is not None else empty_like(tr), device),
-                                          SubTreeFeeder(te, device))
-
-    # --- bundle, ONNX parity on the whole test split
-    model = model.cpu().eval()
-    p_cpu = predict(model, SubTreeFeeder(te, "cpu"), te["op"].shape[0])
-    created = datetime.now(timezone.utc).replace(microsecond=0)
-    model_id = f"subtree-{P['N']}-{P['K']}-{P['Pf']}-{created:%Y%m%dT%H%M%SZ}-{meta['training_data_sha256'][:8]}"
-    w2v = {}
-    if os.path.exists(os.path.join(W, "tokens.w2v.json")):
-        with open(os.path.join(W, "tokens.w2v.json")) as f:
-            w2v = json.load(f)
-    manifest = {
-        "format_version": 1,
-        "model_id": model_id,
-        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "kind": "subtree",
-        "N": P["N"], "K": P["K"], "C": P["C"], "Pf": P["Pf"],
-        "slots": int(tr["op"].shape[2]),
-        "tensor_format_version": 1,
-        "target": {"transform": "ln_cpu_seconds_minmax", "min": lo, "max": hi},
-        "global_pred_vector": tinfo["global_pred_vector"],
-        "training_data_sha256": meta["training_data_sha256"],
-        "training": {"records": meta["usable"], "train": tinfo["counts"].get("train", 0),
-                     "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
-                     "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
-                     "lr": cfg.lr, "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
-                     "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
-        "metrics": {"test": m},
-        "inputs": list(INPUTS),
-        "output": "y",
-    }
-    write_bundle(a.out, W, model, te, test_keys, p_cpu, manifest)
-    p_onnx = onnx_predict(os.path.join(a.out, "model.onnx"), te)
-    diff = float(np.max(np.abs(p_onnx - p_cpu))) if len(p_cpu) else 0.0
-    report["parity"] = {"max_abs_diff": diff, "tolerance": PARITY_TOL, "queries": int(len(p_cpu)),
-                        "device_vs_cpu_max_abs_diff": float(np.max(np.abs(p_torch - p_cpu))) if len(p_cpu) else 0.0}
-    print(f"parity: ONNX Runtime vs PyTorch on {len(p_cpu)} test queries: max |diff| {diff:.2e}", file=sys.stderr)
-    if diff > PARITY_TOL:
+    def save_report():
         with open(os.path.join(W, "train_report.json"), "w") as f:
             json.dump(clean(report), f, indent=2)
-        sys.exit(f"train: ONNX parity {diff:.2e} > {PARITY_TOL}")
+
+    # --- the sub-tree model: the bundle's model
+    if not a.full_only:
+        name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"
+        mcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=P["K"], kernels=kernels, dense=dense,
+                           dropout=a.dropout)
+        model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
+                                              SubTreeFeeder(va if va is not None else empty_like(tr), device),
+                                              SubTreeFeeder(te, device))
+
+        # --- bundle, ONNX parity on the whole test split
+        model = model.cpu().eval()
+        p_cpu = predict(model, SubTreeFeeder(te, "cpu"), te["op"].shape[0])
+        created = datetime.now(timezone.utc).replace(microsecond=0)
+        model_id = f"subtree-{P['N']}-{P['K']}-{P['Pf']}-{created:%Y%m%dT%H%M%SZ}-{meta['training_data_sha256'][:8]}"
+        w2v = {}
+        if os.path.exists(os.path.join(W, "tokens.w2v.json")):
+            with open(os.path.join(W, "tokens.w2v.json")) as f:
+                w2v = json.load(f)
+        manifest = {
+            "format_version": 1,
+            "model_id": model_id,
+            "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "kind": "subtree",
+            "N": P["N"], "K": P["K"], "C": P["C"], "Pf": P["Pf"],
+            "slots": int(tr["op"].shape[2]),
+            "tensor_format_version": 1,
+            "target": {"transform": "ln_cpu_seconds_minmax", "min": lo, "max": hi},
+            "global_pred_vector": tinfo["global_pred_vector"],
+            "training_data_sha256": meta["training_data_sha256"],
+            "training": {"records": meta["usable"], "train": tinfo["counts"].get("train", 0),
+                         "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
+                         "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
+                         "lr": cfg.lr, "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
+                         "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
+            "metrics": {"test": m},
+            "inputs": list(INPUTS),
+            "output": "y",
+        }
+        write_bundle(a.out, W, model, te, test_keys, p_cpu, manifest)
+        p_onnx = onnx_predict(os.path.join(a.out, "model.onnx"), te)
+        diff = float(np.max(np.abs(p_onnx - p_cpu))) if len(p_cpu) else 0.0
+        report["parity"] = {"max_abs_diff": diff, "tolerance": PARITY_TOL, "queries": int(len(p_cpu)),
+                            "device_vs_cpu_max_abs_diff": float(np.max(np.abs(p_torch - p_cpu))) if len(p_cpu) else 0.0}
+        print(f"parity: ONNX Runtime vs PyTorch on {len(p_cpu)} test queries: max |diff| {diff:.2e}", file=sys.stderr)
+        save_report()
+        if diff > PARITY_TOL:
+            sys.exit(f"train: ONNX parity {diff:.2e} > {PARITY_TOL}")
 
     # --- the full-tree models (the paper's Prestroid(Full-Pf)), padded and packed
-    if a.full:
+    if a.full or a.full_only:
         ftr, ytr = load_full(W, "train")
         fva, yva = load_full(W, "val")
         fte, yte = load_full(W, "test")
@@ -342,10 +358,9 @@ def main(argv=None):
         run_model(f"prestroid_full_{P['Pf']}_packed", fcfg, PackedFeeder(ftr, device), PackedFeeder(fva, device),
                   PackedFeeder(fte, device))
         report["full_slots"] = smax
-
-    with open(os.path.join(W, "train_report.json"), "w") as f:
-        json.dump(clean(report), f, indent=2)
-    print(f"train: bundle {model_id} -> {a.out}", file=sys.stderr)
+    save_report()
+    if not a.full_only:
+        print(f"train: bundle {model_id} -> {a.out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
