@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -91,31 +92,29 @@ func TestExplainAgainstTrino(t *testing.T) {
 			t.Errorf("plan does not scan nation")
 		}
 	})
-	t.Run("write statements are explained without side effects", func(t *testing.T) {
-		for _, sql := range []string{
-			"CREATE TABLE memory.default.prestroid_never_created AS SELECT * FROM tpch.tiny.nation WHERE regionkey = 1",
-			"INSERT INTO memory.default.prestroid_never_created2 SELECT 1",
-		} {
-			res, err := c.Explain(ctx, server, sql, userHeader("prestroid-test"))
-			if strings.HasPrefix(sql, "INSERT") {
-				// the target does not exist: Trino analyses the INSERT and says so
-				var te *TrinoError
-				if !errors.As(err, &te) || te.ErrorName != "TABLE_NOT_FOUND" {
-					t.Fatalf("%s: got %v", sql, err)
-				}
-				continue
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-			p, err := ParsePlan(res.PlanJSON)
-			if err != nil {
-				t.Fatal(err)
-			}
-			root, _ := BuildOTP(p)
-			if r := RenderOTP(root); !strings.Contains(r, "TableWriter") || !strings.Contains(r, "TBL tpch.tiny.nation") {
-				t.Errorf("CTAS plan:\n%s", r)
-			}
+	t.Run("CREATE TABLE AS and INSERT are explained", func(t *testing.T) {
+		// Trino's EXPLAIN of CREATE TABLE AS creates the (empty) target
+		// table on the memory connector (trinodb/trino#130, still open in
+		// 476): use a fresh name and drop it afterwards.
+		table := fmt.Sprintf("memory.default.prestroid_explain_%d", time.Now().UnixNano())
+		defer runStatement(t, server, "DROP TABLE IF EXISTS "+table)
+		res, err := c.Explain(ctx, server, "CREATE TABLE "+table+" AS SELECT * FROM tpch.tiny.nation WHERE regionkey = 1", userHeader("prestroid-test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ParsePlan(res.PlanJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, _ := BuildOTP(p)
+		if r := RenderOTP(root); !strings.Contains(r, "TableWriter") || !strings.Contains(r, "TBL tpch.tiny.nation") {
+			t.Errorf("CTAS plan:\n%s", r)
+		}
+		// INSERT into a table that does not exist: Trino analyses it and says so.
+		_, err = c.Explain(ctx, server, "INSERT INTO memory.default.prestroid_no_such_table SELECT 1", userHeader("prestroid-test"))
+		var te *TrinoError
+		if !errors.As(err, &te) || te.ErrorName != "TABLE_NOT_FOUND" {
+			t.Fatalf("INSERT: got %v", err)
 		}
 	})
 	t.Run("statements that get no EXPLAIN are refused before any request", func(t *testing.T) {
@@ -162,6 +161,37 @@ func TestExplainAgainstTrino(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// runStatement runs one statement to completion over the protocol (test
+// set-up and clean-up only).
+func runStatement(t *testing.T, server, sql string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, server+"/v1/statement", strings.NewReader(sql))
+	req.Header.Set("X-Trino-User", "prestroid-test")
+	for req != nil {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("%s: %v", sql, err)
+			return
+		}
+		var qr queryResults
+		err = json.NewDecoder(resp.Body).Decode(&qr)
+		resp.Body.Close()
+		if err != nil {
+			t.Errorf("%s: %v", sql, err)
+			return
+		}
+		if qr.Error != nil {
+			t.Errorf("%s: %s", sql, qr.Error.Message)
+			return
+		}
+		req = nil
+		if qr.NextURI != "" {
+			req, _ = http.NewRequest(http.MethodGet, qr.NextURI, nil)
+			req.Header.Set("X-Trino-User", "prestroid-test")
+		}
+	}
 }
 
 // fakeTrino answers the protocol with a fixed plan in three pages, gzipped,
