@@ -15,13 +15,13 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/onnx"
+	"github.com/prestroid/prestroid/models"
 	"github.com/prestroid/prestroid/proxy"
 )
 
 // embeddedModel is the default model bundle compiled into the binary (the
-// root of the FS holds manifest.json ...), or nil when the binary has none.
-// It is set by an init function of the file that embeds it.
-var embeddedModel fs.FS
+// root of the FS holds manifest.json ...); nil would mean none.
+var embeddedModel fs.FS = models.Default()
 
 // estimatorAdapter serves proxy.Estimator with an *estimator.Service.
 type estimatorAdapter struct{ svc *estimator.Service }
