@@ -201,3 +201,29 @@ func captureStdout(t *testing.T, f func() int) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestEmbeddedDefaultModel: with no model configured, the embedded
+// bundle loads (all its golden cases pass) and serves estimates.
+func TestEmbeddedDefaultModel(t *testing.T) {
+	lib := os.Getenv("PRESTROID_ORT_LIB")
+	if lib == "" {
+		t.Skip("PRESTROID_ORT_LIB not set")
+	}
+	svc, _, err := newEstimatorService(config.Estimator{ORTLib: lib}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	m := svc.Model()
+	if m.Source() != "embedded:models/default" || m.Manifest().Untrained() {
+		t.Errorf("model %s from %s, untrained %v", m.ID(), m.Source(), m.Manifest().Untrained())
+	}
+	plan, err := os.ReadFile("../../estimator/testdata/explain/tpcds-q64-sf1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := svc.EstimatePlan(context.Background(), plan)
+	if err != nil || !e.Estimated || e.CPUSeconds <= 0 {
+		t.Fatalf("%+v, %v", e, err)
+	}
+}
