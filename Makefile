@@ -40,8 +40,9 @@ unit-test:
 
 # The full suite against a real Trino started by the harness. Integration
 # tests fail (not skip) when PRESTROID_TRINO_URL is set and Trino misbehaves.
-test: build vet venv
+test: build vet venv ort
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
+	PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
 	PRESTROID_PYTHON=$(CURDIR)/$(PY) \
@@ -50,7 +51,7 @@ test: build vet venv
 	$(GO) test -count=1 -timeout 25m ./...
 
 # Local Trino plus the proxy on 127.0.0.1:8080; Ctrl-C stops both.
-run: build
+run: build ort
 	TRINO_PORT=$(TRINO_PORT) scripts/run.sh
 
 fuzz:

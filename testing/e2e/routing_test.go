@@ -191,6 +191,18 @@ feedback:
 			t.Errorf("got %v (%v), want %v", got, err, want)
 		}
 	})
+	t.Run("CREATE TABLE AS through the estimating proxy creates the table once", func(t *testing.T) {
+		db := openDB(t, base, "")
+		table := "memory.default.ctas_" + run
+		if _, err := db.Exec("CREATE TABLE " + table + " AS SELECT nationkey FROM tpch.tiny.nation"); err != nil {
+			t.Fatalf("CTAS through the proxy: %v", err)
+		}
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil || n != 25 {
+			t.Errorf("count %d, %v", n, err)
+		}
+		db.Exec("DROP TABLE " + table)
+	})
 	t.Run("the feedback log records completed queries with estimate and actual CPU", func(t *testing.T) {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
