@@ -60,11 +60,13 @@ func runEval(args []string) int {
 	split := fs.String("split", "data/split.json", "template-level train/validation/test split")
 	workdir := fs.String("workdir", "", "directory for intermediate files (default: REPORT/work)")
 	report := fs.String("report", "", "directory for eval.json, report.md and plots (default: BUNDLE.eval)")
-	trainWork := fs.String("train-workdir", "", "a `prestroid train` workdir: evaluate on exactly its queries (the records may have grown since) and include its full-tree models' test predictions")
+	var trainWorks multiFlag
+	fs.Var(&trainWorks, "train-workdir", "a `prestroid train` workdir (repeatable): evaluate on exactly the first one's queries (the records may have grown since) and include the other Tree-CNN models' test predictions (predictions_test_*.json)")
 	asJSON := fs.Bool("json", false, "print the metrics JSON (one object per model) on stdout")
 	python := fs.String("python", "", "Python interpreter with the trainer package (default $PRESTROID_PYTHON, .venv/bin/python, python3)")
 	baselines := fs.String("baselines", "all", "baselines to run: all, none, or a comma list (trino,logbin,svr,tfidf_gbr,mscn,wcnn)")
 	seed := fs.Int("seed", 1, "seed of the learned baselines")
+	quick := fs.Bool("quick", false, "train the neural baselines for a few epochs only (smoke tests)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -85,14 +87,21 @@ func runEval(args []string) int {
 	if *python == "" {
 		*python = defaultPython()
 	}
-	if err := evalPrepare(*bundle, paths, *split, *workdir, *trainWork); err != nil {
+	trainWork := ""
+	if len(trainWorks) > 0 {
+		trainWork = trainWorks[0]
+	}
+	if err := evalPrepare(*bundle, paths, *split, *workdir, trainWork); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid eval:", err)
 		return 1
 	}
 	pyArgs := []string{"-m", "trainer.eval", "--bundle", *bundle, "--workdir", *workdir,
 		"--report", *report, "--baselines", *baselines, "--seed", fmt.Sprint(*seed)}
-	if *trainWork != "" {
-		pyArgs = append(pyArgs, "--train-workdir", *trainWork)
+	if *quick {
+		pyArgs = append(pyArgs, "--quick")
+	}
+	for _, w := range trainWorks {
+		pyArgs = append(pyArgs, "--train-workdir", w)
 	}
 	if err := runPython(*python, pyArgs...); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid eval:", err)

@@ -188,7 +188,7 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 
 	t.Run("eval reports every model and baseline", func(t *testing.T) {
 		out := run(t, bin, "eval", "--bundle", bundle, "--data", recPath, "--report", filepath.Join(dir, "report"),
-			"--train-workdir", work, "--python", py, "--json")
+			"--train-workdir", work, "--python", py, "--json", "--quick")
 		var res struct {
 			Models []map[string]any `json:"models"`
 		}

@@ -223,7 +223,11 @@ def _load_vectors(path):
     return vecs, dim
 
 
-def mscn(train, val, test, lo, hi, seed=1, vectors=None):
+# quick=True (tests): a few epochs of the neural baselines, short SQL
+QUICK = {"mscn_epochs": 10, "wcnn_epochs": 2, "wcnn_max_len": 128}
+
+
+def mscn(train, val, test, lo, hi, seed=1, vectors=None, quick=False):
     """Sets: tables (one-hot), joins (one-hot operator + mean token vector of
     the criteria), predicates (mean token vector, as the Tree-CNN's
     clause encoding). 0-padded to the largest set."""
@@ -257,7 +261,7 @@ def mscn(train, val, test, lo, hi, seed=1, vectors=None):
     _fit_torch(model, lambda idx: model(*(a[idx] for a in tr)), lambda: model(*va),
                len(train), normalize(_y(train), lo, hi).astype(np.float32),
                normalize(_y(val), lo, hi).astype(np.float32) if val else np.zeros(0),
-               lr=1e-3, batch=64, epochs=200, patience=20, seed=seed, bn_min=0)
+               lr=1e-3, batch=64, epochs=QUICK["mscn_epochs"] if quick else 200, patience=20, seed=seed, bn_min=0)
     with torch.no_grad():
         p = model(*te).reshape(-1).numpy()
     return lo + np.clip(p, 0, 1) * (hi - lo), {"hidden": 64, "lr": 1e-3}
@@ -280,8 +284,11 @@ class WCNN(nn.Module):
         return torch.sigmoid(self.out(self.drop(h)))
 
 
-def wcnn(train, val, test, lo, hi, seed=1, max_len=1024):
+def wcnn(train, val, test, lo, hi, seed=1, max_len=512, quick=False):
+    """SQL truncated to max_len tokens (CPU budget; most TPC queries fit)."""
     torch.manual_seed(seed)
+    if quick:
+        max_len = QUICK["wcnn_max_len"]
     counts = Counter(t for q in train for t in _sql_tokens(q["sql"]))
     vocab = {t: i + 2 for i, t in enumerate(sorted(counts))}   # 0 pad, 1 unknown
 
@@ -298,7 +305,7 @@ def wcnn(train, val, test, lo, hi, seed=1, max_len=1024):
     _fit_torch(model, lambda idx: model(tr[idx]), lambda: model(va),
                len(train), normalize(_y(train), lo, hi).astype(np.float32),
                normalize(_y(val), lo, hi).astype(np.float32) if val else np.zeros(0),
-               lr=1e-3, batch=16, epochs=60, patience=10, seed=seed, bn_min=0)
+               lr=1e-3, batch=16, epochs=QUICK["wcnn_epochs"] if quick else 30, patience=8, seed=seed, bn_min=0)
     with torch.no_grad():
         p = model(te).reshape(-1).numpy()
     return lo + np.clip(p, 0, 1) * (hi - lo), {"embedding": 100, "kernels": 100, "widths": [3, 4, 5],

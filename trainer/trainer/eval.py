@@ -26,6 +26,16 @@ from .data import load_npz, load_queries, read_keys
 from .metrics import metrics, denormalize, clean, qerrors
 
 
+def pretty(name):
+    """prestroid_15_9_50 -> prestroid(15-9-50); prestroid_full_50_padded -> prestroid(full-50)-padded."""
+    parts = name.split("_")
+    if parts[0] != "prestroid":
+        return name
+    if parts[1] == "full":
+        return f"prestroid(full-{parts[2]})" + "".join("-" + p for p in parts[3:])
+    return "prestroid(" + "-".join(parts[1:]) + ")"
+
+
 def per_template(keys, y, p, tmpl_of, lo, hi):
     out = {}
     for t in sorted({tmpl_of[k] for k in keys}):
@@ -107,10 +117,12 @@ def main(argv=None):
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--report", required=True)
-    ap.add_argument("--train-workdir", default="", help="include predictions_test_*full*.json from a train workdir")
+    ap.add_argument("--train-workdir", action="append", default=[],
+                    help="include the predictions_test_*.json of a train workdir (repeatable)")
     ap.add_argument("--baselines", default="all")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="a few epochs of the neural baselines (tests)")
     a = ap.parse_args(argv)
     import torch
     torch.set_num_threads(a.threads)
@@ -149,20 +161,23 @@ def main(argv=None):
     keys = read_keys(os.path.join(a.workdir, "test.keys.txt"))
     p = denormalize(onnx_predict(os.path.join(a.bundle, "model.onnx"), z), lo, hi)
     P = manifest
-    add(f"prestroid({P['N']}-{P['K']}-{P['Pf']})", "prestroid", keys, p)
+    add(pretty(f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"), "prestroid", keys, p)
 
-    # other Tree-CNN models of the same training run (full-tree variants)
-    if a.train_workdir:
-        for path in sorted(glob.glob(os.path.join(a.train_workdir, "predictions_test_*full*.json"))):
+    # other Tree-CNN models trained on the same queries (full-tree variants,
+    # other N-K-Pf settings), from their training workdirs
+    own = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"
+    for wd in a.train_workdir:
+        for path in sorted(glob.glob(os.path.join(wd, "predictions_test_*.json"))):
+            name = os.path.basename(path)[len("predictions_test_"):-len(".json")]
+            if name == own or any(m["model"] == pretty(name) for m in models):
+                continue
             with open(path) as f:
                 pred = json.load(f)
             ks = [k for k in keys if k in pred]
             if len(ks) != len(keys):
                 print(f"eval: {path} covers {len(ks)}/{len(keys)} test queries (other records?)", file=sys.stderr)
             if ks:
-                name = os.path.basename(path)[len("predictions_test_"):-len(".json")]
-                add(name.replace("prestroid_full_", "prestroid(full-").replace("_", ")-", 1), "prestroid",
-                    ks, np.array([pred[k] for k in ks]))
+                add(pretty(name), "prestroid", ks, np.array([pred[k] for k in ks]))
 
     wanted = B.ALL if a.baselines == "all" else () if a.baselines == "none" else tuple(a.baselines.split(","))
     test_order = {k: i for i, k in enumerate(keys)}
@@ -174,6 +189,8 @@ def main(argv=None):
         t0 = time.perf_counter()
         try:
             kw = {"vectors": os.path.join(a.bundle, "tokens.vec")} if name == "mscn" else {}
+            if name in ("mscn", "wcnn"):
+                kw["quick"] = a.quick
             pb, settings = B.FUNCS[name](by["train"], by["val"], test, lo, hi, seed=a.seed, **kw)
         except Exception as e:                 # a failing baseline is reported, not fatal
             print(f"eval: baseline {name} failed: {e!r}", file=sys.stderr)
