@@ -48,7 +48,7 @@ test: build vet venv ort
 	PRESTROID_PYTHON=$(CURDIR)/$(PY) \
 	PRESTROID_WORKLOADS=$(CURDIR)/../shared/workloads \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
-	$(GO) test -count=1 -timeout 25m ./...
+	$(GO) test -count=1 -timeout 50m ./...
 
 # Local Trino plus the proxy on 127.0.0.1:8080; Ctrl-C stops both.
 run: build ort

@@ -24,7 +24,7 @@ func TestGoClientWorkloadsMatchDirect(t *testing.T) {
 	direct := trinoURL(t)
 	proxied := startDefaultProxy(t)
 	dbDirect, dbProxy := openDB(t, direct, ""), openDB(t, proxied, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	compared := 0
 	for _, w := range loadWorkloads(t, "tiny", "0.01") {
