@@ -40,7 +40,7 @@ unit-test:
 
 # The full suite against a real Trino started by the harness. Integration
 # tests fail (not skip) when PRESTROID_TRINO_URL is set and Trino misbehaves.
-test: build vet venv ort
+test: build vet venv ort trainer-venv
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
@@ -49,6 +49,7 @@ test: build vet venv ort
 	PRESTROID_WORKLOADS=$(CURDIR)/../shared/workloads \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
 	$(GO) test -count=1 -timeout 50m ./...
+	$(VENV)/bin/python -m pytest -q trainer/tests
 
 # Local Trino plus the proxy on 127.0.0.1:8080; Ctrl-C stops both.
 run: build ort
