@@ -89,7 +89,7 @@ func benchTrain(args []string) int {
 	for _, d := range subDirs {
 		pyArgs = append(pyArgs, "--sub", d)
 	}
-	if err := runPython(*python, pyArgs...); err != nil {
+	if err := runPythonTo(os.Stdout, *python, pyArgs...); err != nil {
 		return fail(fmt.Errorf("%w (%s)", err, strings.Join(pyArgs, " ")))
 	}
 	return 0

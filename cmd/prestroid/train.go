@@ -752,8 +752,14 @@ func defaultPython() string {
 // trainer sources are found beside the working directory (a checkout), they
 // go on PYTHONPATH, so an uninstalled checkout works too.
 func runPython(python string, args ...string) error {
+	return runPythonTo(os.Stderr, python, args...)
+}
+
+// runPythonTo is runPython with the child's stdout going to stdout (its
+// stderr always goes to ours).
+func runPythonTo(stdout io.Writer, python string, args ...string) error {
 	cmd := exec.Command(python, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = stdout, os.Stderr
 	cmd.Env = os.Environ()
 	if dir := trainerSourceDir(); dir != "" {
 		pp := dir
