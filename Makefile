@@ -9,6 +9,9 @@ PY := $(VENV)/bin/python
 PY_TEST_DEPS := trino==0.340.0 'moto[server]==5.2.5'
 
 export PRESTROID_CACHE ?= $(HOME)/.cache/prestroid
+# pip keeps downloaded wheels here (torch alone brings ~3 GB), so a fresh
+# clone's `make test` installs from the cache instead of downloading again.
+export PIP_CACHE_DIR ?= $(PRESTROID_CACHE)/pip
 
 .PHONY: build test unit-test run trino-up trino-down trino-fetch venv fuzz bench vet clean
 
