@@ -3,19 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
-	"sort"
 )
 
 // Benchmarks are subcommands of `prestroid bench`; each registers itself
 // from its own file, like the top-level commands.
-var benches = map[string]command{}
+var benches = commandTable{}
 
-func registerBench(name, summary string, run func(args []string) int) {
-	if _, dup := benches[name]; dup {
-		panic("prestroid: duplicate benchmark " + name)
-	}
-	benches[name] = command{summary: summary, run: run}
-}
+func registerBench(name, summary string, run func(args []string) int) { benches.add(name, summary, run) }
 
 func init() {
 	register("bench", "benchmarks (prestroid bench NAME; NAME -h for flags)", runBench)
@@ -28,13 +22,6 @@ func runBench(args []string) int {
 		}
 	}
 	fmt.Fprintln(os.Stderr, "usage: prestroid bench NAME [flags]\n\nbenchmarks:")
-	names := make([]string, 0, len(benches))
-	for n := range benches {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, benches[n].summary)
-	}
+	benches.list(os.Stderr)
 	return 2
 }

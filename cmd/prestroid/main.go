@@ -9,6 +9,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sort"
 )
@@ -20,26 +21,36 @@ type command struct {
 	run     func(args []string) int
 }
 
-var commands = map[string]command{}
+// commandTable maps names to commands; filled from init functions.
+type commandTable map[string]command
 
-// register adds a subcommand; called from init functions.
-func register(name, summary string, run func(args []string) int) {
-	if _, dup := commands[name]; dup {
+func (t commandTable) add(name, summary string, run func(args []string) int) {
+	if _, dup := t[name]; dup {
 		panic("prestroid: duplicate command " + name)
 	}
-	commands[name] = command{summary: summary, run: run}
+	t[name] = command{summary: summary, run: run}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: prestroid COMMAND [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
+// list prints the table's names and summaries, sorted.
+func (t commandTable) list(w io.Writer) {
+	names := make([]string, 0, len(t))
+	for n := range t {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, t[n].summary)
 	}
+}
+
+var commands = commandTable{}
+
+// register adds a top-level subcommand; called from init functions.
+func register(name, summary string, run func(args []string) int) { commands.add(name, summary, run) }
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: prestroid COMMAND [flags]\n\ncommands:")
+	commands.list(os.Stderr)
 	fmt.Fprintln(os.Stderr, "\nRun 'prestroid COMMAND -h' for a command's flags.")
 }
 
