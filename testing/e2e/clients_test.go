@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -82,7 +83,11 @@ func TestCLIWorkloadsMatchDirect(t *testing.T) {
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		if err != nil {
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+			// With --ignore-errors the CLI runs every statement and exits 1
+			// when any failed (some TPC-DS queries divide by zero at tiny,
+			// on both paths); anything else is a real failure.
 			return nil, fmt.Errorf("trino cli against %s: %v\n%s", server, err, stderr.String())
 		}
 		res := splitSections(string(out))

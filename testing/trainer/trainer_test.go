@@ -33,7 +33,7 @@ func python(t *testing.T) string {
 	}
 	out, err := exec.Command(py, "-c", "import torch, gensim, onnxruntime, sklearn").CombinedOutput()
 	if err != nil {
-		t.Skipf("PRESTROID_PYTHON=%s lacks the trainer stack (make trainer-venv): %v\n%s", py, err, out)
+		t.Fatalf("PRESTROID_PYTHON=%s lacks the trainer stack (make trainer-venv installs it): %v\n%s", py, err, out)
 	}
 	return py
 }
