@@ -9,7 +9,9 @@ import (
 // from its own file, like the top-level commands.
 var benches = commandTable{}
 
-func registerBench(name, summary string, run func(args []string) int) { benches.add(name, summary, run) }
+func registerBench(name, summary string, run func(args []string) int) {
+	benches.add(name, summary, run)
+}
 
 func init() {
 	register("bench", "benchmarks (prestroid bench NAME; NAME -h for flags)", runBench)
