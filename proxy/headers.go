@@ -23,10 +23,6 @@ var hopHeaders = []string{
 	"Upgrade",
 }
 
-// framingHeaders are set by fasthttp from the body it sends; copying them
-// would contradict the framing it chooses (a streamed body is chunked).
-var framingHeaders = []string{"Content-Length"}
-
 func isHop(key []byte, conn [][]byte) bool {
 	for _, h := range hopHeaders {
 		if strings.EqualFold(h, string(key)) {
@@ -86,7 +82,7 @@ func copyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
 	for k, v := range in.All() {
 		switch {
 		case isHop(k, conn):
-		case isFraming(k):
+		case strings.EqualFold(string(k), "Content-Length"): // fasthttp frames the body it sends (a streamed body is chunked)
 		case skipEncoding && strings.EqualFold(string(k), "Content-Encoding"):
 		case strings.EqualFold(string(k), "Content-Type"):
 			out.SetContentTypeBytes(v)
@@ -94,13 +90,4 @@ func copyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
 			out.AddBytesKV(k, v)
 		}
 	}
-}
-
-func isFraming(k []byte) bool {
-	for _, h := range framingHeaders {
-		if strings.EqualFold(h, string(k)) {
-			return true
-		}
-	}
-	return false
 }
