@@ -48,9 +48,3 @@ func (q *boundedMap[V]) Take(id string) (V, bool) {
 	delete(q.m, id)
 	return v, ok
 }
-
-func (q *boundedMap[V]) Len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.m)
-}
