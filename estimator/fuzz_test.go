@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"encoding/json"
 	"os"
 	"testing"
 )
@@ -74,6 +75,9 @@ func FuzzParsePlan(f *testing.F) {
 		p, err := ParsePlanLimits(b, Limits{MaxNodes: 10000})
 		if err != nil {
 			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
 		}
 		root, err := BuildOTP(p)
 		if err != nil {
