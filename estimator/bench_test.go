@@ -144,23 +144,30 @@ func BenchmarkFeaturizeFullTree(b *testing.B) {
 	}
 }
 
-// BenchmarkParsePlan measures JSON parsing and stitching alone.
+// BenchmarkParsePlan measures JSON parsing and stitching alone: the whole
+// plan ("full") and the serving path's parse without output symbols and
+// details ("lean").
 func BenchmarkParsePlan(b *testing.B) {
 	for _, bp := range benchPlans {
-		b.Run(bp.name, func(b *testing.B) {
-			in := loadBench(b, bp.file)
-			b.SetBytes(int64(len(in.json)))
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := processCPU()
-			for i := 0; i < b.N; i++ {
-				if _, err := ParsePlan(in.json); err != nil {
-					b.Fatal(err)
+		for _, mode := range []struct {
+			name string
+			lim  Limits
+		}{{"full", Limits{}}, {"lean", Limits{Lean: true}}} {
+			b.Run(bp.name+"/"+mode.name, func(b *testing.B) {
+				in := loadBench(b, bp.file)
+				b.SetBytes(int64(len(in.json)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu := processCPU()
+				for i := 0; i < b.N; i++ {
+					if _, err := ParsePlanLimits(in.json, mode.lim); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			reportCPU(b, cpu)
-			b.ReportMetric(float64(in.nodes), "otp-nodes")
-		})
+				reportCPU(b, cpu)
+				b.ReportMetric(float64(in.nodes), "otp-nodes")
+			})
+		}
 	}
 }
 

@@ -181,11 +181,7 @@ func (m *Model) Source() string { return m.bundle.Source }
 
 // Featurize turns an EXPLAIN plan (JSON) into the model's input.
 func (m *Model) Featurize(planJSON []byte) (*Features, error) {
-	p, err := ParsePlan(planJSON)
-	if err != nil {
-		return nil, err
-	}
-	root, err := BuildOTP(p)
+	root, err := planOTP(planJSON)
 	if err != nil {
 		return nil, err
 	}

@@ -62,6 +62,10 @@ type Limits struct {
 	MaxBytes int64
 	// MaxNodes is the largest stitched node count accepted. 0 means DefaultMaxPlanNodes.
 	MaxNodes int
+	// Lean leaves PlanNode.Outputs and Details empty (they are still checked
+	// as JSON): the featurizer does not read them, and they are a third of
+	// the allocations.
+	Lean bool
 }
 
 const (
@@ -103,7 +107,7 @@ func ParsePlanLimits(planJSON []byte, lim Limits) (*Plan, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("%w: plan JSON is not an object", ErrBadPlan)
 	}
-	frags, root, count, err := decodePlanJSON(trimmed, lim.MaxNodes)
+	frags, root, count, err := decodePlanJSON(trimmed, lim)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ type planDecoder struct {
 	pos   int
 	count int // nodes decoded so far
 	max   int // node limit
+	lean  bool
 	depth int
 	frag  string
 }
@@ -410,12 +411,20 @@ func (d *planDecoder) node() (*PlanNode, error) {
 				n.Descriptor = nil
 			}
 		case "outputs":
+			if d.lean {
+				_, err = d.skip()
+				return err
+			}
 			err = d.list(func() error {
 				s, err := d.symbol()
 				n.Outputs = append(n.Outputs, s)
 				return err
 			})
 		case "details":
+			if d.lean {
+				_, err = d.skip()
+				return err
+			}
 			err = d.list(func() error {
 				s, err := d.text()
 				n.Details = append(n.Details, s)
@@ -524,8 +533,8 @@ func (d *planDecoder) estimate() (Estimate, error) {
 // decodePlanJSON decodes the distributed form (an object mapping fragment id
 // to fragment root) or, when the top object has a "name" key, a single root
 // node (TYPE LOGICAL in Trino ≤ 478), which is returned as root.
-func decodePlanJSON(b []byte, max int) (frags map[string]*PlanNode, root *PlanNode, count int, err error) {
-	d := &planDecoder{src: string(b), max: max}
+func decodePlanJSON(b []byte, lim Limits) (frags map[string]*PlanNode, root *PlanNode, count int, err error) {
+	d := &planDecoder{src: string(b), max: lim.MaxNodes, lean: lim.Lean}
 	frags = map[string]*PlanNode{}
 	err = d.object(func(key string) error {
 		if key == "name" {
@@ -540,7 +549,7 @@ func decodePlanJSON(b []byte, max int) (frags map[string]*PlanNode, root *PlanNo
 		return nil
 	})
 	if err == errSingleNode || (err != nil && hasTopKey(b, "name")) {
-		d = &planDecoder{src: d.src, max: max}
+		d = &planDecoder{src: d.src, max: lim.MaxNodes, lean: lim.Lean}
 		root, err = d.node()
 		frags = nil
 	}

@@ -26,7 +26,7 @@ func TestPlanDecoderMatchesEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		frags, root, _, err := decodePlanJSON(b, DefaultMaxPlanNodes)
+		frags, root, _, err := decodePlanJSON(b, Limits{MaxNodes: DefaultMaxPlanNodes})
 		if err != nil || root != nil {
 			t.Fatalf("%s: decode: root=%v err=%v", f, root != nil, err)
 		}

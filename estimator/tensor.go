@@ -57,15 +57,21 @@ var ErrEncoder = errors.New("estimator: invalid encoder")
 
 // Featurize parses planJSON and encodes it: the serving path in one call.
 func (e *Encoder) Featurize(planJSON []byte) (*Features, error) {
-	p, err := ParsePlan(planJSON)
-	if err != nil {
-		return nil, err
-	}
-	root, err := BuildOTP(p)
+	root, err := planOTP(planJSON)
 	if err != nil {
 		return nil, err
 	}
 	return e.Encode(root)
+}
+
+// planOTP parses plan JSON for featurization (without the output symbols
+// and details, which the O-T-P tree does not use) and builds its O-T-P tree.
+func planOTP(planJSON []byte) (*OTPNode, error) {
+	p, err := ParsePlanLimits(planJSON, Limits{Lean: true})
+	if err != nil {
+		return nil, err
+	}
+	return BuildOTP(p)
 }
 
 // Encode samples the first K sub-trees of root (DESIGN §2.4) and encodes
