@@ -34,7 +34,8 @@ type Routing struct {
 	// "cost:" gives "cost:large") so resource groups can select on it.
 	ClassTag string `yaml:"class_tag"`
 	// MonitorInterval is how often cluster health and load are refreshed.
-	// Zero means 3s.
+	// Zero means 3s; a negative value turns the monitor off (clusters then
+	// count as healthy until a connection to one fails).
 	MonitorInterval Duration `yaml:"monitor_interval"`
 	// MonitorUser is the X-Trino-User of health and load requests. Empty
 	// means "prestroid".

@@ -30,6 +30,13 @@ type CostEstimate struct {
 	InferMicros     int64   // queued + batched inference
 	Cached          bool    // served from the estimate cache
 	ExplainQueryID  string  // the EXPLAIN query's id on Trino
+
+	// Tables is the number of distinct tables the plan scans and
+	// UnknownTables how many of them the model never saw in training.
+	Tables, UnknownTables int
+	// Plan is the EXPLAIN JSON the estimate was made from (nil on a cache
+	// hit and in the cache: plans can be megabytes).
+	Plan []byte `json:"-"`
 }
 
 // EstimateCache caches estimates by EstimateKey, with a TTL. Best-effort;
@@ -165,6 +172,7 @@ func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Heade
 	if key != "" {
 		s.opts.Cache.Set(key, *e)
 	}
+	e.Plan = res.PlanJSON
 	return e, nil
 }
 
@@ -195,6 +203,7 @@ func (s *Service) estimatePlan(ctx context.Context, m *Model, planJSON []byte) (
 		CPUSeconds: m.CPUSeconds(y), Normalized: y,
 		ModelID: m.ID(), Untrained: m.Manifest().Untrained(),
 		FeaturizeMicros: t1.Sub(t0).Microseconds(), InferMicros: t2.Sub(t1).Microseconds(),
+		Tables: f.Tables, UnknownTables: f.UnknownTables,
 	}, nil
 }
 

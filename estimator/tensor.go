@@ -33,6 +33,10 @@ type Features struct {
 	Left, Right   []int32 // child slot within the same sub-tree; 0 = none
 	Vote          []float32
 	Pred          []float32 // predicate vector (PRED slots), else zeros
+	// Tables is the number of distinct tables the whole plan scans and
+	// UnknownTables how many of them are not in the table vocabulary (the
+	// model never saw them in training: the paper's drift signal).
+	Tables, UnknownTables int
 }
 
 // Encoder turns O-T-P trees into Features. Its fields are read-only while
@@ -119,18 +123,30 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 		Kind: make([]int8, total),
 		Vote: make([]float32, total),
 	}
+	// One walk over the whole tree: every PRED node of the query (the
+	// vector fallback chain looks at all of them, not only those in the
+	// first K sub-trees) and the distinct tables.
+	var preds []*OTPNode
+	var tables map[string]bool
+	walkOTP(root, func(n *OTPNode) {
+		switch {
+		case n.Kind == OTPPredicate && dim > 0:
+			preds = append(preds, n)
+		case n.Kind == OTPTable && !tables[n.Value]:
+			if tables == nil {
+				tables = map[string]bool{}
+			}
+			tables[n.Value] = true
+			f.Tables++
+			if e.Tables.ID(n.Value) == IDUnknown {
+				f.UnknownTables++
+			}
+		}
+	})
 	var predIdx map[*OTPNode]int
 	var predVecs [][]float32
 	if dim > 0 {
 		f.Pred = make([]float32, total*dim)
-		// Vectors for every PRED node of the query (the fallback chain looks
-		// at all of them, not only those in the first K sub-trees).
-		var preds []*OTPNode
-		walkOTP(root, func(n *OTPNode) {
-			if n.Kind == OTPPredicate {
-				preds = append(preds, n)
-			}
-		})
 		predIdx = make(map[*OTPNode]int, len(preds))
 		for i, p := range preds {
 			predIdx[p] = i

@@ -434,3 +434,38 @@ func (c *lockedCache) Set(k string, v []float32) {
 	defer c.mu.Unlock()
 	c.m[k] = v
 }
+
+// TestEncodeCountsTables: Features count the distinct tables of the whole
+// plan (not only those in the first K sub-trees) and those missing from the
+// table vocabulary.
+func TestEncodeCountsTables(t *testing.T) {
+	b, err := os.ReadFile("testdata/explain/tpch-q08-sf1.json") // 8 tables, some twice (nation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePlan(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := BuildOTP(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := NewVocab()
+	known.Add("tpch.sf1.lineitem")
+	known.Add("tpch.sf1.orders")
+	known.Add("tpch.sf1.nation")
+	enc := &Encoder{Ops: NewVocab(), Tables: known, Sampler: SamplerConfig{N: 15, K: 1, C: 3}}
+	f, err := enc.Encode(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// q08 reads part, supplier, lineitem, orders, customer, nation (twice), region.
+	if f.Tables != 7 || f.UnknownTables != 4 {
+		t.Fatalf("tables %d unknown %d, want 7 and 4", f.Tables, f.UnknownTables)
+	}
+	enc.Tables = nil // no vocabulary: every table unknown
+	if f, _ = enc.Encode(root); f.Tables != 7 || f.UnknownTables != 7 {
+		t.Fatalf("without a vocabulary: tables %d unknown %d", f.Tables, f.UnknownTables)
+	}
+}

@@ -108,7 +108,7 @@ func (s *Server) estimateFor(sql string, h http.Header) (Estimate, error) {
 	}
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()
-	return s.opts.Estimator.Estimate(c, Query{SQL: sql, Header: h, Server: s.clusters[0].url})
+	return s.opts.Estimator.Estimate(c, Query{SQL: sql, Header: h, Server: s.defaultCluster().url})
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {

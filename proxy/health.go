@@ -16,6 +16,10 @@ type clusterState struct {
 	Queued  int
 	Checked time.Time
 	Err     string
+	// Until, when set, ends a failed connection's verdict (markDown): the
+	// cluster counts as healthy again after it unless the monitor says
+	// otherwise first, so it is retried even with the monitor off.
+	Until time.Time
 }
 
 // monitor polls every cluster's /v1/info (health) and /v1/query (running
@@ -79,6 +83,17 @@ func (s *Server) checkCluster(c *cluster) {
 	c.sent.Store(0)
 }
 
+// markDownFor is how long a failed connection keeps a cluster out of
+// routing when the monitor does not check it sooner.
+const markDownFor = 10 * time.Second
+
+// markDown records that a connection to c failed, so routing avoids it
+// until the monitor finds it up again or markDownFor has passed.
+func (c *cluster) markDown(err error) {
+	now := time.Now()
+	c.state.Store(&clusterState{Checked: now, Err: err.Error(), Until: now.Add(markDownFor)})
+}
+
 // probe GETs path on c with the monitor's identity.
 func (s *Server) probe(c *cluster, path string) (int, []byte, error) {
 	req := fasthttp.AcquireRequest()
@@ -99,7 +114,7 @@ func (s *Server) probe(c *cluster, path string) (int, []byte, error) {
 // healthy (the monitor may be off).
 func (c *cluster) healthy() bool {
 	st := c.state.Load()
-	return st == nil || st.Healthy
+	return st == nil || st.Healthy || (!st.Until.IsZero() && time.Now().After(st.Until))
 }
 
 // load is the cluster's running + queued queries at the last check plus the

@@ -63,6 +63,35 @@ func (s *Server) leastLoaded(class string) *cluster {
 	return best
 }
 
+// defaultCluster is the first configured cluster, or when the monitor saw
+// it down, the first healthy one in configuration order (all clusters serve
+// the same catalogs): it plans queries (EXPLAIN) and serves those that are
+// not routed by cost, so a dead default cluster does not stop the proxy.
+func (s *Server) defaultCluster() *cluster {
+	for _, c := range s.clusters {
+		if c.healthy() {
+			return c
+		}
+	}
+	return s.clusters[0]
+}
+
+// failover picks another cluster for a new query after a dial to failed
+// did not connect: a healthy one of the decision's class, else the default
+// cluster; nil when only failed itself is left. failed must already be
+// marked down.
+func (s *Server) failover(d *decision, failed *cluster) *cluster {
+	if d.class != "" {
+		if c := s.leastLoaded(d.class); c != nil && c != failed {
+			return c
+		}
+	}
+	if c := s.defaultCluster(); c != failed && c.healthy() {
+		return c
+	}
+	return nil
+}
+
 // decide places a new query: transactions stick to their cluster; without
 // an estimator (or in shadow mode) the default cluster serves; otherwise the
 // query is estimated as the caller within the budget and routed by class.
@@ -75,7 +104,7 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		}
 		return &decision{cluster: c, why: "transaction"}, nil
 	}
-	def := s.clusters[0]
+	def := s.defaultCluster()
 	if s.opts.Estimator == nil {
 		return &decision{cluster: def, why: "no-estimator"}, nil
 	}

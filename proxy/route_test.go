@@ -216,3 +216,41 @@ func TestTrinoDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverWhenAClusterRefusesConnections: a new query whose cluster
+// cannot be reached goes to another healthy one (same class first); the
+// unreachable cluster stays out of routing; with nothing left the client
+// gets an error and nothing hangs.
+func TestFailoverWhenAClusterRefusesConnections(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	live := newCoordinator(t)
+	p := routingProxy(t, Options{
+		Clusters:        []ClusterConfig{{Name: "dead", URL: dead, Class: "small"}, {Name: "live", URL: live.URL, Class: "small"}},
+		Estimator:       &fixedEstimator{},
+		Classes:         []CostClass{{Name: "small"}},
+		EstimateTimeout: 200 * time.Millisecond,
+		MonitorInterval: -1, // nobody has checked the dead cluster
+	})
+	resp := sendSQL(t, p, "SELECT 1 -- cpu=1", nil)
+	if c, why := resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"); c != "live" ||
+		why != "routed: class small; failover: dead unreachable" {
+		t.Fatalf("first query on %q (%q)", c, why)
+	}
+	if live.lastPost.Load() == nil {
+		t.Fatal("the live cluster got no statement")
+	}
+	// Now known down: the next query goes straight to the live cluster.
+	resp = sendSQL(t, p, "SELECT 2 -- cpu=1", nil)
+	if c, why := resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"); c != "live" || why != "routed: class small" {
+		t.Fatalf("second query on %q (%q)", c, why)
+	}
+
+	// A single unreachable cluster: the client gets an answer, not a hang.
+	alone := routingProxy(t, Options{Clusters: []ClusterConfig{{Name: "dead", URL: dead}}, MonitorInterval: -1})
+	resp = sendSQL(t, alone, "SELECT 1", nil)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %s, want 503 (nothing was sent)", resp.Status)
+	}
+}

@@ -297,7 +297,7 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	case path == "/v1/statement" && method == fasthttp.MethodPost:
 		s.statement(ctx)
 	case path == "/v1/statement" && method == fasthttp.MethodHead:
-		s.forward(ctx, s.clusters[0], raw, modeRaw)
+		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
 	case strings.HasPrefix(path, "/v1/query/"):
 		s.queryResource(ctx, method, strings.TrimPrefix(path, "/v1/query/"))
 	case path == "/v1/estimate" && method == fasthttp.MethodPost:
@@ -307,7 +307,7 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	case path == "/metrics" && method == fasthttp.MethodGet:
 		s.serveMetrics(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
-		s.forward(ctx, s.clusters[0], raw, modeRaw)
+		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
 	case path == "/ui" || strings.HasPrefix(path, "/ui/"):
 		s.forward(ctx, s.clusters[0], raw, modeRaw)
 	case strings.HasPrefix(path, "/v1/spooled/"):
@@ -494,7 +494,29 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	if ctx.IsHead() {
 		resp.SkipBody = true
 	}
-	if err := c.client.Do(req, resp); err != nil {
+	err := c.client.Do(req, resp)
+	if err != nil && notSent(err) {
+		c.markDown(err)
+	}
+	// A new query whose cluster cannot be reached (nothing was sent) goes
+	// to another healthy cluster: the same class first, then the default.
+	for err != nil && d != nil && d.why != "transaction" && notSent(err) {
+		next := s.failover(d, c)
+		if next == nil {
+			break
+		}
+		s.log.Warn("cluster unreachable; query sent to another", "cluster", c.name, "to", next.name, "error", err)
+		s.metrics.add("prestroid_failover_total", 1, "cluster", c.name)
+		d.why += "; failover: " + c.name + " unreachable"
+		d.cluster, c = next, next
+		req.SetRequestURI(c.url + target)
+		req.Header.SetHost(c.host)
+		resp.Reset()
+		if err = c.client.Do(req, resp); err != nil && notSent(err) {
+			c.markDown(err)
+		}
+	}
+	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Err: err}, mode == modeStatementPOST)
 		return

@@ -51,6 +51,7 @@ func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
 		Featurize: time.Duration(e.FeaturizeMicros) * time.Microsecond,
 		Infer:     time.Duration(e.InferMicros) * time.Microsecond,
 		Cached:    e.Cached,
+		Tables:    e.Tables, UnknownTables: e.UnknownTables, Plan: e.Plan,
 	}
 }
 

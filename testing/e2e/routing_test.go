@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -11,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/estimator"
 )
 
 // Cost-aware routing end to end: two real Trino clusters ("small", the
@@ -62,6 +67,25 @@ func estimateWithCLI(t *testing.T, bin, server, sql string) estimateOut {
 	return e
 }
 
+// serveBinary runs `prestroid serve` with the YAML configuration cfg
+// (listening on port) until the test ends, and returns it and its base URL.
+func serveBinary(t *testing.T, bin, dir, cfg, port string) (*exec.Cmd, string) {
+	t.Helper()
+	cfgPath := filepath.Join(dir, "prestroid.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	base := "http://127.0.0.1:" + port
+	waitHTTP(t, base+"/v1/info")
+	return cmd, base
+}
+
 func TestCostRoutingOnTwoRealClusters(t *testing.T) {
 	small := trinoURL(t)
 	bin := requireEnv(t, "PRESTROID_BIN")
@@ -94,16 +118,7 @@ routing:
 feedback:
   dir: %s
 `, port, strings.Repeat("s", 40), small, large, bound, filepath.Join(dir, "feedback"))
-	cfgPath := filepath.Join(dir, "prestroid.yaml")
-	os.WriteFile(cfgPath, []byte(cfg), 0o600)
-	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	base := "http://127.0.0.1:" + port
-	waitHTTP(t, base+"/v1/info")
+	cmd, base := serveBinary(t, bin, dir, cfg, port)
 	time.Sleep(2 * time.Second) // first health round of both clusters
 
 	run := fmt.Sprintf("%d", rand.Uint32())
@@ -203,19 +218,152 @@ feedback:
 		}
 		db.Exec("DROP TABLE " + table)
 	})
-	t.Run("the feedback log records completed queries with estimate and actual CPU", func(t *testing.T) {
+	t.Run("metrics count the scanned tables the model knows and does not know", func(t *testing.T) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// The heavy query scans store_sales, date_dim and item at sf1; the
+		// default model was trained on tpcds sf1 and tiny plans.
+		if v := metricValue(string(body), `prestroid_scanned_tables_total{known="true"}`); v < 3 {
+			t.Errorf("known scanned tables %v, want ≥ 3:\n%s", v, body)
+		}
+		if !strings.Contains(string(body), `prestroid_scanned_tables_total{known="false"}`) {
+			t.Errorf("no unknown-table series:\n%s", body)
+		}
+	})
+	t.Run("the feedback log records completed queries with estimate, plan and actual CPU", func(t *testing.T) {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 		files, _ := filepath.Glob(filepath.Join(dir, "feedback", "feedback-*.jsonl.gz"))
 		if len(files) == 0 {
 			t.Fatal("no feedback file")
 		}
-		out, err := exec.Command("sh", "-c", "zcat "+strings.Join(files, " ")).Output()
+		recs, err := collector.ReadAll(files...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(out), "heavy_"+run) || !strings.Contains(string(out), `"cpu_ms"`) || !strings.Contains(string(out), `"estimate"`) {
-			t.Errorf("feedback log lacks the heavy query with its estimate:\n%.2000s", out)
+		var heavy *collector.Record
+		for _, r := range recs {
+			if strings.Contains(r.SQL, "/* heavy_"+run+" */") { // not tx_heavy_
+				heavy = r
+			}
+		}
+		if heavy == nil {
+			t.Fatalf("feedback log lacks the heavy query (%d records)", len(recs))
+		}
+		if heavy.Stats == nil || heavy.Stats.CPUMillis <= 0 || heavy.Estimate == nil || heavy.Estimate.CPUMillis <= 0 {
+			t.Fatalf("heavy query record without CPU time or estimate: %+v", heavy)
+		}
+		if heavy.Plan == nil || len(heavy.Plan.JSON) == 0 {
+			t.Fatal("heavy query record without its plan")
+		}
+		p, err := estimator.ParsePlan(heavy.Plan.JSON)
+		if err != nil {
+			t.Fatalf("recorded plan: %v", err)
+		}
+		if st := estimator.Stats(mustOTP(t, p)); len(st.Tables) != 3 {
+			t.Errorf("recorded plan scans %v, want 3 tables", st.Tables)
 		}
 	})
+}
+
+// TestFailOpen: queries still run, with the real model and a real Trino,
+// when the planning (first) cluster is down — whether or not the health
+// monitor has noticed yet — and when the estimate misses its time budget.
+func TestFailOpen(t *testing.T) {
+	live := trinoURL(t)
+	bin := requireEnv(t, "PRESTROID_BIN")
+	if os.Getenv("PRESTROID_ORT_LIB") == "" {
+		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
+	}
+	dead := "http://127.0.0.1:" + freePort(t) // nothing listens there
+	cases := []struct {
+		name, monitor, budget string
+		wantWhy               []string // substrings of X-Prestroid-Decision
+	}{
+		// The monitor found the first cluster down: the next one plans and serves.
+		{"planning cluster down, monitor knows", "1s", "60s", []string{"routed: class small"}},
+		// No monitor: the EXPLAIN on the dead cluster fails, the query fails
+		// open to it, its dial fails, and it goes to the other cluster.
+		{"planning cluster down, monitor off", "-1s", "60s", []string{"fail-open: estimate failed", "failover: first unreachable"}},
+		// EXPLAIN cannot finish within 1 ms.
+		{"estimate over budget", "-1s", "1ms", []string{"fail-open: estimate over budget"}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			first := dead
+			if tc.budget == "1ms" {
+				first = live
+			}
+			port := freePort(t)
+			cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
+route_secret: %s
+clusters:
+  - {name: first, url: %q, class: small}
+  - {name: second, url: %q, class: small}
+routing:
+  classes:
+    - {name: small}
+  monitor_interval: %s
+  estimate_timeout: %s
+`, port, strings.Repeat("f", 40), first, live, tc.monitor, tc.budget)
+			_, base := serveBinary(t, bin, t.TempDir(), cfg, port)
+			if tc.monitor == "1s" {
+				time.Sleep(1500 * time.Millisecond)
+			}
+			marker := fmt.Sprintf("failopen_%d_%d", i, rand.Uint32())
+			resp, p := do(t, "POST", base+"/v1/statement", lightSQL+" /* "+marker+" */", nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("POST: %s", resp.Status)
+			}
+			why := resp.Header.Get("X-Prestroid-Decision")
+			for _, w := range tc.wantWhy {
+				if !strings.Contains(why, w) {
+					t.Errorf("X-Prestroid-Decision %q lacks %q", why, w)
+				}
+			}
+			wantCluster := "second"
+			if first == live {
+				wantCluster = "first" // both clusters are the live Trino here
+			}
+			if c := resp.Header.Get("X-Prestroid-Cluster"); c != wantCluster {
+				t.Errorf("X-Prestroid-Cluster %q, want %q", c, wantCluster)
+			}
+			for p.NextURI != "" {
+				_, p = do(t, "GET", p.NextURI, "", nil)
+			}
+			if p.Stats.State != "FINISHED" || p.Error != nil {
+				t.Fatalf("state %s, error %v", p.Stats.State, p.Error)
+			}
+			if n := seenByTrino(t, live, marker); n != 1 {
+				t.Errorf("Trino ran the query %d times", n)
+			}
+		})
+	}
+}
+
+// metricValue returns the value of the Prometheus sample whose name and
+// labels are exactly series, or -1.
+func metricValue(exposition, series string) float64 {
+	for _, line := range strings.Split(exposition, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			var v float64
+			if _, err := fmt.Sscan(rest, &v); err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+func mustOTP(t *testing.T, p *estimator.Plan) *estimator.OTPNode {
+	t.Helper()
+	root, err := estimator.BuildOTP(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
