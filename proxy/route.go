@@ -33,9 +33,10 @@ type decision struct {
 	cluster  *cluster
 	class    string
 	est      Estimate
-	estimate bool    // est holds a model estimate
-	why      string  // X-Prestroid-Decision
-	ticket   *ticket // admission ticket, when admission control is on
+	estimate bool          // est holds a model estimate
+	why      string        // X-Prestroid-Decision
+	ticket   *ticket       // admission ticket, when admission control is on
+	took     time.Duration // deciding, estimate included (Server-Timing)
 }
 
 // classify maps an estimate to a class index.
@@ -205,10 +206,28 @@ func (s *Server) annotate(req *fasthttp.Request, d *decision) {
 func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 	h.Set("X-Prestroid-Cluster", d.cluster.name)
 	h.Set("X-Prestroid-Decision", d.why)
+	// Server-Timing (W3C): where the proxy spent the submission's time.
+	st := make([]byte, 0, 128)
+	st = appendTiming(st, "prestroid", d.took)
 	if d.estimate {
 		h.Set("X-Prestroid-Cpu-Estimate", strconv.FormatFloat(d.est.CPUSeconds, 'g', 6, 64))
 		h.Set("X-Prestroid-Model", d.est.Model)
+		if d.est.Cached {
+			st = append(st, ", estimate-cache;desc=hit"...)
+		} else {
+			st = appendTiming(st, ", explain", d.est.Explain)
+			st = appendTiming(st, ", featurize", d.est.Featurize)
+			st = appendTiming(st, ", infer", d.est.Infer)
+		}
 	}
+	h.SetBytesV("Server-Timing", st)
+}
+
+// appendTiming appends a Server-Timing metric: name;dur=<milliseconds>.
+func appendTiming(b []byte, name string, d time.Duration) []byte {
+	b = append(b, name...)
+	b = append(b, ";dur="...)
+	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', 3, 64)
 }
 
 // TrinoDuration formats seconds in Trino's duration syntax (io.airlift.units

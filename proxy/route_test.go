@@ -139,6 +139,10 @@ func TestCostRouting(t *testing.T) {
 			if got := resp.Header.Get("X-Prestroid-Decision"); got != tc.decision {
 				t.Errorf("decision %q, want %q", got, tc.decision)
 			}
+			st := resp.Header.Get("Server-Timing")
+			if !strings.HasPrefix(st, "prestroid;dur=") || strings.Contains(st, "explain;dur=") != (tc.estimate != "") {
+				t.Errorf("Server-Timing %q", st)
+			}
 			target := map[string]*coordinator{"small": small, "large": large}[tc.cluster]
 			up := target.lastPost.Load()
 			if got := up.Header.Get("X-Trino-Resource-Estimate"); got != tc.estimate {

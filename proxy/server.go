@@ -321,11 +321,13 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 
 // statement places a new query (route.go) and forwards it.
 func (s *Server) statement(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
 	d, err := s.decide(ctx)
 	if err != nil {
 		s.fail(ctx, err, false)
 		return
 	}
+	d.took = time.Since(start)
 	s.recordDecision(d)
 	if s.admit != nil && !s.opts.Shadow && d.why != "transaction" {
 		t, now := s.admitOrQueue(ctx, d)
