@@ -251,13 +251,17 @@ var keywords = func() map[string]string {
 // s is no keyword the parser switches on. It does not allocate.
 func kwUpper(s string) string {
 	var buf [16]byte
-	if len(s) > len(buf) {
+	if len(s) < 2 || len(s) > len(buf) {
 		return ""
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 'A' && c <= 'Z' {
+		switch {
+		case c >= 'A' && c <= 'Z':
 			c += 'a' - 'A'
+		case c >= 'a' && c <= 'z' || c == '_':
+		default:
+			return "" // keywords are letters and '_'; symbols like d_year_6 end here
 		}
 		buf[i] = c
 	}
