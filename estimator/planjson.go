@@ -71,18 +71,7 @@ func (d *planDecoder) enter() error {
 
 // object calls f for every key of the object at pos; f must consume the value.
 func (d *planDecoder) object(f func(key string) error) error {
-	if err := d.expect('{'); err != nil {
-		return err
-	}
-	if err := d.enter(); err != nil {
-		return err
-	}
-	if d.peek() == '}' {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	for {
+	return d.seq('{', '}', func() error {
 		if d.peek() != '"' {
 			return d.errorf("object key is not a string")
 		}
@@ -93,48 +82,39 @@ func (d *planDecoder) object(f func(key string) error) error {
 		if err := d.expect(':'); err != nil {
 			return err
 		}
-		if err := f(key); err != nil {
-			return err
-		}
-		switch d.peek() {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return d.errorf("expected ',' or '}' in object")
-		}
-	}
+		return f(key)
+	})
 }
 
 // array calls f for every element of the array at pos; f must consume it.
-func (d *planDecoder) array(f func() error) error {
-	if err := d.expect('['); err != nil {
+func (d *planDecoder) array(f func() error) error { return d.seq('[', ']', f) }
+
+// seq reads open, elements separated by ',' (each consumed by elem), close.
+func (d *planDecoder) seq(open, close byte, elem func() error) error {
+	if err := d.expect(open); err != nil {
 		return err
 	}
 	if err := d.enter(); err != nil {
 		return err
 	}
-	if d.peek() == ']' {
+	if d.peek() == close {
 		d.pos++
 		d.depth--
 		return nil
 	}
 	for {
-		if err := f(); err != nil {
+		if err := elem(); err != nil {
 			return err
 		}
 		switch d.peek() {
 		case ',':
 			d.pos++
-		case ']':
+		case close:
 			d.pos++
 			d.depth--
 			return nil
 		default:
-			return d.errorf("expected ',' or ']' in array")
+			return d.errorf("expected ',' or %q", close)
 		}
 	}
 }

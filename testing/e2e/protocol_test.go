@@ -338,14 +338,7 @@ func TestLargeResultStreamsWithBoundedMemory(t *testing.T) {
 	direct := trinoURL(t)
 	bin := requireEnv(t, "PRESTROID_BIN")
 	port := freePort(t)
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:"+port, "--upstream", direct, "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	base := "http://127.0.0.1:" + port
-	waitHTTP(t, base+"/v1/info")
+	cmd, base := serveBinary(t, bin, port, "--listen", "127.0.0.1:"+port, "--upstream", direct)
 	const n = 1_200_000
 	rows, err := openDB(t, base, "").Query(fmt.Sprintf("SELECT orderkey, partkey, suppkey, linenumber, quantity, shipdate FROM tpch.sf1.lineitem LIMIT %d", n))
 	if err != nil {

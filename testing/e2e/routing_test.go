@@ -67,15 +67,11 @@ func estimateWithCLI(t *testing.T, bin, server, sql string) estimateOut {
 	return e
 }
 
-// serveBinary runs `prestroid serve` with the YAML configuration cfg
-// (listening on port) until the test ends, and returns it and its base URL.
-func serveBinary(t *testing.T, bin, dir, cfg, port string) (*exec.Cmd, string) {
+// serveBinary runs `prestroid serve args...` listening on port until the
+// test ends, and returns it and its base URL once it answers.
+func serveBinary(t *testing.T, bin, port string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
-	cfgPath := filepath.Join(dir, "prestroid.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"serve", "--log-level", "warn"}, args...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -84,6 +80,16 @@ func serveBinary(t *testing.T, bin, dir, cfg, port string) (*exec.Cmd, string) {
 	base := "http://127.0.0.1:" + port
 	waitHTTP(t, base+"/v1/info")
 	return cmd, base
+}
+
+// writeConfig writes a YAML configuration into dir and returns its path.
+func writeConfig(t *testing.T, dir, cfg string) string {
+	t.Helper()
+	path := filepath.Join(dir, "prestroid.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func TestCostRoutingOnTwoRealClusters(t *testing.T) {
@@ -118,7 +124,7 @@ routing:
 feedback:
   dir: %s
 `, port, strings.Repeat("s", 40), small, large, bound, filepath.Join(dir, "feedback"))
-	cmd, base := serveBinary(t, bin, dir, cfg, port)
+	cmd, base := serveBinary(t, bin, port, "--config", writeConfig(t, dir, cfg))
 	time.Sleep(2 * time.Second) // first health round of both clusters
 
 	run := fmt.Sprintf("%d", rand.Uint32())
@@ -310,7 +316,7 @@ routing:
   monitor_interval: %s
   estimate_timeout: %s
 `, port, strings.Repeat("f", 40), first, live, tc.monitor, tc.budget)
-			_, base := serveBinary(t, bin, t.TempDir(), cfg, port)
+			_, base := serveBinary(t, bin, port, "--config", writeConfig(t, t.TempDir(), cfg))
 			if tc.monitor == "1s" {
 				time.Sleep(1500 * time.Millisecond)
 			}
