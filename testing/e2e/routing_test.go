@@ -68,7 +68,8 @@ func estimateWithCLI(t *testing.T, bin, server, sql string) estimateOut {
 }
 
 // serveBinary runs `prestroid serve args...` listening on port until the
-// test ends, and returns it and its base URL once it answers.
+// test ends, and returns it and its base URL once it answers (without
+// touching any cluster, so the first upstream request is the test's).
 func serveBinary(t *testing.T, bin, port string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--log-level", "warn"}, args...)...)
@@ -78,7 +79,7 @@ func serveBinary(t *testing.T, bin, port string, args ...string) (*exec.Cmd, str
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	base := "http://127.0.0.1:" + port
-	waitHTTP(t, base+"/v1/info")
+	waitHTTP(t, base+"/metrics") // the proxy's own: asks no cluster
 	return cmd, base
 }
 
@@ -346,6 +347,14 @@ routing:
 			}
 			if n := seenByTrino(t, live, marker); n != 1 {
 				t.Errorf("Trino ran the query %d times", n)
+			}
+			if first == dead {
+				// Known down now: the next query is planned and served by
+				// the live cluster without a detour.
+				resp, _ := do(t, "POST", base+"/v1/statement", lightSQL, nil)
+				if c, why := resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"); c != "second" || why != "routed: class small" {
+					t.Errorf("next query on %q (%q)", c, why)
+				}
 			}
 		})
 	}
