@@ -411,6 +411,10 @@ func (d *planDecoder) node() (*PlanNode, error) {
 				return err
 			})
 		case "estimates":
+			if d.lean {
+				_, err = d.skip()
+				return err
+			}
 			err = d.list(func() error {
 				e, err := d.estimate()
 				n.Estimates = append(n.Estimates, e)
