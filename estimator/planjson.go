@@ -363,6 +363,10 @@ func (d *planDecoder) node() (*PlanNode, error) {
 	n := &PlanNode{Fragment: d.frag}
 	nameSeen := false
 	err := d.object(func(key string) error {
+		if d.lean && (key == "outputs" || key == "details" || key == "estimates") {
+			_, err := d.skip() // checked, not kept
+			return err
+		}
 		var err error
 		switch key {
 		case "id":
@@ -391,30 +395,18 @@ func (d *planDecoder) node() (*PlanNode, error) {
 				n.Descriptor = nil
 			}
 		case "outputs":
-			if d.lean {
-				_, err = d.skip()
-				return err
-			}
 			err = d.list(func() error {
 				s, err := d.symbol()
 				n.Outputs = append(n.Outputs, s)
 				return err
 			})
 		case "details":
-			if d.lean {
-				_, err = d.skip()
-				return err
-			}
 			err = d.list(func() error {
 				s, err := d.text()
 				n.Details = append(n.Details, s)
 				return err
 			})
 		case "estimates":
-			if d.lean {
-				_, err = d.skip()
-				return err
-			}
 			err = d.list(func() error {
 				e, err := d.estimate()
 				n.Estimates = append(n.Estimates, e)
