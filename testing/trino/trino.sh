@@ -131,14 +131,16 @@ EOF
 
 info() { curl -fsS --max-time 2 "http://127.0.0.1:$port/v1/info" 2>/dev/null; }
 
-# Ready means started and able to run a query: right after "starting": false
-# the node may not yet have announced itself ("No nodes available").
+# Ready means started and able to run a query on a connector: right after
+# "starting": false the node may not yet have announced itself ("No nodes
+# available"), and a system table answers before the tpch catalog's node
+# set is known (splits then fail with "nodes is empty").
 ready() {
   info | grep -q '"starting":false' || return 1
   python3 - "$port" <<'PY' >/dev/null 2>&1
 import json, sys, urllib.request
 base = "http://127.0.0.1:%s" % sys.argv[1]
-req = urllib.request.Request(base + "/v1/statement", data=b"SELECT count(*) FROM system.runtime.nodes",
+req = urllib.request.Request(base + "/v1/statement", data=b"SELECT count(*) FROM tpch.tiny.region",
                              headers={"X-Trino-User": "harness"}, method="POST")
 r = json.load(urllib.request.urlopen(req, timeout=10))
 while r.get("nextUri"):
