@@ -32,6 +32,7 @@ func newMetrics() *metrics {
 	for name, h := range map[string]string{
 		"prestroid_decisions_total":          "Placement decisions of new queries, by class, cluster and kind.",
 		"prestroid_fail_open_total":          "Queries forwarded unestimated because the estimate failed or was slow.",
+		"prestroid_failover_total":           "New queries sent to another cluster because theirs refused the connection, by the unreachable cluster.",
 		"prestroid_estimate_cache_total":     "Estimates served from the estimate cache (result=hit) or computed (miss).",
 		"prestroid_queued_total":             "Queries that waited in the admission queue.",
 		"prestroid_completed_queries_total":  "Queries whose last page passed through the proxy, by final state.",

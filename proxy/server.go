@@ -497,12 +497,14 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 		resp.SkipBody = true
 	}
 	err := c.client.Do(req, resp)
-	if err != nil && notSent(err) {
+	// A cluster that could not be reached (nothing was sent) is marked
+	// down; a new query then goes to another healthy cluster: the same
+	// class first, then the default.
+	for err != nil && notSent(err) {
 		c.markDown(err)
-	}
-	// A new query whose cluster cannot be reached (nothing was sent) goes
-	// to another healthy cluster: the same class first, then the default.
-	for err != nil && d != nil && d.why != "transaction" && notSent(err) {
+		if d == nil || d.why == "transaction" {
+			break
+		}
 		next := s.failover(d, c)
 		if next == nil {
 			break
@@ -511,12 +513,11 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 		s.metrics.add("prestroid_failover_total", 1, "cluster", c.name)
 		d.why += "; failover: " + c.name + " unreachable"
 		d.cluster, c = next, next
+		c.sent.Add(1)
 		req.SetRequestURI(c.url + target)
 		req.Header.SetHost(c.host)
 		resp.Reset()
-		if err = c.client.Do(req, resp); err != nil && notSent(err) {
-			c.markDown(err)
-		}
+		err = c.client.Do(req, resp)
 	}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
