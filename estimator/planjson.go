@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -241,37 +242,29 @@ func (d *planDecoder) hex4(i int) (rune, int) {
 
 // skip consumes any JSON value and returns its raw text.
 func (d *planDecoder) skip() (string, error) {
+	c := d.peek()
 	start := d.pos
-	switch c := d.peek(); c {
+	var err error
+	switch c {
 	case '"':
-		start = d.pos
-		if _, err := d.str(); err != nil {
-			return "", err
-		}
+		_, err = d.str()
 	case '{':
-		start = d.pos
-		if err := d.object(func(string) error { _, err := d.skip(); return err }); err != nil {
-			return "", err
-		}
+		err = d.object(func(string) error { _, err := d.skip(); return err })
 	case '[':
-		start = d.pos
-		if err := d.array(func() error { _, err := d.skip(); return err }); err != nil {
-			return "", err
-		}
+		err = d.array(func() error { _, err := d.skip(); return err })
 	case 't', 'f', 'n':
-		start = d.pos
 		for _, lit := range [...]string{"true", "false", "null"} {
-			if len(d.src)-d.pos >= len(lit) && d.src[d.pos:d.pos+len(lit)] == lit {
+			if strings.HasPrefix(d.src[d.pos:], lit) {
 				d.pos += len(lit)
 				return lit, nil
 			}
 		}
 		return "", d.errorf("invalid literal")
 	default:
-		start = d.pos
-		if err := d.number(); err != nil {
-			return "", err
-		}
+		err = d.number()
+	}
+	if err != nil {
+		return "", err
 	}
 	return d.src[start:d.pos], nil
 }
