@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -30,8 +31,12 @@ const (
 // BundleFiles lists every file of a bundle.
 var BundleFiles = []string{ManifestFile, ModelFile, OpsFile, TablesFile, TokensFile, GoldenFile}
 
-// ModelInputs are the model inputs in BUNDLE.md order.
+// ModelInputs are the inputs every model takes, in BUNDLE.md order.
 var ModelInputs = []string{"op", "table", "left", "right", "vote", "pred"}
+
+// EstimateInputs are the optimizer-estimate inputs (tensor format 2): a
+// model takes both or neither (BUNDLE.md).
+var EstimateInputs = []string{"est", "plan"}
 
 // Size limits for bundle files; a larger file is refused before it is read.
 const (
@@ -144,6 +149,7 @@ type Golden struct {
 	B, K, S, Pf            int
 	Op, Table, Left, Right []int32
 	Vote, Pred             []float32
+	Est, Plan              []float32 // nil unless the model takes EstimateInputs
 	Expected               []float32
 }
 
@@ -263,13 +269,24 @@ func ReadBundleFS(fsys fs.FS, source string) (*Bundle, error) {
 	return b, nil
 }
 
+// UsesEstimates reports whether the model takes the optimizer-estimate
+// inputs (any of EstimateInputs listed; validate requires all of them).
+func (m *Manifest) UsesEstimates() bool {
+	for _, in := range EstimateInputs {
+		if slices.Contains(m.Inputs, in) {
+			return true
+		}
+	}
+	return false
+}
+
 // validate checks the manifest on its own.
 func (m *Manifest) validate() error {
 	if m.FormatVersion != BundleFormatVersion {
 		return fmt.Errorf("format_version %d, this server reads %d", m.FormatVersion, BundleFormatVersion)
 	}
-	if m.TensorFormatVersion != TensorFormatVersion {
-		return fmt.Errorf("tensor_format_version %d, this server reads %d", m.TensorFormatVersion, TensorFormatVersion)
+	if m.TensorFormatVersion < 1 || m.TensorFormatVersion > TensorFormatVersion {
+		return fmt.Errorf("tensor_format_version %d, this server reads 1 to %d", m.TensorFormatVersion, TensorFormatVersion)
 	}
 	if strings.TrimSpace(m.ModelID) == "" {
 		return errors.New("model_id is empty")
@@ -304,16 +321,19 @@ func (m *Manifest) validate() error {
 	if len(m.GlobalPredVector) != m.Pf {
 		return fmt.Errorf("global_pred_vector has %d values, Pf=%d", len(m.GlobalPredVector), m.Pf)
 	}
-	if len(m.Inputs) != len(ModelInputs) {
-		return fmt.Errorf("inputs %q, want %q", m.Inputs, ModelInputs)
-	}
-	for _, want := range ModelInputs {
-		found := false
-		for _, got := range m.Inputs {
-			found = found || got == want
+	want := ModelInputs
+	if m.UsesEstimates() {
+		if m.TensorFormatVersion < 2 {
+			return fmt.Errorf("inputs %q: %q need tensor_format_version ≥ 2", m.Inputs, EstimateInputs)
 		}
-		if !found {
-			return fmt.Errorf("inputs %q lack %q", m.Inputs, want)
+		want = append(want[:len(want):len(want)], EstimateInputs...)
+	}
+	if len(m.Inputs) != len(want) {
+		return fmt.Errorf("inputs %q, want %q (optionally with %q)", m.Inputs, ModelInputs, EstimateInputs)
+	}
+	for _, w := range want {
+		if !slices.Contains(m.Inputs, w) {
+			return fmt.Errorf("inputs %q lack %q", m.Inputs, w)
 		}
 	}
 	if m.Output == "" {
@@ -369,6 +389,22 @@ func readGolden(data []byte, m *Manifest) (*Golden, error) {
 		return nil, fmt.Errorf("pred: shape %v, want %v", pred.shape, wp)
 	}
 	g.Pred = pred.data
+	if m.UsesEstimates() {
+		for _, in := range []struct {
+			name  string
+			shape []int
+			dst   *[]float32
+		}{{"est", append(want[:3:3], EstDim), &g.Est}, {"plan", []int{g.B, PlanDim}, &g.Plan}} {
+			a, err := npzArray[float32](arrs, in.name)
+			if err != nil {
+				return nil, err
+			}
+			if !sameShape(a.shape, in.shape) {
+				return nil, fmt.Errorf("%s: shape %v, want %v", in.name, a.shape, in.shape)
+			}
+			*in.dst = a.data
+		}
+	}
 	if names, err := npzArray[uint8](arrs, "names"); err == nil {
 		g.Names = strings.Split(string(names.data), "|")
 		if len(g.Names) != g.B {

@@ -15,7 +15,7 @@ type Model struct {
 	bundle *Bundle
 	enc    *Encoder
 	sess   Session
-	order  []int // index of ModelInputs[i] in the manifest's input order
+	order  []int // position in the manifest's inputs of ModelInputs, then EstimateInputs (if used)
 
 	mu      sync.Mutex
 	refs    int
@@ -53,7 +53,7 @@ func LoadModel(b *Bundle, rt Runtime, o ModelOptions) (*Model, error) {
 		sess.Close()
 		return nil, fail(ModelFile, err)
 	}
-	for _, name := range ModelInputs {
+	for _, name := range m.inputNames() {
 		m.order = append(m.order, slices.Index(mf.Inputs, name))
 	}
 	var cache PredicateCache
@@ -69,6 +69,14 @@ func LoadModel(b *Bundle, rt Runtime, o ModelOptions) (*Model, error) {
 	return m, nil
 }
 
+// inputNames are the model's inputs in ModelInputs + EstimateInputs order.
+func (m *Model) inputNames() []string {
+	if m.bundle.Manifest.UsesEstimates() {
+		return append(ModelInputs[:len(ModelInputs):len(ModelInputs)], EstimateInputs...)
+	}
+	return ModelInputs
+}
+
 // checkIO compares the model's declared inputs and output with BUNDLE.md.
 func (m *Model) checkIO() error {
 	mf := &m.bundle.Manifest
@@ -80,8 +88,18 @@ func (m *Model) checkIO() error {
 		"left": {"int32", []int64{-1, int64(mf.K), int64(mf.Slots)}}, "right": {"int32", []int64{-1, int64(mf.K), int64(mf.Slots)}},
 		"vote": {"float32", []int64{-1, int64(mf.K), int64(mf.Slots)}}, "pred": {"float32", []int64{-1, int64(mf.K), int64(mf.Slots), int64(mf.Pf)}},
 	}
+	if mf.UsesEstimates() {
+		want["est"] = struct {
+			dtype string
+			shape []int64
+		}{"float32", []int64{-1, int64(mf.K), int64(mf.Slots), EstDim}}
+		want["plan"] = struct {
+			dtype string
+			shape []int64
+		}{"float32", []int64{-1, PlanDim}}
+	}
 	ins := m.sess.Inputs()
-	if len(ins) != len(ModelInputs) {
+	if len(ins) != len(mf.Inputs) {
 		names := make([]string, len(ins))
 		for i, in := range ins {
 			names[i] = in.Name
@@ -91,7 +109,7 @@ func (m *Model) checkIO() error {
 	for _, in := range ins {
 		w, ok := want[in.Name]
 		if !ok {
-			return fmt.Errorf("model input %q is not one of %q", in.Name, ModelInputs)
+			return fmt.Errorf("model input %q is not one of %q", in.Name, mf.Inputs)
 		}
 		if in.DType != w.dtype {
 			return fmt.Errorf("model input %q is %s, want %s", in.Name, in.DType, w.dtype)
@@ -127,7 +145,7 @@ func (m *Model) checkIO() error {
 // of one (the batch axis is dynamic).
 func (m *Model) checkGolden() error {
 	g := m.bundle.Golden
-	y, err := m.run(g.B, g.Op, g.Table, g.Left, g.Right, g.Vote, g.Pred)
+	y, err := m.run(g.B, modelInput{g.Op, g.Table, g.Left, g.Right, g.Vote, g.Pred, g.Est, g.Plan})
 	if err != nil {
 		return err
 	}
@@ -137,7 +155,11 @@ func (m *Model) checkGolden() error {
 		}
 	}
 	per := g.K * g.S
-	y1, err := m.run(1, g.Op[:per], g.Table[:per], g.Left[:per], g.Right[:per], g.Vote[:per], g.Pred[:per*g.Pf])
+	one := modelInput{g.Op[:per], g.Table[:per], g.Left[:per], g.Right[:per], g.Vote[:per], g.Pred[:per*g.Pf], nil, nil}
+	if g.Est != nil {
+		one.est, one.plan = g.Est[:per*EstDim], g.Plan[:PlanDim]
+	}
+	y1, err := m.run(1, one)
 	if err != nil {
 		return err
 	}
@@ -147,16 +169,25 @@ func (m *Model) checkGolden() error {
 	return nil
 }
 
+// modelInput holds the flat input arrays of one batch (est and plan are
+// used only by a model that takes EstimateInputs).
+type modelInput struct {
+	op, table, left, right []int32
+	vote, pred, est, plan  []float32
+}
+
 // run feeds one batch of b queries and returns the b normalized outputs.
-func (m *Model) run(b int, op, table, left, right []int32, vote, pred []float32) ([]float32, error) {
+func (m *Model) run(b int, in modelInput) ([]float32, error) {
 	mf := &m.bundle.Manifest
 	sh := []int64{int64(b), int64(mf.K), int64(mf.Slots)}
 	shp := []int64{int64(b), int64(mf.K), int64(mf.Slots), int64(mf.Pf)}
 	byName := [...]Tensor{
-		{Shape: sh, Int32: op}, {Shape: sh, Int32: table}, {Shape: sh, Int32: left},
-		{Shape: sh, Int32: right}, {Shape: sh, Float32: vote}, {Shape: shp, Float32: pred},
+		{Shape: sh, Int32: in.op}, {Shape: sh, Int32: in.table}, {Shape: sh, Int32: in.left},
+		{Shape: sh, Int32: in.right}, {Shape: sh, Float32: in.vote}, {Shape: shp, Float32: in.pred},
+		{Shape: []int64{int64(b), int64(mf.K), int64(mf.Slots), EstDim}, Float32: in.est},
+		{Shape: []int64{int64(b), PlanDim}, Float32: in.plan},
 	}
-	ins := make([]Tensor, len(ModelInputs))
+	ins := make([]Tensor, len(m.order))
 	for i, pos := range m.order {
 		ins[pos] = byName[i]
 	}
@@ -198,9 +229,9 @@ func (m *Model) Encode(root *OTPNode) (*Features, error) {
 
 // batchBuf holds the flat input arrays of one batch.
 type batchBuf struct {
-	ints []int32
-	vote []float32
-	pred []float32
+	ints       []int32
+	vote, pred []float32
+	est, plan  []float32
 }
 
 var batchPool sync.Pool
@@ -224,6 +255,13 @@ func (m *Model) Predict(batch []*Features) ([]float32, error) {
 	bb.pred = grow(bb.pred, b*per*mf.Pf)
 	op, table := bb.ints[:b*per], bb.ints[b*per:2*b*per]
 	left, right := bb.ints[2*b*per:3*b*per], bb.ints[3*b*per:4*b*per]
+	in := modelInput{op: op, table: table, left: left, right: right, vote: bb.vote, pred: bb.pred}
+	est := mf.UsesEstimates()
+	if est {
+		bb.est = grow(bb.est, b*per*EstDim)
+		bb.plan = grow(bb.plan, b*PlanDim)
+		in.est, in.plan = bb.est, bb.plan
+	}
 	for i, f := range batch {
 		if f.K != mf.K || f.Slots != mf.Slots || (f.Dim != mf.Pf && f.Dim != 0) {
 			return nil, fmt.Errorf("%w: query %d has K=%d slots=%d Pf=%d, model wants K=%d slots=%d Pf=%d",
@@ -241,8 +279,17 @@ func (m *Model) Predict(batch []*Features) ([]float32, error) {
 		} else {
 			copy(p, f.Pred)
 		}
+		if est {
+			e := bb.est[o*EstDim : (o+per)*EstDim]
+			if f.Est == nil {
+				clear(e)
+			} else {
+				copy(e, f.Est)
+			}
+			copy(bb.plan[i*PlanDim:(i+1)*PlanDim], f.Plan[:])
+		}
 	}
-	return m.run(b, op, table, left, right, bb.vote, bb.pred)
+	return m.run(b, in)
 }
 
 func grow[T any](s []T, n int) []T {

@@ -57,6 +57,9 @@ type OTPNode struct {
 	Plan *PlanNode
 	// part says which piece of a split fused node this OPR is.
 	part otpPart
+	// link marks the lower links of a chained multi-child node (every link
+	// but the top one), so that per-plan-node sums count the node once.
+	link bool
 }
 
 type otpPart uint8
@@ -290,8 +293,9 @@ func (b *otpBuilder) join(n *PlanNode) *OTPNode {
 // chain builds the left-deep series Op(Op(Op(c1, c2), c3), c4).
 func (b *otpBuilder) chain(n *PlanNode, value string, children []*PlanNode) *OTPNode {
 	left := b.node(children[0])
-	for _, c := range children[1:] {
+	for i, c := range children[1:] {
 		left = b.op(n, value, b.node(c), left)
+		left.link = i < len(children)-2
 	}
 	return left
 }

@@ -62,9 +62,9 @@ type Limits struct {
 	MaxBytes int64
 	// MaxNodes is the largest stitched node count accepted. 0 means DefaultMaxPlanNodes.
 	MaxNodes int
-	// Lean leaves PlanNode.Outputs, Details and Estimates empty (they are
-	// still checked as JSON): the featurizer does not read them, and they are
-	// most of the allocations. OTPNode.Estimate then reports no estimate.
+	// Lean leaves PlanNode.Outputs and Details empty (they are still
+	// checked as JSON): the featurizer does not read them, and they are most
+	// of the allocations. Estimates are kept (they are model features).
 	Lean bool
 }
 

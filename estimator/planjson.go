@@ -356,7 +356,7 @@ func (d *planDecoder) node() (*PlanNode, error) {
 	n := &PlanNode{Fragment: d.frag}
 	nameSeen := false
 	err := d.object(func(key string) error {
-		if d.lean && (key == "outputs" || key == "details" || key == "estimates") {
+		if d.lean && (key == "outputs" || key == "details") {
 			_, err := d.skip() // checked, not kept
 			return err
 		}

@@ -4,11 +4,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // TensorFormatVersion is the version of the on-disk tensor layout written by
 // WriteNPZ (documented in TENSORS.md). Bump it on any incompatible change.
-const TensorFormatVersion = 1
+const TensorFormatVersion = 2
+
+// Optimizer-estimate features (TENSORS.md, format 2).
+const (
+	// EstDim is the size of a node's estimate vector ("est"): [known,
+	// ln(1+rows)/EstScale, ln(1+bytes)/EstScale, ln(1+cpuCost)/EstScale] for
+	// an OPR node whose plan node has an estimate; zeros elsewhere.
+	EstDim = 4
+	// PlanDim is the size of a query's plan vector ("plan"): [ln(1+Σ cpuCost),
+	// ln(1+max cpuCost), ln(1+Σ networkCost), ln(1+max rows)] each / EstScale,
+	// then ln(1+O-T-P nodes)/10 and the share of OPR nodes with a known
+	// cpuCost. Sums and maxima run over every OPR node of the whole tree.
+	PlanDim = 6
+	// EstScale brings ln(1+x) of Trino's estimates (rows, bytes and cost
+	// units up to ~1e13) to about [0, 1].
+	EstScale = 25
+)
 
 // Node kinds in the "kind" tensor.
 const (
@@ -33,6 +50,10 @@ type Features struct {
 	Left, Right   []int32 // child slot within the same sub-tree; 0 = none
 	Vote          []float32
 	Pred          []float32 // predicate vector (PRED slots), else zeros
+	// Est is the optimizer-estimate vector of each slot, [(k*Slots + s)*EstDim + j].
+	Est []float32
+	// Plan is the query's plan-level estimate vector.
+	Plan [PlanDim]float32
 	// Tables is the number of distinct tables the whole plan scans and
 	// UnknownTables how many of them are not in the table vocabulary (the
 	// model never saw them in training: the paper's drift signal).
@@ -122,13 +143,19 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 		Left: ints[2*total : 3*total : 3*total], Right: ints[3*total:],
 		Kind: make([]int8, total),
 		Vote: make([]float32, total),
+		Est:  make([]float32, total*EstDim),
 	}
 	// One walk over the whole tree: every PRED node of the query (the
 	// vector fallback chain looks at all of them, not only those in the
 	// first K sub-trees) and the distinct tables.
 	var preds []*OTPNode
 	var tables map[string]bool
+	var pa planAgg
 	walkOTP(root, func(n *OTPNode) {
+		pa.nodes++
+		if n.Kind == OTPOperator {
+			pa.add(n)
+		}
 		switch {
 		case n.Kind == OTPPredicate && dim > 0:
 			preds = append(preds, n)
@@ -143,6 +170,7 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 			}
 		}
 	})
+	f.Plan = pa.vector()
 	var predIdx map[*OTPNode]int
 	var predVecs [][]float32
 	if dim > 0 {
@@ -162,6 +190,7 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 			switch n.Kind {
 			case OTPOperator:
 				f.Kind[s], f.Op[s] = SlotOPR, e.Ops.ID(n.Value)
+				nodeEst(n, f.Est[s*EstDim:(s+1)*EstDim])
 			case OTPTable:
 				f.Kind[s], f.Table[s] = SlotTBL, e.Tables.ID(n.Value)
 			case OTPPredicate:
@@ -184,6 +213,65 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 		}
 	}
 	return f, nil
+}
+
+// lnScaled is ln(1+x)/EstScale for a finite x ≥ 0, else 0.
+func lnScaled(x float64) float32 {
+	if !(x > 0) || math.IsInf(x, 1) {
+		return 0
+	}
+	return float32(math.Log1p(x) / EstScale)
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// nodeEst writes an OPR node's estimate vector into dst (EstDim values).
+func nodeEst(n *OTPNode, dst []float32) {
+	e, ok := n.Estimate()
+	if !ok {
+		return
+	}
+	dst[0] = 1
+	dst[1] = lnScaled(e.OutputRowCount)
+	dst[2] = lnScaled(e.OutputSizeInBytes)
+	dst[3] = lnScaled(e.CPUCost)
+}
+
+// planAgg accumulates the plan vector over the O-T-P tree.
+type planAgg struct {
+	nodes, ops, known         int
+	cpuSum, cpuMax, net, rows float64
+}
+
+func (a *planAgg) add(n *OTPNode) {
+	if n.link { // the chain's top link stands for the plan node
+		return
+	}
+	a.ops++
+	e, ok := n.Estimate()
+	if !ok {
+		return
+	}
+	if finite(e.CPUCost) && e.CPUCost >= 0 {
+		a.known++
+		a.cpuSum += e.CPUCost
+		a.cpuMax = max(a.cpuMax, e.CPUCost)
+	}
+	if finite(e.NetworkCost) && e.NetworkCost >= 0 {
+		a.net += e.NetworkCost
+	}
+	if finite(e.OutputRowCount) {
+		a.rows = max(a.rows, e.OutputRowCount)
+	}
+}
+
+func (a *planAgg) vector() (v [PlanDim]float32) {
+	v[0], v[1], v[2], v[3] = lnScaled(a.cpuSum), lnScaled(a.cpuMax), lnScaled(a.net), lnScaled(a.rows)
+	v[4] = float32(math.Log1p(float64(a.nodes)) / 10)
+	if a.ops > 0 {
+		v[5] = float32(a.known) / float32(a.ops)
+	}
+	return v
 }
 
 // BatchMeta describes a batch for WriteNPZ.
@@ -216,9 +304,12 @@ func WriteNPZ(w io.Writer, batch []*Features, meta BatchMeta, targets []float32)
 	left, right := make([]int32, b*per), make([]int32, b*per)
 	kind, vote := make([]int8, b*per), make([]float32, b*per)
 	pred := make([]float32, b*per*dim)
+	est := make([]float32, b*per*EstDim)
+	plan := make([]float32, b*PlanDim)
 	subtrees := make([]int32, b)
 	for qi, f := range batch {
 		subtrees[qi] = int32(f.SubTrees)
+		copy(plan[qi*PlanDim:], f.Plan[:])
 		for kk := 0; kk < k; kk++ {
 			src, dst := kk*f.Slots, qi*per+kk*slots
 			copy(op[dst:dst+f.Slots], f.Op[src:src+f.Slots])
@@ -229,6 +320,9 @@ func WriteNPZ(w io.Writer, batch []*Features, meta BatchMeta, targets []float32)
 			copy(vote[dst:dst+f.Slots], f.Vote[src:src+f.Slots])
 			if dim > 0 {
 				copy(pred[dst*dim:(dst+f.Slots)*dim], f.Pred[src*dim:(src+f.Slots)*dim])
+			}
+			if f.Est != nil {
+				copy(est[dst*EstDim:(dst+f.Slots)*EstDim], f.Est[src*EstDim:(src+f.Slots)*EstDim])
 			}
 		}
 	}
@@ -252,6 +346,8 @@ func WriteNPZ(w io.Writer, batch []*Features, meta BatchMeta, targets []float32)
 		{"right", shape, right},
 		{"vote", shape, vote},
 		{"pred", []int{b, k, slots, dim}, pred},
+		{"est", []int{b, k, slots, EstDim}, est},
+		{"plan", []int{b, PlanDim}, plan},
 		{"subtrees", []int{b}, subtrees},
 	}
 	if targets != nil {

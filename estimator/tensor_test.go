@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -467,5 +469,97 @@ func TestEncodeCountsTables(t *testing.T) {
 	enc.Tables = nil // no vocabulary: every table unknown
 	if f, _ = enc.Encode(root); f.Tables != 7 || f.UnknownTables != 7 {
 		t.Fatalf("without a vocabulary: tables %d unknown %d", f.Tables, f.UnknownTables)
+	}
+}
+
+// TestEstimateFeatures checks the optimizer-estimate features on every
+// captured plan: the serving path (lean parse) gives the same Est and Plan as
+// the full parse; each OPR slot carries its node's estimate; Σ cpuCost over
+// the O-T-P tree equals Σ over the plan's own estimate entries (each fused
+// node's pieces counted once), and non-OPR slots carry zeros.
+func TestEstimateFeatures(t *testing.T) {
+	withEst := 0
+	for _, file := range planFiles(t) {
+		p, root := loadOTP(t, file)
+		all, err := SampleSubTrees(root, SamplerConfig{N: 15, K: 1 << 20, C: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &Encoder{Sampler: SamplerConfig{N: 15, K: len(all), C: 3}}
+		f, err := e.Encode(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(file)
+		lean, err := e.Featurize(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(lean.Est, f.Est) || lean.Plan != f.Plan {
+			t.Fatalf("%s: lean parse changes the estimate features", file)
+		}
+		var planSum float64
+		var walk func(n *PlanNode)
+		walk = func(n *PlanNode) {
+			for _, est := range n.Estimates {
+				if finite(est.CPUCost) && est.CPUCost >= 0 {
+					planSum += est.CPUCost
+				}
+			}
+			for _, c := range n.Children {
+				walk(c)
+			}
+		}
+		walk(p.Root)
+		if got, want := f.Plan[0], lnScaled(planSum); math.Abs(float64(got-want)) > 1e-6 {
+			t.Errorf("%s: plan Σ cpuCost feature %v, want %v (Σ=%g)", file, got, want, planSum)
+		}
+		if planSum > 0 {
+			withEst++
+		}
+		for s, kind := range f.Kind {
+			v := f.Est[s*EstDim : (s+1)*EstDim]
+			if kind != SlotOPR && slices.ContainsFunc(v, func(x float32) bool { return x != 0 }) {
+				t.Fatalf("%s: slot %d of kind %d has estimate %v", file, s, kind, v)
+			}
+		}
+		// Every OPR node of the whole tree votes once with unlimited K:
+		// compare slot values with the node's own estimate.
+		sts, _ := SampleSubTrees(root, e.Sampler)
+		for si, st := range sts {
+			for i, n := range st.Nodes {
+				if n.Kind != OTPOperator {
+					continue
+				}
+				v := f.Est[(si*f.Slots+i+1)*EstDim:][:EstDim]
+				est, ok := n.Estimate()
+				want := []float32{0, 0, 0, 0}
+				if ok {
+					want = []float32{1, lnScaled(est.OutputRowCount), lnScaled(est.OutputSizeInBytes), lnScaled(est.CPUCost)}
+				}
+				if !slices.Equal(v, want) {
+					t.Fatalf("%s: %s slot has %v, want %v", file, n.Value, v, want)
+				}
+			}
+		}
+		for _, x := range f.Plan {
+			if !(x >= 0 && x <= 2) {
+				t.Fatalf("%s: plan vector %v out of range", file, f.Plan)
+			}
+		}
+	}
+	if withEst < 100 {
+		t.Errorf("only %d plans carry cpuCost estimates; the captured tiny/sf1 plans should", withEst)
+	}
+}
+
+func TestLnScaled(t *testing.T) {
+	for _, c := range []struct {
+		x    float64
+		want float32
+	}{{math.NaN(), 0}, {math.Inf(1), 0}, {-5, 0}, {0, 0}, {math.E - 1, 1.0 / EstScale}} {
+		if got := lnScaled(c.x); math.Abs(float64(got-c.want)) > 1e-7 {
+			t.Errorf("lnScaled(%v) = %v, want %v", c.x, got, c.want)
+		}
 	}
 }

@@ -138,6 +138,10 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 		if !(m.Target.Min < m.Target.Max) {
 			t.Errorf("target %+v", m.Target)
 		}
+		if !m.UsesEstimates() || m.TensorFormatVersion != estimator.TensorFormatVersion {
+			t.Errorf("manifest inputs %q, tensor format %d: want the estimate inputs, format %d",
+				m.Inputs, m.TensorFormatVersion, estimator.TensorFormatVersion)
+		}
 		g := b.Golden
 		if g.B < 1 || g.B > 8 || len(g.Names) != g.B || len(g.Expected) != g.B {
 			t.Fatalf("golden: %d cases, %d names, %d expected", g.B, len(g.Names), len(g.Expected))
@@ -181,6 +185,16 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 			for j := 0; j < per*g.Pf; j++ {
 				if math.Abs(float64(f.Pred[j]-g.Pred[i*per*g.Pf+j])) > 1e-6 {
 					t.Fatalf("case %s pred[%d]: encoder %v, golden %v", name, j, f.Pred[j], g.Pred[i*per*g.Pf+j])
+				}
+			}
+			for j := 0; j < per*estimator.EstDim; j++ {
+				if f.Est[j] != g.Est[i*per*estimator.EstDim+j] {
+					t.Fatalf("case %s est[%d]: encoder %v, golden %v", name, j, f.Est[j], g.Est[i*per*estimator.EstDim+j])
+				}
+			}
+			for j, v := range f.Plan {
+				if v != g.Plan[i*estimator.PlanDim+j] {
+					t.Fatalf("case %s plan[%d]: encoder %v, golden %v", name, j, v, g.Plan[i*estimator.PlanDim+j])
 				}
 			}
 		}

@@ -17,6 +17,12 @@ def test_example_npz_layout():
     B, K, S = z["op"].shape
     assert (B, K, S) == (2, 9, 16)
     assert z["pred"].shape == (2, 9, 16, 4)
+    assert z["est"].shape == (2, 9, 16, 4) and z["plan"].shape == (2, 6)
+    # estimates sit on OPR slots only (kind 1), with the "known" flag first
+    assert not z["est"][z["kind"] != 1].any()
+    # TPC-H sf1 plans: most operators have an estimate (RemoteSource has none)
+    assert 0.8 < z["est"][..., 0][z["kind"] == 1].mean() < 1
+    assert (z["plan"][:, 0] > 0).all() and (z["plan"] <= 2).all()
     # slot 0 of every sub-tree is the zero "no node" slot
     for k in ("op", "table", "kind", "left", "right", "vote"):
         assert not z[k][:, :, 0].any(), k
@@ -40,8 +46,8 @@ def test_example_npz_layout():
 def test_bad_version_is_refused(tmp_path):
     with np.load(EXAMPLE) as src:
         arrays = dict(src)
-    arrays["format_version"] = np.array(2, np.int32)
-    path = tmp_path / "v2.npz"
+    arrays["format_version"] = np.array(99, np.int32)
+    path = tmp_path / "v99.npz"
     np.savez(path, **arrays)
     with pytest.raises(ValueError, match="version"):
         load_npz(str(path))
@@ -57,6 +63,9 @@ def _tree(n, pf=3, seed=0):
     t["left"][1:n] = np.arange(2, n + 1)
     t["pred"] = rng.standard_normal((n + 1, pf)).astype(np.float32)
     t["pred"][0] = 0
+    t["est"] = rng.random((n + 1, 4)).astype(np.float32)
+    t["est"][0] = 0
+    t["plan"] = rng.random(6).astype(np.float32)
     return t
 
 

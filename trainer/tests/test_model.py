@@ -5,16 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.data import load_npz, pad_full, pack_full, INPUTS
-from trainer.model import ModelConfig, TreeCNN
-from trainer.train import export_onnx, onnx_predict
+from trainer.data import load_npz, pad_full, pack_full, BASE_INPUTS, EST, INPUTS, PLAN
+from trainer.model import ModelConfig, TreeCNN, one_hot
+from trainer.train import export_onnx, model_inputs, onnx_predict
 
 from .test_data import EXAMPLE, _tree
 
 
-def _model(k, pf=4, n_ops=13, n_tables=5, seed=0):
+def _model(k, pf=4, n_ops=13, n_tables=5, seed=0, est=False):
     torch.manual_seed(seed)
-    m = TreeCNN(ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=pf, k=k, kernels=(8, 8, 8), dense=(6, 4)))
+    m = TreeCNN(ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=pf, k=k, kernels=(8, 8, 8), dense=(6, 4),
+                            est=EST if est else 0, plan=PLAN if est else 0))
     return m.eval()
 
 
@@ -52,9 +53,51 @@ def test_no_node_slot_and_votes_matter():
         torch.testing.assert_close(m(*_inputs(z3)), base)
 
 
-def test_padded_equals_packed():
+def _reference_conv(m, x, left, right):
+    """The DESIGN §3 layer written plainly: ReLU(W_top x_i + W_left x_l + W_right x_r + b)."""
+    for conv in m.convs:
+        g = lambda h, idx: torch.gather(h, 1, idx.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+        out = torch.relu(conv.top(x) + conv.left(g(x, left)) + conv.right(g(x, right)))
+        x = torch.cat([torch.zeros_like(out[:, :1]), out[:, 1:]], 1)
+    return x
+
+
+@pytest.mark.parametrize("est", [False, True])
+def test_lookup_projection_equals_one_hot_layers(est):
+    """The model's projection-first layers with id lookups compute the same
+    as the plain one-hot formulation."""
+    z = load_npz(EXAMPLE)
+    m = _model(k=9, est=est)
+    t = {k: torch.from_numpy(np.ascontiguousarray(z[k])) for k in INPUTS}
+    B, K, S = z["op"].shape
+    x = m.features(t["op"], t["table"], t["pred"], t["est"]).reshape(B * K, S, -1)
+    left, right = t["left"].long().reshape(B * K, S), t["right"].long().reshape(B * K, S)
+    want = _reference_conv(m, x, left, right) * t["vote"].reshape(B * K, S, 1)
+    proj = m.input_projection(t["op"], t["table"], t["pred"], t["est"]).reshape(B * K, S, -1)
+    got = m.convolve(proj, left, right, t["vote"].reshape(B * K, S))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert one_hot(torch.tensor([0, 2]), 4).tolist() == [[0, 0, 0], [0, 1, 0]]
+
+
+def test_estimates_change_the_prediction():
+    z = load_npz(EXAMPLE)
+    m = _model(k=9, est=True)
+    base = m(*_inputs(z)).detach()
+    for key in ("est", "plan"):
+        z2 = dict(z)
+        z2[key] = z[key] * 0.5
+        assert not torch.allclose(m(*_inputs(z2)), base), key
+    # the paper's model ignores them
+    m0 = _model(k=9)
+    z2 = dict(z)
+    z2["est"], z2["plan"] = z["est"] * 0, z["plan"] * 0
+    torch.testing.assert_close(m0(*_inputs(z2)), m0(*_inputs(z)))
+
+
+@pytest.mark.parametrize("est", [False, True])
+def test_padded_equals_packed(est):
     trees = [_tree(3, pf=4), _tree(7, pf=4, seed=1), _tree(1, pf=4, seed=2)]
-    m = _model(k=1, n_ops=6, n_tables=3)
+    m = _model(k=1, n_ops=6, n_tables=3, est=est)
     p = pad_full(trees)
     y_pad = m(*(torch.from_numpy(p[k]) for k in INPUTS))
     q = pack_full(trees)
@@ -65,9 +108,10 @@ def test_padded_equals_packed():
     torch.testing.assert_close(m(*(torch.from_numpy(p2[k]) for k in INPUTS)), y_pad, rtol=1e-5, atol=1e-6)
 
 
-def test_onnx_parity(tmp_path):
+@pytest.mark.parametrize("est", [False, True])
+def test_onnx_parity(tmp_path, est):
     z = load_npz(EXAMPLE)
-    m = _model(k=9)
+    m = _model(k=9, est=est)
     path = str(tmp_path / "m.onnx")
     export_onnx(m, z, path)
     with torch.no_grad():
@@ -79,5 +123,5 @@ def test_onnx_parity(tmp_path):
     np.testing.assert_allclose(onnx_predict(path, one), want[:1], atol=1e-5)
     import onnx
     g = onnx.load(path).graph
-    assert [i.name for i in g.input] == list(INPUTS)
+    assert [i.name for i in g.input] == list(INPUTS if est else BASE_INPUTS) == list(model_inputs(m))
     assert [o.name for o in g.output] == ["y"]

@@ -7,6 +7,8 @@ A batch of sub-tree tensors (B queries, K sub-trees, S = N + 1 slots):
     kind                   : int8    (B, K, S)
     vote                   : float32 (B, K, S)
     pred                   : float32 (B, K, S, Pf)
+    est                    : float32 (B, K, S, EST)   optimizer estimates of OPR slots
+    plan                   : float32 (B, PLAN)        plan-level estimate vector
     subtrees               : int32   (B,)
     target                 : float32 (B,)    optional
 """
@@ -16,12 +18,18 @@ import os
 
 import numpy as np
 
-FORMAT_VERSION = 1
-# The model's inputs, in the order of the ONNX graph (BUNDLE.md).
-INPUTS = ("op", "table", "left", "right", "vote", "pred")
+FORMAT_VERSION = 2
+EST, PLAN = 4, 6            # estimator.EstDim, estimator.PlanDim
+# The model's inputs, in the order of the ONNX graph (BUNDLE.md): every
+# model takes BASE_INPUTS; a model with optimizer-estimate features also
+# takes "est" and "plan".
+BASE_INPUTS = ("op", "table", "left", "right", "vote", "pred")
+INPUTS = BASE_INPUTS + ("est", "plan")
 ARRAYS = INPUTS + ("kind", "subtrees")
 DTYPES = {"op": np.int32, "table": np.int32, "left": np.int32, "right": np.int32,
-          "vote": np.float32, "pred": np.float32, "kind": np.int8, "subtrees": np.int32}
+          "vote": np.float32, "pred": np.float32, "est": np.float32, "plan": np.float32,
+          "kind": np.int8, "subtrees": np.int32}
+NODE_ARRAYS = ("op", "table", "left", "right", "vote", "pred", "est")   # one row per slot
 
 
 def load_npz(path):
@@ -43,7 +51,7 @@ def load_npz(path):
     for k in ARRAYS:
         if out[k].dtype != DTYPES[k]:
             raise ValueError(f"{path}: {k} is {out[k].dtype}, want {np.dtype(DTYPES[k])}")
-        want = (B,) if k == "subtrees" else (B, K, S, Pf) if k == "pred" else (B, K, S)
+        want = {"subtrees": (B,), "pred": (B, K, S, Pf), "est": (B, K, S, EST), "plan": (B, PLAN)}.get(k, (B, K, S))
         if out[k].shape != want:
             raise ValueError(f"{path}: {k} has shape {out[k].shape}, want {want}")
     out["params"] = dict(N=N, K=K, C=C, Pf=Pf, full=full)
@@ -63,7 +71,9 @@ def load_full(workdir, part):
         used = (z["kind"][:, 0, :] != 0)                       # (B, S)
         for b in range(used.shape[0]):
             n = int(np.nonzero(used[b])[0].max()) if used[b].any() else 0   # last used slot
-            trees.append({k: z[k][b, 0, :n + 1] for k in ("op", "table", "left", "right", "vote", "pred")})
+            t = {k: z[k][b, 0, :n + 1] for k in NODE_ARRAYS}
+            t["plan"] = z["plan"][b]
+            trees.append(t)
         targets.append(z["target"])
     return trees, (np.concatenate(targets) if targets else np.zeros(0, np.float32))
 
@@ -75,10 +85,12 @@ def pad_full(trees, slots=None):
     B, Pf = len(trees), trees[0]["pred"].shape[-1]
     out = {k: np.zeros((B, 1, S), DTYPES[k]) for k in ("op", "table", "left", "right", "vote")}
     out["pred"] = np.zeros((B, 1, S, Pf), np.float32)
+    out["est"] = np.zeros((B, 1, S, EST), np.float32)
     for i, t in enumerate(trees):
         n = len(t["op"])
         for k in out:
             out[k][i, 0, :n] = t[k]
+    out["plan"] = np.stack([t["plan"] for t in trees]).astype(np.float32)
     return out
 
 
@@ -91,11 +103,13 @@ def pack_full(trees):
     Pf = trees[0]["pred"].shape[-1]
     out = {k: np.zeros(T, DTYPES[k]) for k in ("op", "table", "left", "right", "vote")}
     out["pred"] = np.zeros((T, Pf), np.float32)
+    out["est"] = np.zeros((T, EST), np.float32)
+    out["plan"] = np.stack([t["plan"] for t in trees]).astype(np.float32)   # (B, PLAN): per query
     out["tree"] = np.zeros(T, np.int64)
     pos = 1
     for i, (t, n) in enumerate(zip(trees, sizes)):
         sl = slice(pos, pos + n)
-        for k in ("op", "table", "vote", "pred"):
+        for k in ("op", "table", "vote", "pred", "est"):
             out[k][sl] = t[k][1:]
         for k in ("left", "right"):
             c = t[k][1:]

@@ -1,20 +1,27 @@
 """The Tree-CNN cost model (DESIGN §3; the paper's Prestroid).
 
 Input per query: K sub-trees of S slots (TENSORS.md). A node's features are
-[one-hot operator | one-hot table | predicate vector]; id 0 ("<none>", also
-∅ and empty slots) maps to all zeros, so slot 0 stays the zero "no node".
+[one-hot operator | one-hot table | predicate vector | estimate vector]; id 0
+("<none>", also ∅ and empty slots) maps to all zeros, so slot 0 stays the
+zero "no node". The estimate vector (the optimizer's rows, bytes and cpuCost
+of OPR nodes) and the plan vector (plan-wide sums) go past the paper, which
+uses neither; ModelConfig(est=0, plan=0) is the paper's network.
 
-    x            (B, K, S, F)     F = (n_ops - 1) + (n_tables - 1) + Pf
+    x            (B, K, S, F)     F = (n_ops - 1) + (n_tables - 1) + Pf + est
     3x TreeConv  (B*K, S, Ck)     h_i = ReLU(W_top x_i + W_left x_l + W_right x_r + b)
     bit mask     * vote           nodes without complete information are zeroed
     max-pool     (B*K, C3)        over the slots of each sub-tree
-    concat       (B, K*C3)
+    concat       (B, K*C3 + plan) the plan vector joins here
     dense        ReLU, batch norm, dropout; twice
     sigmoid      (B, 1)           normalized ln(CPU seconds)
 
-A tree-conv layer is one gather per child plus three matmuls (no loops over
-nodes), so the ONNX export is a plain tensor graph. The full-tree models are
-the same network with K = 1 (padded) or over a packed node array (packed).
+A tree-conv layer is one gather per child plus matmuls (no loops over
+nodes), so the ONNX export is a plain tensor graph. Each layer projects every
+slot once (x @ [W_top | W_left | W_right]) and gathers the children's
+projections. The first layer never builds the one-hot part of x: the
+columns of W for operator and table ids are looked up by id (a Gather), which
+is the same product. The full-tree models are the same network with K = 1
+(padded) or over a packed node array (packed).
 """
 from dataclasses import dataclass, field
 
@@ -32,13 +39,20 @@ class ModelConfig:
     kernels: tuple = (128, 128, 128)  # tree-conv output channels per layer (the paper's TPC-DS size)
     dense: tuple = (32, 8)          # dense layer sizes
     dropout: float = 0.1
+    est: int = 0                    # node estimate features (data.EST), 0 = none (the paper's model)
+    plan: int = 0                   # plan vector size (data.PLAN), 0 = none
 
 
 def one_hot(ids, n):
-    """(..., ) int -> (..., n-1) float; id 0 gives zeros. Written as a
-    comparison with a range (ONNX Equal) rather than F.one_hot."""
+    """(..., ) int -> (..., n-1) float; id 0 gives zeros (the reference
+    form of the first layer's input; the model itself uses lookups)."""
     rng = torch.arange(1, n, device=ids.device, dtype=ids.dtype)
     return (ids.unsqueeze(-1) == rng).to(torch.float32)
+
+
+def _gather_slots(p, idx):
+    """p (T, S, F), idx (T, S) -> p[t, idx[t, s]]."""
+    return torch.gather(p, 1, idx.unsqueeze(-1).expand(-1, -1, p.shape[-1]))
 
 
 class TreeConv(nn.Module):
@@ -47,61 +61,92 @@ class TreeConv(nn.Module):
 
     def __init__(self, fin, fout):
         super().__init__()
+        self.fout = fout
         self.top = nn.Linear(fin, fout)
         self.left = nn.Linear(fin, fout, bias=False)
         self.right = nn.Linear(fin, fout, bias=False)
 
-    def forward(self, h, left, right):
-        idx_l = left.unsqueeze(-1).expand(-1, -1, h.shape[-1])
-        idx_r = right.unsqueeze(-1).expand(-1, -1, h.shape[-1])
-        hl = torch.gather(h, 1, idx_l)
-        hr = torch.gather(h, 1, idx_r)
-        out = F.relu(self.top(h) + self.left(hl) + self.right(hr))
+    def weight(self):
+        """(fin, 3*fout): [W_top | W_left | W_right] as one matrix."""
+        return torch.cat([self.top.weight, self.left.weight, self.right.weight], 0).t()
+
+    def combine(self, proj, left, right):
+        """Per-slot projections (T, S, 3*fout) -> layer output (T, S, fout)."""
+        f = self.fout
+        pt, pl, pr = proj[..., :f], proj[..., f:2 * f], proj[..., 2 * f:]
+        out = F.relu(pt + self.top.bias + _gather_slots(pl, left) + _gather_slots(pr, right))
         # keep slot 0 at zero so that "no child" keeps reading zeros
         return torch.cat([torch.zeros_like(out[:, :1]), out[:, 1:]], dim=1)
+
+    def forward(self, h, left, right):
+        return self.combine(h @ self.weight(), left, right)
 
 
 class TreeCNN(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        fin = (cfg.n_ops - 1) + (cfg.n_tables - 1) + cfg.pf
+        fin = (cfg.n_ops - 1) + (cfg.n_tables - 1) + cfg.pf + cfg.est
         chans = [fin] + list(cfg.kernels)
         self.convs = nn.ModuleList(TreeConv(a, b) for a, b in zip(chans[:-1], chans[1:]))
         self.drop = nn.Dropout(cfg.dropout)
-        layers, d = [], cfg.k * chans[-1]
+        layers, d = [], cfg.k * chans[-1] + cfg.plan
         for width in cfg.dense:
             layers += [nn.Linear(d, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Dropout(cfg.dropout)]
             d = width
         layers += [nn.Linear(d, 1)]
         self.head = nn.Sequential(*layers)
 
-    def features(self, op, table, pred):
-        return torch.cat([one_hot(op.long(), self.cfg.n_ops), one_hot(table.long(), self.cfg.n_tables), pred], -1)
+    def features(self, op, table, pred, est=None):
+        """The first layer's input x in full (one-hot form); the reference
+        for input_projection, used by tests."""
+        parts = [one_hot(op.long(), self.cfg.n_ops), one_hot(table.long(), self.cfg.n_tables), pred]
+        if self.cfg.est:
+            parts.append(est)
+        return torch.cat(parts, -1)
 
-    def convolve(self, x, left, right, vote):
-        """x (T, S, F), left/right (T, S) int64, vote (T, S) -> masked node outputs (T, S, C3)."""
-        for conv in self.convs:
+    def input_projection(self, op, table, pred, est):
+        """x @ W of the first layer without building x: (..., S) ids ->
+        (..., S, 3*C1). Operator and table columns are looked up by id (row 0
+        of each lookup table is zero: id 0 is "no operator/table")."""
+        w = self.convs[0].weight()                          # (fin, 3*C1)
+        no, nt, pf = self.cfg.n_ops - 1, self.cfg.n_tables - 1, self.cfg.pf
+        zero = torch.zeros_like(w[:1])
+        w_op = torch.cat([zero, w[:no]], 0)                 # (n_ops, 3*C1)
+        w_tbl = torch.cat([zero, w[no:no + nt]], 0)         # (n_tables, 3*C1)
+        p = F.embedding(op.long(), w_op) + F.embedding(table.long(), w_tbl) + pred @ w[no + nt:no + nt + pf]
+        if self.cfg.est:
+            p = p + est @ w[no + nt + pf:]
+        return p
+
+    def convolve(self, proj, left, right, vote):
+        """First-layer projections (T, S, 3*C1), left/right (T, S) int64,
+        vote (T, S) -> masked node outputs (T, S, C3)."""
+        x = self.drop(self.convs[0].combine(proj, left, right))
+        for conv in self.convs[1:]:
             x = self.drop(conv(x, left, right))
         return x * vote.unsqueeze(-1)
 
-    def forward(self, op, table, left, right, vote, pred):
+    def head_input(self, pooled, plan):
+        return torch.cat([pooled, plan], -1) if self.cfg.plan else pooled
+
+    def forward(self, op, table, left, right, vote, pred, est=None, plan=None):
         """Sub-tree (or padded full-tree) batch -> (B, 1) in [0, 1]."""
         B, K, S = op.shape
-        x = self.features(op, table, pred).reshape(B * K, S, -1)
-        h = self.convolve(x, left.long().reshape(B * K, S), right.long().reshape(B * K, S), vote.reshape(B * K, S))
+        proj = self.input_projection(op, table, pred, est).reshape(B * K, S, -1)
+        h = self.convolve(proj, left.long().reshape(B * K, S), right.long().reshape(B * K, S), vote.reshape(B * K, S))
         pooled = h.max(dim=1).values.reshape(B, -1)          # (B, K*C3); ReLU outputs, so masked zeros never win
-        return torch.sigmoid(self.head(pooled))
+        return torch.sigmoid(self.head(self.head_input(pooled, plan)))
 
-    def forward_packed(self, op, table, left, right, vote, pred, tree, batch_size):
+    def forward_packed(self, op, table, left, right, vote, pred, est, plan, tree, batch_size):
         """Packed full trees: one flat node array (T,) with the shared zero
         slot 0 and the query index of each node -> (B, 1)."""
-        x = self.features(op, table, pred).unsqueeze(0)                  # (1, T, F)
-        h = self.convolve(x, left.long().unsqueeze(0), right.long().unsqueeze(0), vote.unsqueeze(0))[0]
+        proj = self.input_projection(op, table, pred, est).unsqueeze(0)  # (1, T, 3*C1)
+        h = self.convolve(proj, left.long().unsqueeze(0), right.long().unsqueeze(0), vote.unsqueeze(0))[0]
         pooled = torch.zeros(batch_size, h.shape[-1], device=h.device, dtype=h.dtype)
         idx = tree.unsqueeze(-1).expand(-1, h.shape[-1])
         pooled = pooled.scatter_reduce(0, idx[1:], h[1:], reduce="amax", include_self=True)
-        return torch.sigmoid(self.head(pooled))
+        return torch.sigmoid(self.head(self.head_input(pooled, plan)))
 
 
 def count_params(model):

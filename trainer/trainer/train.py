@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import INPUTS, load_npz, load_full, pad_full, pack_full, read_keys
+from .data import BASE_INPUTS, EST, FORMAT_VERSION, INPUTS, PLAN, load_npz, load_full, pad_full, pack_full, read_keys
 from .metrics import metrics, denormalize, clean
 from .model import ModelConfig, TreeCNN, count_params
 
@@ -156,13 +156,20 @@ def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.st
 
 # ------------------------------------------------------------------ export
 
+def model_inputs(model):
+    """The model's ONNX inputs (BUNDLE.md): the estimate inputs only when
+    the model uses them."""
+    return INPUTS if model.cfg.est or model.cfg.plan else BASE_INPUTS
+
+
 def export_onnx(model, sample, path):
     """Export the sub-tree model: inputs as BUNDLE.md (batch axis dynamic)."""
     model = model.cpu().eval()
-    args = tuple(torch.from_numpy(np.ascontiguousarray(sample[k][:2])) for k in INPUTS)
-    axes = {k: {0: "B"} for k in INPUTS}
+    names = model_inputs(model)
+    args = tuple(torch.from_numpy(np.ascontiguousarray(sample[k][:2])) for k in names)
+    axes = {k: {0: "B"} for k in names}
     axes["y"] = {0: "B"}
-    kw = dict(input_names=list(INPUTS), output_names=["y"], dynamic_axes=axes, opset_version=17)
+    kw = dict(input_names=list(names), output_names=["y"], dynamic_axes=axes, opset_version=17)
     try:
         # the TorchScript exporter: a plain graph with a dynamic batch axis
         torch.onnx.export(model, args, path, dynamo=False, **kw)
@@ -175,10 +182,11 @@ def onnx_predict(path, z, batch=256):
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
     n = z["op"].shape[0]
     out = []
     for lo in range(0, n, batch):
-        feed = {k: np.ascontiguousarray(z[k][lo:lo + batch]) for k in INPUTS}
+        feed = {k: np.ascontiguousarray(z[k][lo:lo + batch]) for k in names}
         out.append(sess.run(["y"], feed)[0].reshape(-1))
     return np.concatenate(out) if out else np.zeros(0, np.float32)
 
@@ -193,7 +201,7 @@ def write_bundle(out, workdir, model, test, test_keys, expected, manifest):
     export_onnx(model, test, os.path.join(tmp, "model.onnx"))
     g = min(GOLDEN_CASES, test["op"].shape[0])
     golden = {k: np.ascontiguousarray(test[k][:g]) for k in INPUTS + ("kind", "subtrees")}
-    golden["format_version"] = np.array(1, np.int32)
+    golden["format_version"] = np.array(FORMAT_VERSION, np.int32)
     p = test["params"]
     golden["params"] = np.array([p["N"], p["K"], p["C"], p["Pf"], p["full"]], np.int32)
     if "target" in test:
@@ -229,6 +237,8 @@ def main(argv=None):
     ap.add_argument("--dense", default="32,8")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
+    ap.add_argument("--no-estimates", action="store_true",
+                    help="leave out the optimizer-estimate features (the paper's model)")
     ap.add_argument("--full", action="store_true", help="also train the full-tree models (padded, packed)")
     ap.add_argument("--full-only", action="store_true", help="train only the full-tree models (no bundle)")
     a = ap.parse_args(argv)
@@ -238,6 +248,7 @@ def main(argv=None):
     W = a.workdir
     kernels = tuple(int(x) for x in a.kernels.split(","))
     dense = tuple(int(x) for x in a.dense.split(","))
+    est, plan = (0, 0) if a.no_estimates else (EST, PLAN)
 
     with open(os.path.join(W, "ops.json")) as f:
         n_ops = len(json.load(f))
@@ -301,7 +312,7 @@ def main(argv=None):
     if not a.full_only:
         name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"
         mcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=P["K"], kernels=kernels, dense=dense,
-                           dropout=a.dropout)
+                           dropout=a.dropout, est=est, plan=plan)
         model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
                                               SubTreeFeeder(va if va is not None else empty_like(tr), device),
                                               SubTreeFeeder(te, device))
@@ -322,7 +333,7 @@ def main(argv=None):
             "kind": "subtree",
             "N": P["N"], "K": P["K"], "C": P["C"], "Pf": P["Pf"],
             "slots": int(tr["op"].shape[2]),
-            "tensor_format_version": 1,
+            "tensor_format_version": FORMAT_VERSION,
             "target": {"transform": "ln_cpu_seconds_minmax", "min": lo, "max": hi},
             "global_pred_vector": tinfo["global_pred_vector"],
             "training_data_sha256": meta["training_data_sha256"],
@@ -330,9 +341,10 @@ def main(argv=None):
                          "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
                          "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
                          "lr": cfg.lr, "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
+                         "estimate_features": bool(est or plan),
                          "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
             "metrics": {"test": m},
-            "inputs": list(INPUTS),
+            "inputs": list(model_inputs(model)),
             "output": "y",
         }
         write_bundle(a.out, W, model, te, test_keys, p_cpu, manifest)
@@ -352,7 +364,7 @@ def main(argv=None):
         fte, yte = load_full(W, "test")
         smax = max(len(t["op"]) for t in ftr + fva + fte)
         fcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=1, kernels=kernels, dense=dense,
-                           dropout=a.dropout)
+                           dropout=a.dropout, est=est, plan=plan)
         padded = lambda ts: SubTreeFeeder(pad_full(ts, smax) if ts else empty_like(tr), device)
         run_model(f"prestroid_full_{P['Pf']}_padded", fcfg, padded(ftr), padded(fva), padded(fte))
         run_model(f"prestroid_full_{P['Pf']}_packed", fcfg, PackedFeeder(ftr, device), PackedFeeder(fva, device),
