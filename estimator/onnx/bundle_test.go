@@ -198,6 +198,38 @@ func TestRefusedBundles(t *testing.T) {
 				m["inputs"] = []string{"op", "table", "left", "right", "vote", "predicate"}
 			})
 		}, []string{"manifest.json", `lack "pred"`}},
+		{"estimate inputs on a format-1 manifest", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m map[string]any) {
+				m["inputs"] = []string{"op", "table", "left", "right", "vote", "pred", "est", "plan"}
+			})
+		}, []string{"manifest.json", "need tensor_format_version ≥ 2"}},
+		{"one estimate input without the other", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m map[string]any) {
+				m["tensor_format_version"] = 2
+				m["inputs"] = []string{"op", "table", "left", "right", "vote", "pred", "est"}
+			})
+		}, []string{"manifest.json", "optionally with"}},
+		{"estimate inputs without estimate golden arrays", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m map[string]any) {
+				m["tensor_format_version"] = 2
+				m["inputs"] = []string{"op", "table", "left", "right", "vote", "pred", "est", "plan"}
+			})
+			editGolden(t, dir, func(arrs map[string]*estimator.NPYArray) { delete(arrs, "est"); delete(arrs, "plan") })
+		}, []string{"golden.npz", `array "est" missing`}},
+		{"estimate inputs the model does not take", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m map[string]any) {
+				m["tensor_format_version"] = 2
+				m["inputs"] = []string{"op", "table", "left", "right", "vote", "pred", "est", "plan"}
+			})
+			editGolden(t, dir, func(arrs map[string]*estimator.NPYArray) {
+				g := arrs["expected"].Shape[0]
+				arrs["est"] = &estimator.NPYArray{Descr: "<f4", Shape: []int{g, 9, 16, estimator.EstDim}, Data: make([]float32, g*9*16*estimator.EstDim)}
+				arrs["plan"] = &estimator.NPYArray{Descr: "<f4", Shape: []int{g, estimator.PlanDim}, Data: make([]float32, g*estimator.PlanDim)}
+			})
+		}, []string{"model.onnx", "declares inputs"}},
+		{"a newer tensor format", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m map[string]any) { m["tensor_format_version"] = 3 })
+		}, []string{"manifest.json", "tensor_format_version 3"}},
 		{"a missing output", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m map[string]any) { m["output"] = "cost" })
 		}, []string{"model.onnx"}},
