@@ -55,27 +55,29 @@ flags:
 var trainSteps = []string{"featurize", "w2v", "tensors", "train"}
 
 type trainFlags struct {
-	data      []string
-	out       string
-	workdir   string
-	split     string
-	n, k, c   int
-	pf        int
-	full      bool
-	fullOnly  bool
-	epochs    int
-	device    string
-	seed      int
-	python    string
-	minCount  int
-	cbow      bool
-	lr        float64
-	batch     int
-	kernels   string
-	dense     string
-	patience  int
-	steps     string
-	fullChunk int
+	data     []string
+	out      string
+	workdir  string
+	split    string
+	n, k, c  int
+	pf       int
+	full     bool
+	fullOnly bool
+	epochs   int
+	device   string
+	seed     int
+	python   string
+	minCount int
+	cbow     bool
+	lr       float64
+	batch    int
+	kernels  string
+	dense    string
+	patience int
+	steps    string
+	// noEstimates trains the paper's network, without the est/plan inputs.
+	noEstimates bool
+	fullChunk   int
 }
 
 // multiFlag collects a repeated flag.
@@ -109,6 +111,7 @@ func runTrain(args []string) int {
 	fs.StringVar(&tf.python, "python", "", "Python interpreter with the trainer package (default $PRESTROID_PYTHON, .venv/bin/python, python3)")
 	fs.IntVar(&tf.minCount, "min-count", 10, "Word2Vec min token count (lowered automatically for tiny corpora)")
 	fs.BoolVar(&tf.cbow, "cbow", false, "Word2Vec CBOW instead of skip-gram")
+	fs.BoolVar(&tf.noEstimates, "no-estimates", false, "leave out the optimizer-estimate features (the paper's model; TENSORS.md)")
 	fs.Float64Var(&tf.lr, "lr", 1e-4, "Adam learning rate")
 	fs.IntVar(&tf.batch, "batch", 64, "batch size")
 	fs.StringVar(&tf.kernels, "kernels", "128,128,128", "tree-conv kernels per layer (C values)")
@@ -726,6 +729,9 @@ func stepTrain(tf *trainFlags) error {
 		"--device", tf.device, "--seed", strconv.Itoa(tf.seed),
 		"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64), "--batch", strconv.Itoa(tf.batch),
 		"--kernels", tf.kernels, "--dense", tf.dense}
+	if tf.noEstimates {
+		args = append(args, "--no-estimates")
+	}
 	if tf.fullOnly {
 		args = append(args, "--full-only")
 	} else if tf.full {
