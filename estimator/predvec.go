@@ -157,16 +157,13 @@ func (e *predEncoder) encode(p *Pred) ([]float32, bool) {
 	return out, out != nil
 }
 
-// vectors fills one vector per PRED node (same order as preds): the direct
-// encoding when every token is known; otherwise, in order, the mean of the
-// query's fully known PRED vectors, the mean of all known tokens of the
-// query's predicates, the global mean PRED vector (zeros if none).
-func (e *predEncoder) vectors(preds []*OTPNode) [][]float32 {
-	out := make([][]float32, len(preds))
+// direct encodes each PRED node directly (cache first) and counts the nodes
+// it could not encode (nil in out).
+func (e *predEncoder) direct(preds []*OTPNode) (out [][]float32, missing int) {
+	out = make([][]float32, len(preds))
 	if e.dim == 0 || e.vecs == nil {
-		return out
+		return out, 0
 	}
-	var missing int
 	for i, n := range preds {
 		key := ""
 		if e.cache != nil && n.Pred != nil {
@@ -187,6 +184,15 @@ func (e *predEncoder) vectors(preds []*OTPNode) [][]float32 {
 		}
 		missing++
 	}
+	return out, missing
+}
+
+// vectors fills one vector per PRED node (same order as preds): the direct
+// encoding when every token is known; otherwise, in order, the mean of the
+// query's fully known PRED vectors, the mean of all known tokens of the
+// query's predicates, the global mean PRED vector (zeros if none).
+func (e *predEncoder) vectors(preds []*OTPNode) [][]float32 {
+	out, missing := e.direct(preds)
 	if missing == 0 {
 		return out
 	}

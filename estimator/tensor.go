@@ -171,17 +171,35 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 		}
 	})
 	f.Plan = pa.vector()
-	var predIdx map[*OTPNode]int
-	var predVecs [][]float32
+	// Vectors of the PRED slots, in slot order. The PRED nodes of the first
+	// K sub-trees are encoded first; only when one of them needs the
+	// fallback chain (which reads every PRED node of the query) are all of
+	// them encoded.
+	var slotVecs [][]float32
 	if dim > 0 {
 		f.Pred = make([]float32, total*dim)
-		predIdx = make(map[*OTPNode]int, len(preds))
-		for i, p := range preds {
-			predIdx[p] = i
+		var inK []*OTPNode
+		for si := range sts {
+			for _, n := range sts[si].Nodes {
+				if n.Kind == OTPPredicate {
+					inK = append(inK, n)
+				}
+			}
 		}
 		pe := predEncoder{vecs: e.Vectors, cache: e.Cache, dim: dim}
-		predVecs = pe.vectors(preds)
+		var missing int
+		if slotVecs, missing = pe.direct(inK); missing > 0 {
+			all := pe.vectors(preds)
+			idx := make(map[*OTPNode]int, len(preds))
+			for i, p := range preds {
+				idx[p] = i
+			}
+			for i, n := range inK {
+				slotVecs[i] = all[idx[n]]
+			}
+		}
 	}
+	next := 0 // the next PRED slot's vector
 	for si := range sts {
 		st := &sts[si]
 		base := si * slots
@@ -196,9 +214,10 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 			case OTPPredicate:
 				f.Kind[s] = SlotPRED
 				if dim > 0 {
-					if v := predVecs[predIdx[n]]; v != nil {
+					if v := slotVecs[next]; v != nil {
 						copy(f.Pred[s*dim:(s+1)*dim], v)
 					}
+					next++
 				}
 			default:
 				f.Kind[s] = SlotEmpty

@@ -88,6 +88,25 @@ func TestPredicateVectorEncoding(t *testing.T) {
 			t.Errorf("got %v, want %v", got["zzz = 3"], want)
 		}
 	})
+	t.Run("the fallback reads PRED nodes outside the first K sub-trees", func(t *testing.T) {
+		// The outermost Filter holds "zzz = 3"; with N=3, C=1, K=1 the only
+		// sub-tree kept is that Filter, its PRED and the next Filter.
+		root := otpFromPredicates(t, "a = 1", "b < 2", "zzz = 3")
+		ek := &Encoder{Vectors: vecs, Dim: 2, Sampler: SamplerConfig{N: 3, K: 1, C: 1}}
+		f, err := ek.Encode(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [][]float32
+		for s, k := range f.Kind {
+			if k == SlotPRED {
+				got = append(got, f.Pred[s*2:(s+1)*2])
+			}
+		}
+		if want := [][]float32{{2.5, 4}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("PRED slots %v, want %v", got, want)
+		}
+	})
 	t.Run("then to the mean of the query's known tokens", func(t *testing.T) {
 		got := predVectorsOf(t, e, otpFromPredicates(t, "zzz = 3", "b < yyy"))
 		// known tokens: "=" (1,2), "b" (3,0), "<" (5,4) → (3, 2)
