@@ -23,3 +23,11 @@ def test_w2v_lowers_min_count_on_tiny_corpora():
     wv, eff, note = train_vectors(sents, size=4, min_count=10, seed=1, epochs=2)
     assert eff < 10 and "lowered" in note
     assert wv.vector_size == 4 and "a" in wv.key_to_index
+
+
+def test_model_names():
+    from trainer.eval import pretty
+    assert pretty("prestroid_15_47_50") == "prestroid(15-47-50)"
+    assert pretty("prestroid_15_47_50_paper") == "prestroid(15-47-50)-paper"
+    assert pretty("prestroid_full_50_packed_paper") == "prestroid(full-50)-packed-paper"
+    assert pretty("tfidf_gbr") == "tfidf_gbr"

@@ -27,13 +27,15 @@ from .metrics import metrics, denormalize, clean, qerrors
 
 
 def pretty(name):
-    """prestroid_15_9_50 -> prestroid(15-9-50); prestroid_full_50_padded -> prestroid(full-50)-padded."""
+    """prestroid_15_9_50 -> prestroid(15-9-50); prestroid_full_50_padded -> prestroid(full-50)-padded;
+    prestroid_15_9_50_paper -> prestroid(15-9-50)-paper (trained without the estimate features)."""
     parts = name.split("_")
     if parts[0] != "prestroid":
         return name
     if parts[1] == "full":
         return f"prestroid(full-{parts[2]})" + "".join("-" + p for p in parts[3:])
-    return "prestroid(" + "-".join(parts[1:]) + ")"
+    nums = [p for p in parts[1:] if p.isdigit()]
+    return "prestroid(" + "-".join(nums) + ")" + "".join("-" + p for p in parts[1 + len(nums):])
 
 
 def per_template(keys, y, p, tmpl_of, lo, hi):

@@ -249,6 +249,7 @@ def main(argv=None):
     kernels = tuple(int(x) for x in a.kernels.split(","))
     dense = tuple(int(x) for x in a.dense.split(","))
     est, plan = (0, 0) if a.no_estimates else (EST, PLAN)
+    suffix = "_paper" if a.no_estimates else ""     # model names in the report and predictions files
 
     with open(os.path.join(W, "ops.json")) as f:
         n_ops = len(json.load(f))
@@ -310,7 +311,7 @@ def main(argv=None):
 
     # --- the sub-tree model: the bundle's model
     if not a.full_only:
-        name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"
+        name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix
         mcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=P["K"], kernels=kernels, dense=dense,
                            dropout=a.dropout, est=est, plan=plan)
         model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
@@ -366,8 +367,8 @@ def main(argv=None):
         fcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=1, kernels=kernels, dense=dense,
                            dropout=a.dropout, est=est, plan=plan)
         padded = lambda ts: SubTreeFeeder(pad_full(ts, smax) if ts else empty_like(tr), device)
-        run_model(f"prestroid_full_{P['Pf']}_padded", fcfg, padded(ftr), padded(fva), padded(fte))
-        run_model(f"prestroid_full_{P['Pf']}_packed", fcfg, PackedFeeder(ftr, device), PackedFeeder(fva, device),
+        run_model(f"prestroid_full_{P['Pf']}_padded" + suffix, fcfg, padded(ftr), padded(fva), padded(fte))
+        run_model(f"prestroid_full_{P['Pf']}_packed" + suffix, fcfg, PackedFeeder(ftr, device), PackedFeeder(fva, device),
                   PackedFeeder(fte, device))
         report["full_slots"] = smax
     save_report()
