@@ -53,29 +53,32 @@ def test_no_node_slot_and_votes_matter():
         torch.testing.assert_close(m(*_inputs(z3)), base)
 
 
-def _reference_conv(m, x, left, right):
-    """The DESIGN §3 layer written plainly: ReLU(W_top x_i + W_left x_l + W_right x_r + b)."""
+def _reference_forward(m, op, table, left, right, vote, pred, est=None, plan=None):
+    """DESIGN §3 written plainly: one-hot features, per-sub-tree gathers,
+    ReLU(W_top x_i + W_left x_l + W_right x_r + b), slot 0 kept at zero,
+    votes, max-pool, dense head."""
+    B, K, S = op.shape
+    x = m.features(op, table, pred, est).reshape(B * K, S, -1)
+    left, right = left.long().reshape(B * K, S), right.long().reshape(B * K, S)
+    g = lambda h, idx: torch.gather(h, 1, idx.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
     for conv in m.convs:
-        g = lambda h, idx: torch.gather(h, 1, idx.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
         out = torch.relu(conv.top(x) + conv.left(g(x, left)) + conv.right(g(x, right)))
         x = torch.cat([torch.zeros_like(out[:, :1]), out[:, 1:]], 1)
-    return x
+    x = x * vote.reshape(B * K, S, 1)
+    pooled = x.max(dim=1).values.reshape(B, -1)
+    if m.cfg.plan:
+        pooled = torch.cat([pooled, plan], -1)
+    return torch.sigmoid(m.head(pooled))
 
 
 @pytest.mark.parametrize("est", [False, True])
-def test_lookup_projection_equals_one_hot_layers(est):
-    """The model's projection-first layers with id lookups compute the same
-    as the plain one-hot formulation."""
+def test_model_equals_the_plain_formulation(est):
+    """The flat, projection-first layers with id lookups compute the same as
+    the plain one-hot, per-sub-tree formulation."""
     z = load_npz(EXAMPLE)
     m = _model(k=9, est=est)
-    t = {k: torch.from_numpy(np.ascontiguousarray(z[k])) for k in INPUTS}
-    B, K, S = z["op"].shape
-    x = m.features(t["op"], t["table"], t["pred"], t["est"]).reshape(B * K, S, -1)
-    left, right = t["left"].long().reshape(B * K, S), t["right"].long().reshape(B * K, S)
-    want = _reference_conv(m, x, left, right) * t["vote"].reshape(B * K, S, 1)
-    proj = m.input_projection(t["op"], t["table"], t["pred"], t["est"]).reshape(B * K, S, -1)
-    got = m.convolve(proj, left, right, t["vote"].reshape(B * K, S))
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        torch.testing.assert_close(m(*_inputs(z)), _reference_forward(m, *_inputs(z)), rtol=1e-5, atol=1e-6)
     assert one_hot(torch.tensor([0, 2]), 4).tolist() == [[0, 0, 0], [0, 1, 0]]
 
 

@@ -16,9 +16,11 @@ uses neither; ModelConfig(est=0, plan=0) is the paper's network.
     sigmoid      (B, 1)           normalized ln(CPU seconds)
 
 A tree-conv layer is one gather per child plus matmuls (no loops over
-nodes), so the ONNX export is a plain tensor graph. Each layer projects every
-slot once (x @ [W_top | W_left | W_right]) and gathers the children's
-projections. The first layer never builds the one-hot part of x: the
+nodes), so the ONNX export is a plain tensor graph. The B*K sub-trees are
+one flat node array; each layer projects every node once
+(x @ [W_top | W_left | W_right]) and gathers the children's projections by
+flat position (two Gathers per layer; slot 0 of each sub-tree is masked back
+to zero). The first layer never builds the one-hot part of x: the
 columns of W for operator and table ids are looked up by id (a Gather), which
 is the same product. The full-tree models are the same network with K = 1
 (padded) or over a packed node array (packed).
@@ -50,14 +52,8 @@ def one_hot(ids, n):
     return (ids.unsqueeze(-1) == rng).to(torch.float32)
 
 
-def _gather_slots(p, idx):
-    """p (T, S, F), idx (T, S) -> p[t, idx[t, s]]."""
-    return torch.gather(p, 1, idx.unsqueeze(-1).expand(-1, -1, p.shape[-1]))
-
-
 class TreeConv(nn.Module):
-    """One tree-convolution layer over (T, S, F) nodes with child slots
-    left/right (T, S); slot 0 of every tree is the zero "no node" slot."""
+    """One tree-convolution layer: h_i = ReLU(W_top x_i + W_left x_l + W_right x_r + b)."""
 
     def __init__(self, fin, fout):
         super().__init__()
@@ -70,16 +66,14 @@ class TreeConv(nn.Module):
         """(fin, 3*fout): [W_top | W_left | W_right] as one matrix."""
         return torch.cat([self.top.weight, self.left.weight, self.right.weight], 0).t()
 
-    def combine(self, proj, left, right):
-        """Per-slot projections (T, S, 3*fout) -> layer output (T, S, fout)."""
+    def combine(self, proj, li, ri, keep):
+        """Per-node projections (M, 3*fout) of a flat node array -> layer
+        output (M, fout). li/ri (M,) are the flat positions of each node's
+        children (a "no child" position holds a zero node); keep (M, 1) is 0
+        at those zero nodes so that they stay zero."""
         f = self.fout
-        pt, pl, pr = proj[..., :f], proj[..., f:2 * f], proj[..., 2 * f:]
-        out = F.relu(pt + self.top.bias + _gather_slots(pl, left) + _gather_slots(pr, right))
-        # keep slot 0 at zero so that "no child" keeps reading zeros
-        return torch.cat([torch.zeros_like(out[:, :1]), out[:, 1:]], dim=1)
-
-    def forward(self, h, left, right):
-        return self.combine(h @ self.weight(), left, right)
+        return F.relu(proj[:, :f] + self.top.bias + proj[:, f:2 * f].index_select(0, li)
+                      + proj[:, 2 * f:].index_select(0, ri)) * keep
 
 
 class TreeCNN(nn.Module):
@@ -98,7 +92,7 @@ class TreeCNN(nn.Module):
         self.head = nn.Sequential(*layers)
 
     def features(self, op, table, pred, est=None):
-        """The first layer's input x in full (one-hot form); the reference
+        """The first layer's input x in full (one-hot form): the reference
         for input_projection, used by tests."""
         parts = [one_hot(op.long(), self.cfg.n_ops), one_hot(table.long(), self.cfg.n_tables), pred]
         if self.cfg.est:
@@ -119,30 +113,41 @@ class TreeCNN(nn.Module):
             p = p + est @ w[no + nt + pf:]
         return p
 
-    def convolve(self, proj, left, right, vote):
-        """First-layer projections (T, S, 3*C1), left/right (T, S) int64,
-        vote (T, S) -> masked node outputs (T, S, C3)."""
-        x = self.drop(self.convs[0].combine(proj, left, right))
+    def convolve(self, proj, li, ri, keep, vote):
+        """Flat node array: first-layer projections (M, 3*C1), child
+        positions li/ri (M,), keep (M, 1), vote (M,) -> masked node outputs
+        (M, C3)."""
+        x = self.drop(self.convs[0].combine(proj, li, ri, keep))
         for conv in self.convs[1:]:
-            x = self.drop(conv(x, left, right))
-        return x * vote.unsqueeze(-1)
+            x = self.drop(conv.combine(x @ conv.weight(), li, ri, keep))
+        return x * vote.reshape(-1, 1)
 
     def head_input(self, pooled, plan):
         return torch.cat([pooled, plan], -1) if self.cfg.plan else pooled
 
     def forward(self, op, table, left, right, vote, pred, est=None, plan=None):
-        """Sub-tree (or padded full-tree) batch -> (B, 1) in [0, 1]."""
+        """Sub-tree (or padded full-tree) batch -> (B, 1) in [0, 1]. The
+        B*K sub-trees of S slots are one flat array of B*K*S nodes; a child
+        slot c of sub-tree t sits at t*S + c, and slot 0 of every sub-tree is
+        its zero "no node"."""
         B, K, S = op.shape
-        proj = self.input_projection(op, table, pred, est).reshape(B * K, S, -1)
-        h = self.convolve(proj, left.long().reshape(B * K, S), right.long().reshape(B * K, S), vote.reshape(B * K, S))
-        pooled = h.max(dim=1).values.reshape(B, -1)          # (B, K*C3); ReLU outputs, so masked zeros never win
+        T = B * K
+        proj = self.input_projection(op, table, pred, est).reshape(T * S, -1)
+        base = (torch.arange(T, device=op.device) * S).unsqueeze(1)
+        li = (left.long().reshape(T, S) + base).reshape(-1)
+        ri = (right.long().reshape(T, S) + base).reshape(-1)
+        keep = (torch.arange(S, device=op.device) > 0).to(proj.dtype).repeat(T).unsqueeze(1)
+        h = self.convolve(proj, li, ri, keep, vote)
+        pooled = h.reshape(B, K, S, -1).max(dim=2).values.reshape(B, -1)   # ReLU outputs: masked zeros never win
         return torch.sigmoid(self.head(self.head_input(pooled, plan)))
 
     def forward_packed(self, op, table, left, right, vote, pred, est, plan, tree, batch_size):
         """Packed full trees: one flat node array (T,) with the shared zero
-        slot 0 and the query index of each node -> (B, 1)."""
-        proj = self.input_projection(op, table, pred, est).unsqueeze(0)  # (1, T, 3*C1)
-        h = self.convolve(proj, left.long().unsqueeze(0), right.long().unsqueeze(0), vote.unsqueeze(0))[0]
+        slot 0, children as flat positions, and the query index of each node
+        -> (B, 1)."""
+        proj = self.input_projection(op, table, pred, est)               # (T, 3*C1)
+        keep = (torch.arange(op.shape[0], device=op.device) > 0).to(proj.dtype).unsqueeze(1)
+        h = self.convolve(proj, left.long(), right.long(), keep, vote)
         pooled = torch.zeros(batch_size, h.shape[-1], device=h.device, dtype=h.dtype)
         idx = tree.unsqueeze(-1).expand(-1, h.shape[-1])
         pooled = pooled.scatter_reduce(0, idx[1:], h[1:], reduce="amax", include_self=True)
