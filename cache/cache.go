@@ -170,3 +170,72 @@ func (t *TTL[V]) Close() {
 		t.c.Close()
 	}
 }
+
+// Plans caches EXPLAIN plans ([]byte) by key for a fixed time to live,
+// bounded by their total size. A nil *Plans never hits.
+type Plans struct {
+	c   *ristretto.Cache[string, []byte]
+	ttl time.Duration
+}
+
+// NewPlans returns a plan cache holding about maxBytes of plans, each kept
+// for ttl. maxBytes ≤ 0 means 64 MiB; ttl must be positive. A plan larger
+// than maxBytes/4 is not kept.
+func NewPlans(maxBytes int64, ttl time.Duration) (*Plans, error) {
+	if ttl <= 0 {
+		return nil, errors.New("cache: TTL must be positive")
+	}
+	if maxBytes <= 0 {
+		maxBytes = 64 << 20
+	}
+	c, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
+		// ~10 counters per item; plans are a few KiB to a few hundred KiB.
+		NumCounters: max(1000, maxBytes/1000),
+		MaxCost:     maxBytes,
+		BufferItems: 64,
+		Metrics:     true,
+		Cost:        func(v []byte) int64 { return int64(len(v)) + 64 },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	return &Plans{c: c, ttl: ttl}, nil
+}
+
+// Get returns the plan under key if present and not expired.
+func (p *Plans) Get(key string) ([]byte, bool) {
+	if p == nil {
+		return nil, false
+	}
+	return p.c.Get(key)
+}
+
+// Set stores plan under key for the cache's TTL (best-effort).
+func (p *Plans) Set(key string, plan []byte) {
+	if p == nil || int64(len(plan)) > p.c.MaxCost()/4 {
+		return
+	}
+	p.c.SetWithTTL(key, plan, 0, p.ttl) // cost 0: computed by Config.Cost
+}
+
+// Wait blocks until pending Sets are applied (for tests and benchmarks).
+func (p *Plans) Wait() {
+	if p != nil {
+		p.c.Wait()
+	}
+}
+
+// Stats returns the cache's counters.
+func (p *Plans) Stats() Stats {
+	if p == nil {
+		return Stats{}
+	}
+	return statsOf(p.c.Metrics)
+}
+
+// Close stops the cache's goroutines.
+func (p *Plans) Close() {
+	if p != nil {
+		p.c.Close()
+	}
+}

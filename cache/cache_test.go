@@ -79,3 +79,46 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestPlansBoundedBySize(t *testing.T) {
+	const budget = 1 << 20
+	c, err := NewPlans(budget, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	plan := []byte(`{"0":{"id":"0","name":"Output"}}`)
+	c.Set("q", plan)
+	c.Wait()
+	if got, ok := c.Get("q"); !ok || string(got) != string(plan) {
+		t.Fatalf("Get = %q, %v", got, ok)
+	}
+	c.Set("huge", make([]byte, budget/2)) // over a quarter of the budget: not kept
+	c.Wait()
+	if _, ok := c.Get("huge"); ok {
+		t.Error("a plan over a quarter of the budget was kept")
+	}
+	// 64 plans of 100 KiB (6.4 MiB) into a 1 MiB cache: what stays fits.
+	big := make([]byte, 100<<10)
+	for i := 0; i < 64; i++ {
+		c.Set(fmt.Sprint("p", i), big)
+		c.Wait()
+	}
+	kept := 0
+	for i := 0; i < 64; i++ {
+		if _, ok := c.Get(fmt.Sprint("p", i)); ok {
+			kept++
+		}
+	}
+	if kept == 0 || kept*len(big) > budget {
+		t.Errorf("%d plans of %d bytes kept in a %d-byte cache", kept, len(big), budget)
+	}
+	var nilPlans *Plans
+	nilPlans.Set("q", plan)
+	if _, ok := nilPlans.Get("q"); ok {
+		t.Error("nil cache hit")
+	}
+	if _, err := NewPlans(1, 0); err == nil {
+		t.Error("zero TTL accepted")
+	}
+}

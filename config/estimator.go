@@ -53,6 +53,12 @@ type Estimator struct {
 	CacheTTL Duration `yaml:"cache_ttl"`
 	// CacheEntries bounds the estimate cache. Zero means 100000.
 	CacheEntries int `yaml:"cache_entries"`
+	// PlanCacheBytes bounds the cache of the EXPLAIN plans behind cached
+	// estimates (same key and TTL), so that a query served from the
+	// estimate cache still has its plan in the feedback log. Zero means
+	// 64 MiB; negative turns it off (such feedback records then have no
+	// plan).
+	PlanCacheBytes int64 `yaml:"plan_cache_bytes"`
 	// VectorCacheBytes bounds the predicate-vector cache. Zero means
 	// 64 MiB; negative turns it off.
 	VectorCacheBytes int64 `yaml:"vector_cache_bytes"`

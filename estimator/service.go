@@ -34,8 +34,9 @@ type CostEstimate struct {
 	// Tables is the number of distinct tables the plan scans and
 	// UnknownTables how many of them the model never saw in training.
 	Tables, UnknownTables int
-	// Plan is the EXPLAIN JSON the estimate was made from (nil on a cache
-	// hit and in the cache: plans can be megabytes).
+	// Plan is the EXPLAIN JSON the estimate was made from. Never kept in
+	// the estimate cache (plans can be megabytes); a cache hit has it only
+	// from ServiceOptions.PlanCache.
 	Plan []byte `json:"-"`
 }
 
@@ -44,6 +45,13 @@ type CostEstimate struct {
 type EstimateCache interface {
 	Get(key string) (CostEstimate, bool)
 	Set(key string, e CostEstimate)
+}
+
+// PlanCache caches EXPLAIN plans by EstimateKey (best-effort; cached plans
+// are never modified).
+type PlanCache interface {
+	Get(key string) ([]byte, bool)
+	Set(key string, plan []byte)
 }
 
 // ServiceOptions configure a Service. Zero values are documented per field.
@@ -64,6 +72,10 @@ type ServiceOptions struct {
 	Workers int
 	// Cache caches estimates. Nil means no estimate cache.
 	Cache EstimateCache
+	// PlanCache keeps the plans of cached estimates under the same key, so
+	// that a cache hit still carries its plan (for the feedback log). Nil
+	// means cache hits have no plan. cache.Plans fits.
+	PlanCache PlanCache
 	// Logger receives reload messages. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -153,6 +165,9 @@ func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Heade
 		key = EstimateKey(m.ID(), sql, h)
 		if e, ok := s.opts.Cache.Get(key); ok {
 			e.Cached, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros = true, 0, 0, 0
+			if s.opts.PlanCache != nil {
+				e.Plan, _ = s.opts.PlanCache.Get(key)
+			}
 			return &e, nil
 		}
 	}
@@ -171,6 +186,9 @@ func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Heade
 	e.ExplainQueryID = res.QueryID
 	if key != "" {
 		s.opts.Cache.Set(key, *e)
+		if s.opts.PlanCache != nil {
+			s.opts.PlanCache.Set(key, res.PlanJSON)
+		}
 	}
 	e.Plan = res.PlanJSON
 	return e, nil

@@ -127,6 +127,13 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 			return nil, nil, err
 		}
 		so.Cache = ec
+		if e.PlanCacheBytes >= 0 {
+			pc, err := cache.NewPlans(e.PlanCacheBytes, ttl)
+			if err != nil {
+				return nil, nil, err
+			}
+			so.PlanCache = pc
+		}
 	}
 	if m.Manifest().Untrained() {
 		logger.Warn("estimator: serving an UNTRAINED model (random weights): its estimates mean nothing", "model", m.ID(), "source", m.Source())

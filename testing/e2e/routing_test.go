@@ -241,6 +241,19 @@ feedback:
 			t.Errorf("no unknown-table series:\n%s", body)
 		}
 	})
+	t.Run("a repeated query is estimated from the cache", func(t *testing.T) {
+		sql := lightSQL + " /* repeat_" + run + " */"
+		for i := 0; i < 2; i++ {
+			resp, p := do(t, "POST", base+"/v1/statement", sql, nil)
+			if last := finish(p); last.Stats.State != "FINISHED" {
+				t.Fatalf("run %d: state %s", i, last.Stats.State)
+			}
+			hit := strings.Contains(resp.Header.Get("Server-Timing"), "estimate-cache;desc=hit")
+			if hit != (i == 1) {
+				t.Errorf("run %d: Server-Timing %q", i, resp.Header.Get("Server-Timing"))
+			}
+		}
+	})
 	t.Run("the feedback log records completed queries with estimate, plan and actual CPU", func(t *testing.T) {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
@@ -273,6 +286,22 @@ feedback:
 		}
 		if st := estimator.Stats(mustOTP(t, p)); len(st.Tables) != 3 {
 			t.Errorf("recorded plan scans %v, want 3 tables", st.Tables)
+		}
+		// The repeated query: the estimate-cache hit has its plan too (from
+		// the plan cache).
+		var repeats int
+		for _, r := range recs {
+			if strings.Contains(r.SQL, "/* repeat_"+run+" */") {
+				repeats++
+				if r.Plan == nil || len(r.Plan.JSON) == 0 || r.Estimate == nil {
+					t.Errorf("repeated query record %d without plan or estimate", repeats)
+				} else if _, err := estimator.ParsePlan(r.Plan.JSON); err != nil {
+					t.Errorf("repeated query record %d: plan: %v", repeats, err)
+				}
+			}
+		}
+		if repeats != 2 {
+			t.Errorf("%d feedback records of the repeated query, want 2", repeats)
 		}
 	})
 }
