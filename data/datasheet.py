@@ -46,7 +46,12 @@ def read_records(path):
 
 
 def ts(s):
-    return datetime.fromisoformat(s.replace("Z", "+00:00")[:26] + "+00:00" if "." in s else s.replace("Z", "+00:00"))
+    """RFC 3339 UTC time with any number of fractional digits (Go trims trailing zeros)."""
+    s = s.rstrip("Z").replace("+00:00", "")
+    if "." in s:
+        whole, frac = s.split(".", 1)
+        s = whole + "." + (frac + "000000")[:6]
+    return datetime.fromisoformat(s + "+00:00")
 
 
 def quantiles(xs, qs=(0, 0.1, 0.5, 0.9, 0.99, 1)):
