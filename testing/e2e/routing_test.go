@@ -248,9 +248,10 @@ feedback:
 			if last := finish(p); last.Stats.State != "FINISHED" {
 				t.Fatalf("run %d: state %s", i, last.Stats.State)
 			}
-			hit := strings.Contains(resp.Header.Get("Server-Timing"), "estimate-cache;desc=hit")
-			if hit != (i == 1) {
-				t.Errorf("run %d: Server-Timing %q", i, resp.Header.Get("Server-Timing"))
+			// The cache key ignores comments, so the first run may already
+			// hit the light query's entry (within the TTL); the second must.
+			if i == 1 && !strings.Contains(resp.Header.Get("Server-Timing"), "estimate-cache;desc=hit") {
+				t.Errorf("run %d: Server-Timing %q, want an estimate-cache hit", i, resp.Header.Get("Server-Timing"))
 			}
 		}
 	})
