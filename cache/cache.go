@@ -105,10 +105,15 @@ func (v *Vectors) Close() {
 }
 
 // TTL caches values of type V by string key for a fixed time to live,
-// bounded by entry count. A nil *TTL never hits.
+// bounded by entry count (NewTTL) or by size (NewPlans). A nil *TTL never
+// hits.
 type TTL[V any] struct {
 	c   *ristretto.Cache[string, V]
 	ttl time.Duration
+	// cost, when set, sizes each value (NewPlans); values costing more
+	// than maxCost are not kept. Nil: one unit per entry (NewTTL).
+	cost    func(V) int64
+	maxCost int64
 }
 
 // NewTTL returns a cache of at most maxEntries entries, each kept for ttl.
@@ -144,8 +149,12 @@ func (t *TTL[V]) Get(key string) (V, bool) {
 
 // Set stores v under key for the cache's TTL (best-effort).
 func (t *TTL[V]) Set(key string, v V) {
-	if t != nil {
+	switch {
+	case t == nil:
+	case t.cost == nil:
 		t.c.SetWithTTL(key, v, 1, t.ttl)
+	case t.cost(v) <= t.maxCost:
+		t.c.SetWithTTL(key, v, 0, t.ttl) // cost 0: computed by the Config's Cost
 	}
 }
 
@@ -171,71 +180,27 @@ func (t *TTL[V]) Close() {
 	}
 }
 
-// Plans caches EXPLAIN plans ([]byte) by key for a fixed time to live,
-// bounded by their total size. A nil *Plans never hits.
-type Plans struct {
-	c   *ristretto.Cache[string, []byte]
-	ttl time.Duration
-}
-
-// NewPlans returns a plan cache holding about maxBytes of plans, each kept
-// for ttl. maxBytes ≤ 0 means 64 MiB; ttl must be positive. A plan larger
-// than maxBytes/4 is not kept.
-func NewPlans(maxBytes int64, ttl time.Duration) (*Plans, error) {
+// NewPlans returns a cache of EXPLAIN plans ([]byte) by key, each kept for
+// ttl and bounded by their total size: about maxBytes (≤ 0 means 64 MiB). A
+// plan larger than maxBytes/4 is not kept. ttl must be positive.
+func NewPlans(maxBytes int64, ttl time.Duration) (*TTL[[]byte], error) {
 	if ttl <= 0 {
 		return nil, errors.New("cache: TTL must be positive")
 	}
 	if maxBytes <= 0 {
 		maxBytes = 64 << 20
 	}
+	cost := func(v []byte) int64 { return int64(len(v)) + 64 }
 	c, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
 		// ~10 counters per item; plans are a few KiB to a few hundred KiB.
 		NumCounters: max(1000, maxBytes/1000),
 		MaxCost:     maxBytes,
 		BufferItems: 64,
 		Metrics:     true,
-		Cost:        func(v []byte) int64 { return int64(len(v)) + 64 },
+		Cost:        cost,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
-	return &Plans{c: c, ttl: ttl}, nil
-}
-
-// Get returns the plan under key if present and not expired.
-func (p *Plans) Get(key string) ([]byte, bool) {
-	if p == nil {
-		return nil, false
-	}
-	return p.c.Get(key)
-}
-
-// Set stores plan under key for the cache's TTL (best-effort).
-func (p *Plans) Set(key string, plan []byte) {
-	if p == nil || int64(len(plan)) > p.c.MaxCost()/4 {
-		return
-	}
-	p.c.SetWithTTL(key, plan, 0, p.ttl) // cost 0: computed by Config.Cost
-}
-
-// Wait blocks until pending Sets are applied (for tests and benchmarks).
-func (p *Plans) Wait() {
-	if p != nil {
-		p.c.Wait()
-	}
-}
-
-// Stats returns the cache's counters.
-func (p *Plans) Stats() Stats {
-	if p == nil {
-		return Stats{}
-	}
-	return statsOf(p.c.Metrics)
-}
-
-// Close stops the cache's goroutines.
-func (p *Plans) Close() {
-	if p != nil {
-		p.c.Close()
-	}
+	return &TTL[[]byte]{c: c, ttl: ttl, cost: cost, maxCost: maxBytes / 4}, nil
 }

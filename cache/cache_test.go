@@ -113,7 +113,7 @@ func TestPlansBoundedBySize(t *testing.T) {
 	if kept == 0 || kept*len(big) > budget {
 		t.Errorf("%d plans of %d bytes kept in a %d-byte cache", kept, len(big), budget)
 	}
-	var nilPlans *Plans
+	var nilPlans *TTL[[]byte]
 	nilPlans.Set("q", plan)
 	if _, ok := nilPlans.Get("q"); ok {
 		t.Error("nil cache hit")

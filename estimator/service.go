@@ -74,7 +74,7 @@ type ServiceOptions struct {
 	Cache EstimateCache
 	// PlanCache keeps the plans of cached estimates under the same key, so
 	// that a cache hit still carries its plan (for the feedback log). Nil
-	// means cache hits have no plan. cache.Plans fits.
+	// means cache hits have no plan. cache.NewPlans gives one.
 	PlanCache PlanCache
 	// Logger receives reload messages. Nil means slog.Default().
 	Logger *slog.Logger
