@@ -80,23 +80,18 @@ func (m *Model) inputNames() []string {
 // checkIO compares the model's declared inputs and output with BUNDLE.md.
 func (m *Model) checkIO() error {
 	mf := &m.bundle.Manifest
-	want := map[string]struct {
+	type io struct {
 		dtype string
 		shape []int64
-	}{
+	}
+	want := map[string]io{
 		"op": {"int32", []int64{-1, int64(mf.K), int64(mf.Slots)}}, "table": {"int32", []int64{-1, int64(mf.K), int64(mf.Slots)}},
 		"left": {"int32", []int64{-1, int64(mf.K), int64(mf.Slots)}}, "right": {"int32", []int64{-1, int64(mf.K), int64(mf.Slots)}},
 		"vote": {"float32", []int64{-1, int64(mf.K), int64(mf.Slots)}}, "pred": {"float32", []int64{-1, int64(mf.K), int64(mf.Slots), int64(mf.Pf)}},
 	}
 	if mf.UsesEstimates() {
-		want["est"] = struct {
-			dtype string
-			shape []int64
-		}{"float32", []int64{-1, int64(mf.K), int64(mf.Slots), EstDim}}
-		want["plan"] = struct {
-			dtype string
-			shape []int64
-		}{"float32", []int64{-1, PlanDim}}
+		want["est"] = io{"float32", []int64{-1, int64(mf.K), int64(mf.Slots), EstDim}}
+		want["plan"] = io{"float32", []int64{-1, PlanDim}}
 	}
 	ins := m.sess.Inputs()
 	if len(ins) != len(mf.Inputs) {
