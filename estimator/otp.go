@@ -123,11 +123,16 @@ func (n *OTPNode) IsLeaf() bool { return n.Left == nil && n.Right == nil }
 //   - a node with more than two plan children becomes a left-deep chain of
 //     the same operator, Op(Op(c1, c2), c3), with no PRED child;
 //   - missing children are ∅. Unknown operators are kept by name.
-func BuildOTP(p *Plan) (*OTPNode, error) {
+func BuildOTP(p *Plan) (*OTPNode, error) { return buildOTP(p, true) }
+
+// buildOTP is BuildOTP; without joinPreds a join OPR keeps its criteria
+// Text but not their parse (Pred, PredErr), which only the training side's
+// baselines read: the serving path skips that work.
+func buildOTP(p *Plan, joinPreds bool) (*OTPNode, error) {
 	if p == nil || p.Root == nil {
 		return nil, fmt.Errorf("%w: empty plan", ErrBadPlan)
 	}
-	b := otpBuilder{arena: make([]OTPNode, 0, otpSize(p.Root)), preds: predParserPool.Get().(*predParser)}
+	b := otpBuilder{arena: make([]OTPNode, 0, otpSize(p.Root)), preds: predParserPool.Get().(*predParser), joinPreds: joinPreds}
 	defer b.preds.release()
 	return b.node(p.Root), nil
 }
@@ -168,8 +173,9 @@ func otpSize(n *PlanNode) int {
 }
 
 type otpBuilder struct {
-	arena []OTPNode
-	preds *predParser // one parser for every predicate of the plan
+	arena     []OTPNode
+	preds     *predParser // one parser for every predicate of the plan
+	joinPreds bool        // parse join criteria into OTPNode.Pred
 }
 
 // alloc returns a new node from the arena (a new block when it is full, so
@@ -286,7 +292,9 @@ func (b *otpBuilder) join(n *PlanNode) *OTPNode {
 		}
 	}
 	o.Text = text
-	o.Pred, o.PredErr = b.parsePredicate(text)
+	if b.joinPreds {
+		o.Pred, o.PredErr = b.parsePredicate(text)
+	}
 	return o
 }
 

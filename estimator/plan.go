@@ -62,9 +62,10 @@ type Limits struct {
 	MaxBytes int64
 	// MaxNodes is the largest stitched node count accepted. 0 means DefaultMaxPlanNodes.
 	MaxNodes int
-	// Lean leaves PlanNode.Outputs and Details empty (they are still
-	// checked as JSON): the featurizer does not read them, and they are most
-	// of the allocations. Estimates are kept (they are model features).
+	// Lean leaves PlanNode.Outputs and Details empty and keeps only the
+	// descriptor keys the featurizer reads (leanDescriptorKey); the rest is
+	// still checked as JSON. Outputs, details and descriptors are most of the
+	// allocations. Estimates are kept (they are model features).
 	Lean bool
 }
 
@@ -201,4 +202,16 @@ func splitList(s string) []string {
 		parts[i] = strings.TrimSpace(parts[i])
 	}
 	return parts
+}
+
+// leanDescriptorKey reports whether a lean parse keeps a descriptor key:
+// those the fragment stitching and the O-T-P conversion read (otp.go). The
+// test "a lean parse featurizes like a full one" checks the list against
+// every captured plan.
+func leanDescriptorKey(k string) bool {
+	switch k {
+	case "sourceFragmentIds", "table", "distribution", "filterPredicate", "criteria", "filter":
+		return true
+	}
+	return false
 }

@@ -1,8 +1,10 @@
 package estimator
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -17,12 +19,52 @@ import (
 // values are kept as their JSON text) and tolerates unknown keys.
 type planDecoder struct {
 	src   string // the whole input, copied once; strings are sliced out of it
+	raw   []byte // the caller's input, the same bytes, scanned a word at a time; never written
 	pos   int
 	count int // nodes decoded so far
 	max   int // node limit
 	lean  bool
 	depth int
 	frag  string
+
+	// Slabs: a plan's nodes, child lists and estimates are carved out of a
+	// few chunks instead of one allocation each.
+	nodes slab[PlanNode]
+	kids  slab[*PlanNode]
+	ests  slab[Estimate]
+	// Scratch reused across nodes: the children read so far (a stack, as
+	// children nest) and one node's estimates.
+	kidStack []*PlanNode
+	estBuf   []Estimate
+}
+
+// slab hands out slices carved from chunks that grow from 16 to 1,024
+// elements. The slices have no spare capacity, so an append reallocates
+// instead of writing into a neighbour.
+type slab[T any] struct {
+	free []T
+	next int
+}
+
+func (s *slab[T]) take(n int) []T {
+	if n > len(s.free) {
+		size := max(s.next, 16, n)
+		s.next = min(2*size, 1024)
+		s.free = make([]T, size)
+	}
+	out := s.free[:n:n]
+	s.free = s.free[n:]
+	return out
+}
+
+// keep copies src into the slab (nil when empty).
+func (s *slab[T]) keep(src []T) []T {
+	if len(src) == 0 {
+		return nil
+	}
+	out := s.take(len(src))
+	copy(out, src)
+	return out
 }
 
 // maxPlanDepth bounds JSON nesting (encoding/json's own limit is 10,000).
@@ -34,10 +76,34 @@ func (d *planDecoder) errorf(format string, args ...any) error {
 
 var jsonSpace = [256]bool{' ': true, '\n': true, '\t': true, '\r': true}
 
+// Word-at-a-time scanning (SWAR): eight input bytes as one little-endian
+// word, bytes of interest flagged in their top bit.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// lessThan flags the bytes of v below c (c ≤ 0x80). Bytes above the first
+// flagged one may be flagged wrongly (borrows); the first is exact, and only
+// the first is used.
+func lessThan(v uint64, c byte) uint64 { return (v - uint64(c)*lsb) &^ v & msb }
+
+// equalTo flags the bytes of v equal to c, with the same caveat.
+func equalTo(v uint64, c byte) uint64 { return lessThan(v^(uint64(c)*lsb), 1) }
+
+// ws skips white space. Trino indents its plan JSON by two spaces a level,
+// so deep plans are mostly runs of spaces, skipped eight bytes at a time.
 func (d *planDecoder) ws() {
-	i, s := d.pos, d.src
+	i, s := d.pos, d.raw
 	for i < len(s) && jsonSpace[s[i]] {
 		i++
+		for i+8 <= len(s) {
+			if x := binary.LittleEndian.Uint64(s[i:]) ^ ' '*lsb; x != 0 {
+				i += bits.TrailingZeros64(x) / 8
+				break
+			}
+			i += 8
+		}
 	}
 	d.pos = i
 }
@@ -120,27 +186,43 @@ func (d *planDecoder) seq(open, close byte, elem func() error) error {
 	}
 }
 
+// strStop marks the bytes that end the plain part of a JSON string: the
+// closing quote, escapes, control characters and non-ASCII bytes.
+var strStop = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf
+	}
+	return t
+}()
+
 // str reads a JSON string at pos. Strings without escapes or invalid UTF-8
 // are substrings of src (no allocation).
 func (d *planDecoder) str() (string, error) {
 	start := d.pos + 1 // after the opening quote
-	i := start
-	for i < len(d.src) {
-		c := d.src[i]
-		switch {
-		case c == '"':
-			d.pos = i + 1
-			return d.src[start:i], nil
-		case c == '\\' || c >= utf8.RuneSelf:
-			return d.strSlow(start)
-		case c < 0x20:
-			d.pos = i
-			return "", d.errorf("control character in string")
+	i, s := start, d.raw
+	for i+8 <= len(s) {
+		v := binary.LittleEndian.Uint64(s[i:])
+		if m := lessThan(v, 0x20) | equalTo(v, '"') | equalTo(v, '\\') | v&msb; m != 0 {
+			i += bits.TrailingZeros64(m) / 8
+			break
 		}
+		i += 8
+	}
+	for i < len(s) && !strStop[s[i]] {
 		i++
 	}
-	d.pos = i
-	return "", d.errorf("unterminated string")
+	switch {
+	case i >= len(s):
+		d.pos = i
+		return "", d.errorf("unterminated string")
+	case s[i] == '"':
+		d.pos = i + 1
+		return d.src[start:i], nil
+	case s[i] < 0x20:
+		d.pos = i
+		return "", d.errorf("control character in string")
+	}
+	return d.strSlow(start)
 }
 
 // strSlow decodes a string with escapes or non-ASCII bytes; invalid UTF-8
@@ -338,11 +420,54 @@ func (d *planDecoder) float() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if v, ok := exactDecimal(raw); ok {
+		return v, nil
+	}
 	v, perr := strconv.ParseFloat(raw, 64) // accepts NaN, Infinity, -Infinity
 	if perr != nil {
 		return math.NaN(), nil
 	}
 	return v, nil
+}
+
+// pow10 holds the powers of ten a float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// exactDecimal parses the common estimate shape [-]digits[.digits] with at
+// most 15 digits. The value is then an integer below 2^53 over an exact power
+// of ten, so one correctly rounded division gives exactly what
+// strconv.ParseFloat gives (Clinger's fast path) at a fraction of its cost.
+// Anything else (exponents, more digits, NaN) reports false.
+func exactDecimal(s string) (float64, bool) {
+	neg := len(s) > 0 && s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	var m uint64
+	digits, frac, dot := 0, 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			m = m*10 + uint64(c-'0')
+			digits++
+			if dot {
+				frac++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || digits > 15 {
+		return 0, false
+	}
+	v := float64(m) / pow10[frac]
+	if neg {
+		v = -v
+	}
+	return v, true
 }
 
 func (d *planDecoder) node() (*PlanNode, error) {
@@ -353,7 +478,8 @@ func (d *planDecoder) node() (*PlanNode, error) {
 	if d.count > d.max {
 		return nil, fmt.Errorf("%w: more than %d nodes", ErrPlanTooLarge, d.max)
 	}
-	n := &PlanNode{Fragment: d.frag}
+	n := &d.nodes.take(1)[0]
+	n.Fragment = d.frag
 	nameSeen := false
 	err := d.object(func(key string) error {
 		if d.lean && (key == "outputs" || key == "details") {
@@ -378,15 +504,18 @@ func (d *planDecoder) node() (*PlanNode, error) {
 				_, err = d.skip()
 				return err
 			}
-			n.Descriptor = map[string]string{}
 			err = d.object(func(k string) error {
+				if d.lean && !leanDescriptorKey(k) {
+					_, err := d.skip()
+					return err
+				}
 				v, err := d.text()
+				if n.Descriptor == nil {
+					n.Descriptor = map[string]string{}
+				}
 				n.Descriptor[k] = v
 				return err
 			})
-			if len(n.Descriptor) == 0 {
-				n.Descriptor = nil
-			}
 		case "outputs":
 			err = d.list(func() error {
 				s, err := d.symbol()
@@ -400,19 +529,24 @@ func (d *planDecoder) node() (*PlanNode, error) {
 				return err
 			})
 		case "estimates":
+			d.estBuf = d.estBuf[:0]
 			err = d.list(func() error {
 				e, err := d.estimate()
-				n.Estimates = append(n.Estimates, e)
+				d.estBuf = append(d.estBuf, e)
 				return err
 			})
+			n.Estimates = d.ests.keep(d.estBuf) // a repeated key replaces, as in encoding/json
 		case "children":
+			base := len(d.kidStack)
 			err = d.list(func() error {
 				c, err := d.node()
 				if c != nil {
-					n.Children = append(n.Children, c)
+					d.kidStack = append(d.kidStack, c)
 				}
 				return err
 			})
+			n.Children = d.kids.keep(d.kidStack[base:])
+			d.kidStack = d.kidStack[:base]
 		default:
 			_, err = d.skip()
 		}
@@ -503,7 +637,7 @@ func (d *planDecoder) estimate() (Estimate, error) {
 // to fragment root) or, when the top object has a "name" key, a single root
 // node (TYPE LOGICAL in Trino ≤ 478), which is returned as root.
 func decodePlanJSON(b []byte, lim Limits) (frags map[string]*PlanNode, root *PlanNode, count int, err error) {
-	d := &planDecoder{src: string(b), max: lim.MaxNodes, lean: lim.Lean}
+	d := &planDecoder{src: string(b), raw: b, max: lim.MaxNodes, lean: lim.Lean}
 	frags = map[string]*PlanNode{}
 	err = d.object(func(key string) error {
 		if key == "name" {
@@ -518,7 +652,7 @@ func decodePlanJSON(b []byte, lim Limits) (frags map[string]*PlanNode, root *Pla
 		return nil
 	})
 	if err == errSingleNode || (err != nil && hasTopKey(b, "name")) {
-		d = &planDecoder{src: d.src, max: lim.MaxNodes, lean: lim.Lean}
+		d = &planDecoder{src: d.src, raw: b, max: lim.MaxNodes, lean: lim.Lean}
 		root, err = d.node()
 		frags = nil
 	}
@@ -537,7 +671,7 @@ var errSingleNode = fmt.Errorf("single node")
 
 // hasTopKey reports whether the top-level object of b has the key.
 func hasTopKey(b []byte, key string) bool {
-	d := &planDecoder{src: string(b)}
+	d := &planDecoder{src: string(b), raw: b}
 	found := false
 	_ = d.object(func(k string) error {
 		if k == key {

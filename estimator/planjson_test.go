@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,5 +164,148 @@ func TestPlanDecoderDeepNesting(t *testing.T) {
 	deep := `{"0":{"name":"X","d":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`
 	if _, err := ParsePlan([]byte(deep)); err == nil {
 		t.Fatal("20,000 nested arrays accepted")
+	}
+}
+
+// TestLeanParseFeaturizesLikeFull: the serving path's O-T-P tree (a lean
+// parse: no outputs, no details, only the descriptor keys leanDescriptorKey
+// names; join criteria not parsed) matches the full one node for node, and
+// the two encode to the same tensors, on every captured plan. A new
+// descriptor read in otp.go without its key in the list fails here.
+func TestLeanParseFeaturizesLikeFull(t *testing.T) {
+	files, _ := filepath.Glob("testdata/explain/*.json")
+	bench, _ := filepath.Glob("testdata/bench/*.json")
+	files = append(files, bench...)
+	if len(files) < 200 {
+		t.Fatalf("want the captured plans under testdata, found %d files", len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ParsePlan(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fullRoot, err := BuildOTP(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leanRoot, err := planOTP(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var full, lean []*OTPNode
+		walkOTP(fullRoot, func(n *OTPNode) { full = append(full, n) })
+		walkOTP(leanRoot, func(n *OTPNode) { lean = append(lean, n) })
+		if len(full) != len(lean) {
+			t.Fatalf("%s: %d O-T-P nodes from the full parse, %d from the lean one", f, len(full), len(lean))
+		}
+		for i, a := range full {
+			c := lean[i]
+			if a.Kind != c.Kind || a.Value != c.Value || a.Text != c.Text || a.part != c.part || a.link != c.link || (a.Plan == nil) != (c.Plan == nil) {
+				t.Fatalf("%s node %d: full %s %q %q, lean %s %q %q", f, i, a.Kind, a.Value, a.Text, c.Kind, c.Value, c.Text)
+			}
+			if a.Kind == OTPPredicate && (a.Pred.String() != c.Pred.String() || (a.PredErr == nil) != (c.PredErr == nil)) {
+				t.Fatalf("%s node %d: PRED %v/%v, lean %v/%v", f, i, a.Pred, a.PredErr, c.Pred, c.PredErr)
+			}
+			if a.Plan != nil && (a.Plan.ID != c.Plan.ID || !sameEstimates(a.Plan.Estimates, c.Plan.Estimates)) {
+				t.Fatalf("%s node %d (%s): plan node %s/%v, lean %s/%v", f, i, a.Value, a.Plan.ID, a.Plan.Estimates, c.Plan.ID, c.Plan.Estimates)
+			}
+		}
+		vecs := testVectors(8)
+		for _, tok := range collectTokens(fullRoot) {
+			vecs.Tokens[tok] = []float32{float32(len(tok)), 1, 2, 3, 4, 5, 6, 7}
+		}
+		ops, tables := BuildVocabs([]*OTPNode{fullRoot})
+		enc := &Encoder{Ops: ops, Tables: tables, Vectors: vecs, Dim: 8, Sampler: SamplerConfig{N: 15, K: 47, C: 3}}
+		want, err := enc.Encode(fullRoot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := enc.Featurize(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the serving path's features differ from the full parse's", f)
+		}
+	}
+}
+
+func sameEstimates(a, b []Estimate) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		for j, v := range []float64{x.OutputRowCount, x.OutputSizeInBytes, x.CPUCost, x.MemoryCost, x.NetworkCost} {
+			w := []float64{y.OutputRowCount, y.OutputSizeInBytes, y.CPUCost, y.MemoryCost, y.NetworkCost}[j]
+			if !(v == w || math.IsNaN(v) && math.IsNaN(w)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestExactDecimalMatchesStrconv: the fast path gives bit for bit what
+// strconv.ParseFloat gives, and declines what it cannot do exactly.
+func TestExactDecimalMatchesStrconv(t *testing.T) {
+	cases := []string{"0", "0.0", "-0.0", "63.0", "900.0", "1.5", "-2.25", "123456789012345", "12345678901234.5",
+		"0.1", "0.3", "999999999999999", "0.00000000000001", ".5", "5.", "007"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		digits := 1 + rng.IntN(15)
+		var sb strings.Builder
+		if rng.IntN(4) == 0 {
+			sb.WriteByte('-')
+		}
+		dot := rng.IntN(digits + 1)
+		for i := range digits {
+			if i == dot && i > 0 {
+				sb.WriteByte('.')
+			}
+			sb.WriteByte(byte('0' + rng.IntN(10)))
+		}
+		cases = append(cases, sb.String())
+	}
+	for _, s := range cases {
+		got, ok := exactDecimal(s)
+		want, err := strconv.ParseFloat(s, 64)
+		if !ok || err != nil {
+			t.Fatalf("%q: fast path ok=%v, strconv err=%v", s, ok, err)
+		}
+		if math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("%q: fast path %v, strconv %v", s, got, want)
+		}
+	}
+	for _, s := range []string{"", "-", ".", "1e5", "1.0E10", "NaN", "Infinity", "1234567890123456", "1.7976931348623157", "1.2.3", "0x10", "1_0", "+1"} {
+		if v, ok := exactDecimal(s); ok {
+			t.Errorf("%q: fast path took it as %v", s, v)
+		}
+	}
+}
+
+// TestPlanDecoderStringsAtEveryOffset: the word-at-a-time scan finds the
+// byte that ends a string's plain part wherever it falls in a word.
+func TestPlanDecoderStringsAtEveryOffset(t *testing.T) {
+	for _, special := range []string{`\n`, `\"`, `\u00e9`, "é", "\xff", "\x01", "\x7f", "~", "!", "#", "[", "]"} {
+		for at := range 20 {
+			for pad := range 10 {
+				val := strings.Repeat("a", at) + special + strings.Repeat("b", pad)
+				doc := `{"0": {"id": "` + val + `", "name": "N"` + strings.Repeat(" ", at) + `}}`
+				frags, _, _, err := decodePlanJSON([]byte(doc), Limits{MaxNodes: 10})
+				var want map[string]map[string]string
+				jerr := json.Unmarshal([]byte(doc), &want)
+				if (err == nil) != (jerr == nil) {
+					t.Fatalf("%q: decoder error %v, encoding/json error %v", doc, err, jerr)
+				}
+				if err == nil && frags["0"].ID != want["0"]["id"] {
+					t.Fatalf("%q: id %q, encoding/json %q", doc, frags["0"].ID, want["0"]["id"])
+				}
+			}
+		}
 	}
 }

@@ -89,14 +89,15 @@ func (e *Encoder) Featurize(planJSON []byte) (*Features, error) {
 	return e.Encode(root)
 }
 
-// planOTP parses plan JSON for featurization (without the output symbols
-// and details, which the O-T-P tree does not use) and builds its O-T-P tree.
+// planOTP parses plan JSON for featurization and builds its O-T-P tree,
+// leaving out what the encoding does not read: output symbols, details and
+// most descriptor keys (a lean parse), and the parse of join criteria.
 func planOTP(planJSON []byte) (*OTPNode, error) {
 	p, err := ParsePlanLimits(planJSON, Limits{Lean: true})
 	if err != nil {
 		return nil, err
 	}
-	return BuildOTP(p)
+	return buildOTP(p, false)
 }
 
 // Encode samples the first K sub-trees of root (DESIGN §2.4) and encodes
