@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // ExplainClient runs `EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) <sql>` over the
@@ -112,10 +113,11 @@ var defaultExplainHTTP = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
+// queryResults is the part of a Trino QueryResults page the client reads.
+// decodeQueryResults fills it; the data is not read by encoding/json.
 type queryResults struct {
-	ID      string            `json:"id"`
-	NextURI string            `json:"nextUri"`
-	Data    []json.RawMessage `json:"data"`
+	ID      string `json:"id"`
+	NextURI string `json:"nextUri"`
 	Error   *struct {
 		Message   string `json:"message"`
 		SQLState  string `json:"sqlState"`
@@ -129,6 +131,86 @@ type queryResults struct {
 		AnalysisTimeMillis int64  `json:"analysisTimeMillis"`
 		PlanningTimeMillis int64  `json:"planningTimeMillis"`
 	} `json:"stats"`
+
+	// The first row of data: EXPLAIN's one row of one string, the plan.
+	hasRow bool
+	plan   []byte
+	badRow string // a first row of another shape, for the error
+}
+
+// decodeQueryResults decodes a QueryResults page. The plan is a JSON
+// document escaped inside a JSON string, often hundreds of KB: the plan
+// decoder's string reader unescapes it in one pass, where encoding/json
+// would scan it three times (validate, copy the raw row, decode the row).
+// The small fields go through encoding/json.
+func decodeQueryResults(b []byte) (*queryResults, error) {
+	qr := &queryResults{}
+	// src aliases b without a copy: b is the page this client read and
+	// never writes, and nothing sliced from src outlives this call (the
+	// small fields are copied by encoding/json, the plan by bytes).
+	d := &planDecoder{src: unsafe.String(unsafe.SliceData(b), len(b)), raw: b}
+	small := func(v any) error {
+		raw, err := d.skip()
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal([]byte(raw), v)
+	}
+	err := d.object(func(key string) error {
+		switch key {
+		case "id":
+			return small(&qr.ID)
+		case "nextUri":
+			return small(&qr.NextURI)
+		case "error":
+			return small(&qr.Error)
+		case "stats":
+			return small(&qr.Stats)
+		case "data":
+			if d.peek() == 'n' {
+				_, err := d.skip()
+				return err
+			}
+			return d.array(func() error {
+				if qr.hasRow { // later rows: checked, not kept
+					_, err := d.skip()
+					return err
+				}
+				qr.hasRow = true
+				return d.firstRow(qr)
+			})
+		}
+		_, err := d.skip()
+		return err
+	})
+	if err == nil && !d.atEnd() {
+		err = d.errorf("data after the page")
+	}
+	return qr, err
+}
+
+// firstRow reads a row; a row of one string is the plan, any other row is
+// kept as text in badRow.
+func (d *planDecoder) firstRow(qr *queryResults) error {
+	start := d.pos
+	if d.peek() == '[' {
+		d.pos++
+		if d.peek() == '"' {
+			plan, err := d.bytes()
+			if err != nil {
+				return err
+			}
+			if d.peek() == ']' {
+				d.pos++
+				qr.plan = plan
+				return nil
+			}
+		}
+	}
+	d.pos = start
+	raw, err := d.skip()
+	qr.badRow = raw
+	return err
 }
 
 // Explain runs the EXPLAIN for sql against server (the coordinator's base
@@ -182,17 +264,16 @@ func (c *ExplainClient) Explain(ctx context.Context, server string, sql string, 
 			return nil, &TrinoError{QueryID: qr.ID, ErrorName: qr.Error.ErrorName, ErrorType: qr.Error.ErrorType,
 				ErrorCode: qr.Error.ErrorCode, SQLState: qr.Error.SQLState, Message: qr.Error.Message}
 		}
-		if plan == nil && len(qr.Data) > 0 {
-			var row []string
-			if err := json.Unmarshal(qr.Data[0], &row); err != nil || len(row) != 1 {
+		if plan == nil && qr.hasRow {
+			if qr.badRow != "" {
 				c.cancel(hc, qr.NextURI, hdr)
-				return nil, fmt.Errorf("%w: unexpected row %.100s", ErrNoPlan, qr.Data[0])
+				return nil, fmt.Errorf("%w: unexpected row %.100s", ErrNoPlan, qr.badRow)
 			}
-			if int64(len(row[0])) > maxPlan {
+			if int64(len(qr.plan)) > maxPlan {
 				c.cancel(hc, qr.NextURI, hdr)
-				return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPlanTooLarge, len(row[0]), maxPlan)
+				return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrPlanTooLarge, len(qr.plan), maxPlan)
 			}
-			plan = []byte(row[0])
+			plan = qr.plan
 		}
 		if qr.NextURI == "" {
 			break
@@ -273,11 +354,11 @@ func (c *ExplainClient) do(hc *http.Client, req *http.Request, maxBody int64) (*
 	if resp.StatusCode != http.StatusOK {
 		return nil, &HTTPError{StatusCode: resp.StatusCode, Body: string(bytes.TrimSpace(b[:min(len(b), 512)]))}
 	}
-	var qr queryResults
-	if err := json.Unmarshal(b, &qr); err != nil {
-		return nil, fmt.Errorf("estimator: EXPLAIN: bad response: %w", err)
+	qr, err := decodeQueryResults(b)
+	if err != nil {
+		return nil, fmt.Errorf("estimator: EXPLAIN: bad response: %v", err) // not ErrBadPlan: the page, not a plan
 	}
-	return &qr, nil
+	return qr, nil
 }
 
 // cancel sends DELETE on nextUri (with its own short deadline: the caller's

@@ -6,11 +6,12 @@ import (
 	"testing"
 )
 
-// Fuzz targets for the two parsers of outside input. Run each for a short
+// Fuzz targets for the parsers of outside input. Run each for a short
 // while, e.g.:
 //
 //	go test ./estimator -run '^$' -fuzz FuzzParsePredicate -fuzztime 30s
 //	go test ./estimator -run '^$' -fuzz FuzzParsePlan -fuzztime 30s
+//	go test ./estimator -run '^$' -fuzz FuzzDecodeQueryResults -fuzztime 30s
 
 func FuzzParsePredicate(f *testing.F) {
 	for _, c := range predicateCases {
@@ -99,6 +100,30 @@ func FuzzParsePlan(f *testing.F) {
 		}
 		if nodes != s.Nodes {
 			t.Fatalf("%d votes for %d nodes", nodes, s.Nodes)
+		}
+	})
+}
+
+// FuzzDecodeQueryResults: the page decoder never panics, and whatever it
+// accepts encoding/json accepts too, with the same plan.
+func FuzzDecodeQueryResults(f *testing.F) {
+	for _, s := range []string{`{"id":"q","data":[["{\"0\" : {}}"]]}`, `{"data":[["a\u00e9\n"],["b"]],"stats":{"state":"FINISHED"}}`,
+		`{"data":null}`, `{"data":[[1,2]]}`, `{"error":{"message":"x"}}`, `{"data":[["\ud800"]]}`, `{}`, `[]`, `{"data":[[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		qr, err := decodeQueryResults(b)
+		if err != nil {
+			return
+		}
+		var ref struct{ Data [][]any }
+		if jerr := json.Unmarshal(b, &ref); jerr != nil {
+			t.Fatalf("accepted %q, encoding/json: %v", b, jerr)
+		}
+		if qr.plan != nil {
+			if s, ok := ref.Data[0][0].(string); !ok || s != string(qr.plan) {
+				t.Fatalf("plan %q, encoding/json %q", qr.plan, ref.Data[0][0])
+			}
 		}
 	})
 }

@@ -117,6 +117,12 @@ func (d *planDecoder) peek() byte {
 	return 0
 }
 
+// atEnd reports whether only white space is left (peek's 0 is also a NUL byte).
+func (d *planDecoder) atEnd() bool {
+	d.ws()
+	return d.pos >= len(d.src)
+}
+
 func (d *planDecoder) expect(c byte) error {
 	if d.peek() != c {
 		if d.pos >= len(d.src) {
@@ -199,56 +205,82 @@ var strStop = func() (t [256]bool) {
 // are substrings of src (no allocation).
 func (d *planDecoder) str() (string, error) {
 	start := d.pos + 1 // after the opening quote
-	i, s := start, d.raw
+	if i := d.plainEnd(start); i < len(d.raw) && d.raw[i] == '"' {
+		d.pos = i + 1
+		return d.src[start:i], nil
+	}
+	b, err := d.unescape(start, 0)
+	switch {
+	case err != nil:
+		return "", err
+	case b == nil:
+		return d.src[start : d.pos-1], nil
+	}
+	return string(b), nil
+}
+
+// bytes reads a JSON string at pos as a new byte slice. For a string that
+// is most of the input (an escaped document): its buffer is sized to the
+// rest of the input at once.
+func (d *planDecoder) bytes() ([]byte, error) {
+	start := d.pos + 1
+	b, err := d.unescape(start, len(d.raw)-start)
+	if b == nil && err == nil {
+		b = []byte(d.src[start : d.pos-1])
+	}
+	return b, err
+}
+
+// plainEnd returns the index of the first byte at or after i that ends the
+// plain part of a string (strStop), or len(raw).
+func (d *planDecoder) plainEnd(i int) int {
+	s := d.raw
 	for i+8 <= len(s) {
 		v := binary.LittleEndian.Uint64(s[i:])
 		if m := lessThan(v, 0x20) | equalTo(v, '"') | equalTo(v, '\\') | v&msb; m != 0 {
-			i += bits.TrailingZeros64(m) / 8
-			break
+			return i + bits.TrailingZeros64(m)/8
 		}
 		i += 8
 	}
 	for i < len(s) && !strStop[s[i]] {
 		i++
 	}
-	switch {
-	case i >= len(s):
-		d.pos = i
-		return "", d.errorf("unterminated string")
-	case s[i] == '"':
-		d.pos = i + 1
-		return d.src[start:i], nil
-	case s[i] < 0x20:
-		d.pos = i
-		return "", d.errorf("control character in string")
-	}
-	return d.strSlow(start)
+	return i
 }
 
-// strSlow decodes a string with escapes or non-ASCII bytes; invalid UTF-8
-// becomes U+FFFD, as encoding/json does.
-func (d *planDecoder) strSlow(start int) (string, error) {
+// unescape decodes the string whose content starts at start and leaves pos
+// after its closing quote. It returns nil when the content needs no decoding
+// (no escapes, valid UTF-8: the caller slices src). Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does. sizeHint is the capacity of the buffer, if
+// one is needed (0: grown as needed).
+func (d *planDecoder) unescape(start, sizeHint int) ([]byte, error) {
 	var b []byte
 	i := start
-	for i < len(d.src) {
+	for {
+		j := d.plainEnd(i)
+		if b != nil {
+			b = append(b, d.raw[i:j]...)
+		}
+		i = j
+		if i >= len(d.src) {
+			d.pos = i
+			return nil, d.errorf("unterminated string")
+		}
 		c := d.src[i]
 		switch {
 		case c == '"':
 			d.pos = i + 1
-			if b == nil {
-				return d.src[start:i], nil // valid UTF-8, no escapes
-			}
-			return string(b), nil
+			return b, nil
 		case c < 0x20:
 			d.pos = i
-			return "", d.errorf("control character in string")
+			return nil, d.errorf("control character in string")
 		case c == '\\':
 			if b == nil {
-				b = append(make([]byte, 0, i-start+16), d.src[start:i]...)
+				b = append(make([]byte, 0, max(sizeHint, 2*(i-start)+64)), d.src[start:i]...)
 			}
 			if i+1 >= len(d.src) {
 				d.pos = i
-				return "", d.errorf("unterminated string")
+				return nil, d.errorf("unterminated string")
 			}
 			i++
 			switch e := d.src[i]; e {
@@ -268,7 +300,7 @@ func (d *planDecoder) strSlow(start int) (string, error) {
 				r, n := d.hex4(i + 1)
 				if n < 0 {
 					d.pos = i
-					return "", d.errorf("bad \\u escape")
+					return nil, d.errorf("bad \\u escape")
 				}
 				i += 4
 				if utf16.IsSurrogate(r) {
@@ -286,15 +318,10 @@ func (d *planDecoder) strSlow(start int) (string, error) {
 				b = utf8.AppendRune(b, r)
 			default:
 				d.pos = i
-				return "", d.errorf("bad escape \\%c", e)
+				return nil, d.errorf("bad escape \\%c", e)
 			}
 			i++
-		case c < utf8.RuneSelf:
-			if b != nil {
-				b = append(b, c)
-			}
-			i++
-		default:
+		default: // non-ASCII
 			r, size := utf8.DecodeRuneInString(d.src[i:])
 			if r == utf8.RuneError && size == 1 {
 				if b == nil {
@@ -307,8 +334,6 @@ func (d *planDecoder) strSlow(start int) (string, error) {
 			i += size
 		}
 	}
-	d.pos = i
-	return "", d.errorf("unterminated string")
 }
 
 func (d *planDecoder) hex4(i int) (rune, int) {
@@ -657,7 +682,7 @@ func decodePlanJSON(b []byte, lim Limits) (frags map[string]*PlanNode, root *Pla
 		frags = nil
 	}
 	if err == nil {
-		if d.peek() != 0 {
+		if !d.atEnd() {
 			err = d.errorf("data after the plan")
 		}
 	}

@@ -130,7 +130,7 @@ func TestPlanDecoderJSONGrammar(t *testing.T) {
 		`{"0":{"name":"X"}`, `{"0":{"name":"X"}}}`, `{"0":{"name":"X",}}`, `{"0":{"name":"X"} "1":{}}`,
 		`{"0":{"name":"X","d":01}}`, `{"0":{"name":"X","d":1.}}`, `{"0":{"name":"X","d":.5}}`, `{"0":{"name":"X","d":1e}}`,
 		`{"0":{"name":"X","d":tru}}`, `{"0":{"name":"X","d":"\x"}}`, "{\"0\":{\"name\":\"a\nb\"}}", `{"0":{"name":"X","d":"\u12"}}`,
-		`{"0":{"name":"X","d":[1 2]}}`, `{"0":{name:"X"}}`, `{"0":{"name":"X"}} x`, `{"0":{"name":"X","d":"abc}}`,
+		`{"0":{"name":"X","d":[1 2]}}`, `{"0":{name:"X"}}`, `{"0":{"name":"X"}} x`, "{\"0\":{\"name\":\"X\"}}\x00", `{"0":{"name":"X","d":"abc}}`,
 	}
 	for _, s := range invalid {
 		if json.Valid([]byte(s)) {
