@@ -55,26 +55,28 @@ flags:
 var trainSteps = []string{"featurize", "w2v", "tensors", "train"}
 
 type trainFlags struct {
-	data     []string
-	out      string
-	workdir  string
-	split    string
-	n, k, c  int
-	pf       int
-	full     bool
-	fullOnly bool
-	epochs   int
-	device   string
-	seed     int
-	python   string
-	minCount int
-	cbow     bool
-	lr       float64
-	batch    int
-	kernels  string
-	dense    string
-	patience int
-	steps    string
+	data      []string
+	out       string
+	workdir   string
+	split     string
+	n, k, c   int
+	pf        int
+	full      bool
+	fullOnly  bool
+	epochs    int
+	device    string
+	seed      int
+	python    string
+	minCount  int
+	cbow      bool
+	lr        float64
+	lrPlateau int
+	dropout   float64
+	batch     int
+	kernels   string
+	dense     string
+	patience  int
+	steps     string
 	// noEstimates trains the paper's network, without the est/plan inputs.
 	noEstimates bool
 	fullChunk   int
@@ -113,6 +115,8 @@ func runTrain(args []string) int {
 	fs.BoolVar(&tf.cbow, "cbow", false, "Word2Vec CBOW instead of skip-gram")
 	fs.BoolVar(&tf.noEstimates, "no-estimates", false, "leave out the optimizer-estimate features (the paper's model; TENSORS.md)")
 	fs.Float64Var(&tf.lr, "lr", 1e-4, "Adam learning rate")
+	fs.IntVar(&tf.lrPlateau, "lr-plateau", 0, "halve the learning rate after this many epochs without validation improvement (0: constant rate)")
+	fs.Float64Var(&tf.dropout, "dropout", 0.1, "dropout before the dense layers")
 	fs.IntVar(&tf.batch, "batch", 64, "batch size")
 	fs.StringVar(&tf.kernels, "kernels", "128,128,128", "tree-conv kernels per layer (C values)")
 	fs.StringVar(&tf.dense, "dense", "32,8", "dense layer sizes")
@@ -728,7 +732,8 @@ func stepTrain(tf *trainFlags) error {
 		"--epochs", strconv.Itoa(tf.epochs), "--patience", strconv.Itoa(tf.patience),
 		"--device", tf.device, "--seed", strconv.Itoa(tf.seed),
 		"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64), "--batch", strconv.Itoa(tf.batch),
-		"--kernels", tf.kernels, "--dense", tf.dense}
+		"--kernels", tf.kernels, "--dense", tf.dense,
+		"--lr-plateau", strconv.Itoa(tf.lrPlateau), "--dropout", strconv.FormatFloat(tf.dropout, 'g', -1, 64)}
 	if tf.noEstimates {
 		args = append(args, "--no-estimates")
 	}

@@ -1,4 +1,5 @@
 """Model shapes, padded vs packed full trees, ONNX export parity."""
+import io
 import os
 
 import numpy as np
@@ -7,7 +8,7 @@ import torch
 
 from trainer.data import load_npz, pad_full, pack_full, BASE_INPUTS, EST, INPUTS, PLAN
 from trainer.model import ModelConfig, TreeCNN, one_hot
-from trainer.train import export_onnx, model_inputs, onnx_predict
+from trainer.train import SubTreeFeeder, TrainConfig, export_onnx, fit, model_inputs, onnx_predict
 
 from .test_data import EXAMPLE, _tree
 
@@ -128,3 +129,26 @@ def test_onnx_parity(tmp_path, est):
     g = onnx.load(path).graph
     assert [i.name for i in g.input] == list(INPUTS if est else BASE_INPUTS) == list(model_inputs(m))
     assert [o.name for o in g.output] == ["y"]
+
+
+def test_lr_plateau_halves_the_rate_when_validation_stalls():
+    """With --lr-plateau the rate halves after epochs without validation
+    improvement (targets unrelated to the trees: validation stalls); without
+    it the rate stays constant."""
+    z = load_npz(EXAMPLE)
+    rep = {k: np.concatenate([z[k]] * 8) for k in INPUTS}      # 16 queries
+    rng = np.random.default_rng(0)
+    y_train = rng.random(16).astype(np.float32)
+    y_val = rng.random(16).astype(np.float32)
+    feed = SubTreeFeeder(rep, "cpu")
+    for plateau in (0, 1):
+        hist = fit(_model(k=9), feed, feed, y_train, y_val,
+                   TrainConfig(lr=1e-2, batch=8, epochs=8, patience=100, lr_plateau=plateau), "cpu", log=io.StringIO())
+        lrs = [h["lr"] for h in hist]
+        assert len(lrs) == 8 and lrs[0] == 1e-2
+        assert lrs == sorted(lrs, reverse=True)
+        if plateau:
+            assert lrs[-1] < 1e-2
+            assert all(b in (a, a / 2) for a, b in zip(lrs, lrs[1:]))
+        else:
+            assert set(lrs) == {1e-2}

@@ -47,6 +47,7 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"      # auto = CUDA when available
     huber_delta: float = 1.0
+    lr_plateau: int = 0       # halve the rate after this many epochs without validation improvement (0: constant)
 
 
 def set_seed(seed):
@@ -116,6 +117,9 @@ def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.st
     """Adam + Huber loss, early stopping on validation MSE (normalized
     target). Returns the history; the model ends with its best weights."""
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    sched = (torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=cfg.lr_plateau - 1, threshold=1e-7,
+                                                        threshold_mode="abs")
+             if cfg.lr_plateau > 0 else None)
     yt = torch.from_numpy(y_train).to(device)
     gen = torch.Generator().manual_seed(cfg.seed)
     best, best_state, bad, history = float("inf"), None, 0, []
@@ -138,7 +142,9 @@ def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.st
         pv = predict(model, val, val.n, device=device) if val.n else np.zeros(0)
         val_mse = float(np.mean((pv - y_val) ** 2)) if val.n else total / max(seen, 1)
         history.append({"epoch": epoch, "train_huber": total / max(seen, 1), "val_mse": val_mse,
-                        "seconds": time.perf_counter() - t0})
+                        "lr": opt.param_groups[0]["lr"], "seconds": time.perf_counter() - t0})
+        if sched is not None:
+            sched.step(val_mse)
         if val_mse < best - 1e-7:
             best, best_state, bad = val_mse, copy.deepcopy(model.state_dict()), 0
         else:
@@ -236,6 +242,8 @@ def main(argv=None):
     ap.add_argument("--kernels", default="128,128,128")
     ap.add_argument("--dense", default="32,8")
     ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--lr-plateau", type=int, default=0,
+                    help="halve the learning rate after this many epochs without validation improvement (0: constant)")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
     ap.add_argument("--no-estimates", action="store_true",
                     help="leave out the optimizer-estimate features (the paper's model)")
@@ -243,7 +251,8 @@ def main(argv=None):
     ap.add_argument("--full-only", action="store_true", help="train only the full-tree models (no bundle)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    cfg = TrainConfig(lr=a.lr, batch=a.batch, epochs=a.epochs, patience=a.patience, seed=a.seed, device=a.device)
+    cfg = TrainConfig(lr=a.lr, batch=a.batch, epochs=a.epochs, patience=a.patience, seed=a.seed, device=a.device,
+                      lr_plateau=a.lr_plateau)
     device = pick_device(a.device)
     W = a.workdir
     kernels = tuple(int(x) for x in a.kernels.split(","))
@@ -341,7 +350,8 @@ def main(argv=None):
             "training": {"records": meta["usable"], "train": tinfo["counts"].get("train", 0),
                          "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
                          "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
-                         "lr": cfg.lr, "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
+                         "lr": cfg.lr, "lr_plateau": cfg.lr_plateau, "dropout": a.dropout,
+                         "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
                          "estimate_features": bool(est or plan),
                          "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
             "metrics": {"test": m},
