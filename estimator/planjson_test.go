@@ -3,6 +3,7 @@ package estimator
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,21 +14,33 @@ import (
 	"testing"
 )
 
-// TestPlanDecoderMatchesEncodingJSON decodes every captured Trino plan with
-// the hand-written decoder and with encoding/json (generic values) and
-// compares every node field, fragment by fragment, before stitching.
-func TestPlanDecoderMatchesEncodingJSON(t *testing.T) {
+// capturedPlanJSON yields every captured Trino plan (workloads and
+// benchmark plans) with its file name.
+func capturedPlanJSON(t *testing.T) iter.Seq2[string, []byte] {
 	files, _ := filepath.Glob("testdata/explain/*.json")
 	bench, _ := filepath.Glob("testdata/bench/*.json")
 	files = append(files, bench...)
 	if len(files) < 200 {
 		t.Fatalf("want the captured plans under testdata, found %d files", len(files))
 	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	return func(yield func(string, []byte) bool) {
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !yield(f, b) {
+				return
+			}
 		}
+	}
+}
+
+// TestPlanDecoderMatchesEncodingJSON decodes every captured Trino plan with
+// the hand-written decoder and with encoding/json (generic values) and
+// compares every node field, fragment by fragment, before stitching.
+func TestPlanDecoderMatchesEncodingJSON(t *testing.T) {
+	for f, b := range capturedPlanJSON(t) {
 		frags, root, _, err := decodePlanJSON(b, Limits{MaxNodes: DefaultMaxPlanNodes})
 		if err != nil || root != nil {
 			t.Fatalf("%s: decode: root=%v err=%v", f, root != nil, err)
@@ -173,17 +186,7 @@ func TestPlanDecoderDeepNesting(t *testing.T) {
 // the two encode to the same tensors, on every captured plan. A new
 // descriptor read in otp.go without its key in the list fails here.
 func TestLeanParseFeaturizesLikeFull(t *testing.T) {
-	files, _ := filepath.Glob("testdata/explain/*.json")
-	bench, _ := filepath.Glob("testdata/bench/*.json")
-	files = append(files, bench...)
-	if len(files) < 200 {
-		t.Fatalf("want the captured plans under testdata, found %d files", len(files))
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for f, b := range capturedPlanJSON(t) {
 		p, err := ParsePlan(b)
 		if err != nil {
 			t.Fatal(err)
