@@ -72,6 +72,7 @@ type trainFlags struct {
 	lr        float64
 	lrPlateau int
 	dropout   float64
+	planSkip  bool
 	batch     int
 	kernels   string
 	dense     string
@@ -116,7 +117,8 @@ func runTrain(args []string) int {
 	fs.BoolVar(&tf.noEstimates, "no-estimates", false, "leave out the optimizer-estimate features (the paper's model; TENSORS.md)")
 	fs.Float64Var(&tf.lr, "lr", 1e-4, "Adam learning rate")
 	fs.IntVar(&tf.lrPlateau, "lr-plateau", 0, "halve the learning rate after this many epochs without validation improvement (0: constant rate)")
-	fs.Float64Var(&tf.dropout, "dropout", 0.1, "dropout before the dense layers")
+	fs.Float64Var(&tf.dropout, "dropout", 0.1, "dropout in the tree convolutions and dense layers")
+	fs.BoolVar(&tf.planSkip, "plan-skip", false, "add a linear path from the plan vector (the optimizer's plan-wide estimates) straight to the output")
 	fs.IntVar(&tf.batch, "batch", 64, "batch size")
 	fs.StringVar(&tf.kernels, "kernels", "128,128,128", "tree-conv kernels per layer (C values)")
 	fs.StringVar(&tf.dense, "dense", "32,8", "dense layer sizes")
@@ -736,6 +738,9 @@ func stepTrain(tf *trainFlags) error {
 		"--lr-plateau", strconv.Itoa(tf.lrPlateau), "--dropout", strconv.FormatFloat(tf.dropout, 'g', -1, 64)}
 	if tf.noEstimates {
 		args = append(args, "--no-estimates")
+	}
+	if tf.planSkip {
+		args = append(args, "--plan-skip")
 	}
 	if tf.fullOnly {
 		args = append(args, "--full-only")

@@ -13,10 +13,10 @@ from trainer.train import SubTreeFeeder, TrainConfig, export_onnx, fit, model_in
 from .test_data import EXAMPLE, _tree
 
 
-def _model(k, pf=4, n_ops=13, n_tables=5, seed=0, est=False):
+def _model(k, pf=4, n_ops=13, n_tables=5, seed=0, est=False, plan_skip=False):
     torch.manual_seed(seed)
     m = TreeCNN(ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=pf, k=k, kernels=(8, 8, 8), dense=(6, 4),
-                            est=EST if est else 0, plan=PLAN if est else 0))
+                            est=EST if est else 0, plan=PLAN if est else 0, plan_skip=plan_skip))
     return m.eval()
 
 
@@ -67,17 +67,20 @@ def _reference_forward(m, op, table, left, right, vote, pred, est=None, plan=Non
         x = torch.cat([torch.zeros_like(out[:, :1]), out[:, 1:]], 1)
     x = x * vote.reshape(B * K, S, 1)
     pooled = x.max(dim=1).values.reshape(B, -1)
-    if m.cfg.plan:
-        pooled = torch.cat([pooled, plan], -1)
-    return torch.sigmoid(m.head(pooled))
+    z = m.head(torch.cat([pooled, plan], -1) if m.cfg.plan else pooled)
+    if m.cfg.plan_skip:
+        z = z + plan @ m.plan_skip.weight.t()
+    return torch.sigmoid(z)
 
 
-@pytest.mark.parametrize("est", [False, True])
-def test_model_equals_the_plain_formulation(est):
+@pytest.mark.parametrize("est,plan_skip", [(False, False), (True, False), (True, True)])
+def test_model_equals_the_plain_formulation(est, plan_skip):
     """The flat, projection-first layers with id lookups compute the same as
     the plain one-hot, per-sub-tree formulation."""
     z = load_npz(EXAMPLE)
-    m = _model(k=9, est=est)
+    m = _model(k=9, est=est, plan_skip=plan_skip)
+    if plan_skip:
+        torch.nn.init.normal_(m.plan_skip.weight)     # not the zeros an untrained path might hide behind
     with torch.no_grad():
         torch.testing.assert_close(m(*_inputs(z)), _reference_forward(m, *_inputs(z)), rtol=1e-5, atol=1e-6)
     assert one_hot(torch.tensor([0, 2]), 4).tolist() == [[0, 0, 0], [0, 1, 0]]
@@ -112,10 +115,10 @@ def test_padded_equals_packed(est):
     torch.testing.assert_close(m(*(torch.from_numpy(p2[k]) for k in INPUTS)), y_pad, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("est", [False, True])
-def test_onnx_parity(tmp_path, est):
+@pytest.mark.parametrize("est,plan_skip", [(False, False), (True, False), (True, True)])
+def test_onnx_parity(tmp_path, est, plan_skip):
     z = load_npz(EXAMPLE)
-    m = _model(k=9, est=est)
+    m = _model(k=9, est=est, plan_skip=plan_skip)
     path = str(tmp_path / "m.onnx")
     export_onnx(m, z, path)
     with torch.no_grad():

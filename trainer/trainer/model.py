@@ -13,6 +13,7 @@ uses neither; ModelConfig(est=0, plan=0) is the paper's network.
     max-pool     (B*K, C3)        over the slots of each sub-tree
     concat       (B, K*C3 + plan) the plan vector joins here
     dense        ReLU, batch norm, dropout; twice
+    (+ w·plan)   (B, 1)           with plan_skip: the plan vector also straight to the output
     sigmoid      (B, 1)           normalized ln(CPU seconds)
 
 A tree-conv layer is one gather per child plus matmuls (no loops over
@@ -43,6 +44,7 @@ class ModelConfig:
     dropout: float = 0.1
     est: int = 0                    # node estimate features (data.EST), 0 = none (the paper's model)
     plan: int = 0                   # plan vector size (data.PLAN), 0 = none
+    plan_skip: bool = False         # also a linear path from the plan vector to the output (before the sigmoid)
 
 
 def one_hot(ids, n):
@@ -90,6 +92,9 @@ class TreeCNN(nn.Module):
             d = width
         layers += [nn.Linear(d, 1)]
         self.head = nn.Sequential(*layers)
+        # wide & deep: the optimizer's plan-wide cost reaches the output
+        # without competing with K*C3 pooled features in the dense layers
+        self.plan_skip = nn.Linear(cfg.plan, 1, bias=False) if cfg.plan and cfg.plan_skip else None
 
     def features(self, op, table, pred, est=None):
         """The first layer's input x in full (one-hot form): the reference
@@ -122,8 +127,12 @@ class TreeCNN(nn.Module):
             x = self.drop(conv.combine(x @ conv.weight(), li, ri, keep))
         return x * vote.reshape(-1, 1)
 
-    def head_input(self, pooled, plan):
-        return torch.cat([pooled, plan], -1) if self.cfg.plan else pooled
+    def output(self, pooled, plan):
+        """Pooled sub-tree features (B, K*C3) and the plan vector -> (B, 1)."""
+        z = self.head(torch.cat([pooled, plan], -1) if self.cfg.plan else pooled)
+        if self.plan_skip is not None:
+            z = z + self.plan_skip(plan)
+        return torch.sigmoid(z)
 
     def forward(self, op, table, left, right, vote, pred, est=None, plan=None):
         """Sub-tree (or padded full-tree) batch -> (B, 1) in [0, 1]. The
@@ -139,7 +148,7 @@ class TreeCNN(nn.Module):
         keep = (torch.arange(S, device=op.device) > 0).to(proj.dtype).repeat(T).unsqueeze(1)
         h = self.convolve(proj, li, ri, keep, vote)
         pooled = h.reshape(B, K, S, -1).max(dim=2).values.reshape(B, -1)   # ReLU outputs: masked zeros never win
-        return torch.sigmoid(self.head(self.head_input(pooled, plan)))
+        return self.output(pooled, plan)
 
     def forward_packed(self, op, table, left, right, vote, pred, est, plan, tree, batch_size):
         """Packed full trees: one flat node array (T,) with the shared zero
@@ -151,7 +160,7 @@ class TreeCNN(nn.Module):
         pooled = torch.zeros(batch_size, h.shape[-1], device=h.device, dtype=h.dtype)
         idx = tree.unsqueeze(-1).expand(-1, h.shape[-1])
         pooled = pooled.scatter_reduce(0, idx[1:], h[1:], reduce="amax", include_self=True)
-        return torch.sigmoid(self.head(self.head_input(pooled, plan)))
+        return self.output(pooled, plan)
 
 
 def count_params(model):

@@ -242,6 +242,8 @@ def main(argv=None):
     ap.add_argument("--kernels", default="128,128,128")
     ap.add_argument("--dense", default="32,8")
     ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--plan-skip", action="store_true",
+                    help="a linear path from the plan vector straight to the output (needs the estimate features)")
     ap.add_argument("--lr-plateau", type=int, default=0,
                     help="halve the learning rate after this many epochs without validation improvement (0: constant)")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
@@ -322,7 +324,7 @@ def main(argv=None):
     if not a.full_only:
         name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix
         mcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=P["K"], kernels=kernels, dense=dense,
-                           dropout=a.dropout, est=est, plan=plan)
+                           dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip)
         model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
                                               SubTreeFeeder(va if va is not None else empty_like(tr), device),
                                               SubTreeFeeder(te, device))
@@ -350,7 +352,7 @@ def main(argv=None):
             "training": {"records": meta["usable"], "train": tinfo["counts"].get("train", 0),
                          "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
                          "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
-                         "lr": cfg.lr, "lr_plateau": cfg.lr_plateau, "dropout": a.dropout,
+                         "lr": cfg.lr, "lr_plateau": cfg.lr_plateau, "dropout": a.dropout, "plan_skip": a.plan_skip,
                          "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
                          "estimate_features": bool(est or plan),
                          "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
@@ -375,7 +377,7 @@ def main(argv=None):
         fte, yte = load_full(W, "test")
         smax = max(len(t["op"]) for t in ftr + fva + fte)
         fcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=1, kernels=kernels, dense=dense,
-                           dropout=a.dropout, est=est, plan=plan)
+                           dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip)
         padded = lambda ts: SubTreeFeeder(pad_full(ts, smax) if ts else empty_like(tr), device)
         run_model(f"prestroid_full_{P['Pf']}_padded" + suffix, fcfg, padded(ftr), padded(fva), padded(fte))
         run_model(f"prestroid_full_{P['Pf']}_packed" + suffix, fcfg, PackedFeeder(ftr, device), PackedFeeder(fva, device),
