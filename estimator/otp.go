@@ -184,8 +184,13 @@ func (b *otpBuilder) alloc(k OTPKind, v string) *OTPNode {
 	if len(b.arena) == cap(b.arena) {
 		b.arena = make([]OTPNode, 0, 2*cap(b.arena)+16)
 	}
-	b.arena = append(b.arena, OTPNode{Kind: k, Value: v})
-	return &b.arena[len(b.arena)-1]
+	// Extend and set two fields: the slot is already zero, and appending a
+	// whole node would copy it with a write barrier per pointer while the
+	// GC runs.
+	b.arena = b.arena[:len(b.arena)+1]
+	n := &b.arena[len(b.arena)-1]
+	n.Kind, n.Value = k, v
+	return n
 }
 
 func (b *otpBuilder) empty() *OTPNode { return b.alloc(OTPEmpty, "") }
