@@ -229,7 +229,7 @@ type loadStats struct {
 }
 
 // loadQueries reads the records, keeps the usable ones (FINISHED, CPU > 0,
-// a plan that converts to an O-T-P tree, a template in the split) and
+// a plan that converts to an O-T-P tree, a template in the split, or none: live traffic) and
 // featurizes their plans. Duplicate keys keep the first record.
 func loadQueries(paths []string, splitPath string) ([]*trainQuery, *loadStats, error) {
 	if len(paths) == 0 {
@@ -295,7 +295,26 @@ func hashFile(h io.Writer, path string) error {
 	return err
 }
 
-// makeQuery converts one record, or says why it is not usable.
+// liveTemplate places a record that has no workload template (live traffic
+// from the proxy's feedback log): its template is its SQL fingerprint, so
+// statements that differ only in literals are one template and stay on one
+// side of the template-level split, and its part comes from the same hash,
+// 80/10/10 like collector.MakeSplit.
+func liveTemplate(sql string) (template, part string) {
+	sum := sha256.Sum256([]byte(estimator.Fingerprint(sql)))
+	switch sum[len(sum)-1] % 10 {
+	case 0:
+		part = "test"
+	case 1:
+		part = "validation"
+	default:
+		part = "train"
+	}
+	return "live/" + hex.EncodeToString(sum[:6]), part
+}
+
+// makeQuery converts one record, or says why it is not usable. Records of
+// the collector are placed by split.json; live traffic by liveTemplate.
 func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string) {
 	switch {
 	case r.Status != collector.StatusFinished:
@@ -304,12 +323,17 @@ func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string
 		return nil, "no CPU time"
 	case r.Plan == nil || len(r.Plan.JSON) == 0:
 		return nil, "no plan"
-	case r.Workload == nil:
-		return nil, "no workload template"
 	}
-	part, ok := split.ByTemplate[r.Workload.Template]
-	if !ok {
-		return nil, "template not in split"
+	var template, part, family, scale string
+	if r.Workload != nil {
+		var ok bool
+		template, family, scale = r.Workload.Template, r.Workload.Family, r.Workload.Scale
+		if part, ok = split.ByTemplate[template]; !ok {
+			return nil, "template not in split"
+		}
+	} else {
+		template, part = liveTemplate(r.SQL)
+		family = "live"
 	}
 	plan, err := estimator.ParsePlan(r.Plan.JSON)
 	if err != nil {
@@ -321,8 +345,8 @@ func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string
 	}
 	stats := estimator.Stats(root)
 	q := &trainQuery{
-		Key: r.Key, Template: r.Workload.Template, Split: splitNames[part],
-		Family: r.Workload.Family, Scale: r.Workload.Scale,
+		Key: r.Key, Template: template, Split: splitNames[part],
+		Family: family, Scale: scale,
 		CPUMs: r.Stats.CPUMillis, LnCPU: math.Log(float64(r.Stats.CPUMillis) / 1000),
 		SQL: r.SQL, Session: r.SessionProperties,
 		PlanNodes: plan.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,
