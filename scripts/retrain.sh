@@ -12,6 +12,8 @@
 #   PRESTROID_TRAIN_DATA    the base records (space-separated)      default the committed TPC records
 #   PRESTROID_TRAIN_FLAGS   model flags                             default those of models/default
 #   PRESTROID_MAX_REGRESSION the new bundle may be this much worse (test MSE, relative) default 0.05
+#   PRESTROID_RELOAD        the command that makes the proxy reload  default pkill -HUP -f 'prestroid serve'
+#   PRESTROID_BIN           the prestroid binary                    default bin/prestroid
 #
 # The new bundle replaces the serving one only when its MSE on the test
 # split is at most (1 + PRESTROID_MAX_REGRESSION) times the serving bundle's
@@ -26,6 +28,8 @@ data=${PRESTROID_TRAIN_DATA:-data/records/tpc-seed1.jsonl.gz data/records/tpc-sf
 flags=${PRESTROID_TRAIN_FLAGS:---n 15 --k 47 --c 3 --pf 50 --kernels 32,32,32 --dense 16,8 --lr 1e-3 --epochs 40 --patience 8 --plan-skip}
 tolerance=${PRESTROID_MAX_REGRESSION:-0.05}
 python=${PRESTROID_PYTHON:-.venv/bin/python}
+prestroid=${PRESTROID_BIN:-bin/prestroid}
+reload=${PRESTROID_RELOAD:-pkill -HUP -f '[p]restroid serve'}
 
 set --
 for f in $data; do set -- "$@" --data "$f"; done
@@ -36,13 +40,13 @@ echo "retrain: $(($# / 2)) record files" >&2
 
 rm -rf "$model.new"
 # shellcheck disable=SC2086 # flags are words
-bin/prestroid train "$@" $flags --out "$model.new" --workdir "$work"
+"$prestroid" train "$@" $flags --out "$model.new" --workdir "$work"
 
 # mse BUNDLE DATA-FLAGS...: test MSE of a bundle on the queries of this run's test split
 mse() {
   bundle=$1
   shift
-  bin/prestroid eval --bundle "$bundle" "$@" --train-workdir "$work" --baselines none \
+  "$prestroid" eval --bundle "$bundle" "$@" --train-workdir "$work" --baselines none \
     --report "$work/eval-$(basename "$bundle")" --workdir "$work/eval-work" --json |
     "$python" -c 'import json, sys; print(json.load(sys.stdin)["models"][0]["mse"])'
 }
@@ -58,5 +62,5 @@ if [ -f "$model/manifest.json" ]; then
   rm -rf "$model.old" && mv "$model" "$model.old"
 fi
 mv "$model.new" "$model"
-pkill -HUP -f 'prestroid serve' || true
+sh -c "$reload" || true
 echo "retrain: $(grep -o '"model_id": *"[^"]*"' "$model/manifest.json") serving" >&2

@@ -11,6 +11,7 @@ package trainer_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -233,4 +234,86 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRetrainScript runs scripts/retrain.sh (the documented daily retraining)
+// on a few committed records plus a feedback log of live traffic: the first
+// run installs its bundle; a run whose bundle does not pass the regression
+// check leaves the serving one in place; a run that passes swaps it in and
+// reloads.
+func TestRetrainScript(t *testing.T) {
+	py := python(t)
+	bin := binary(t)
+	dir := t.TempDir()
+	recPath := filepath.Join(dir, "records.jsonl.gz")
+	recs := smallRecords(t, recPath, map[string]int{"train": 20, "validation": 4, "test": 4})
+	if len(recs) < 20 {
+		t.Skipf("only %d usable committed records", len(recs))
+	}
+	// The feedback log: the same queries as live traffic (no workload).
+	os.MkdirAll(filepath.Join(dir, "feedback"), 0o755)
+	w, err := collector.OpenWriter(filepath.Join(dir, "feedback", "feedback-20261203T000000Z.jsonl.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		live := *r
+		live.Key, live.Workload = "live-"+r.Key, nil
+		if err := w.Write(&live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	model := filepath.Join(dir, "model")
+	reloaded := filepath.Join(dir, "reloaded")
+	retrain := func(tolerance string) (string, error) {
+		cmd := exec.Command("sh", "scripts/retrain.sh")
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "PRESTROID_PYTHON="+py, "PRESTROID_BIN="+bin,
+			"PRESTROID_MODEL_DIR="+model, "PRESTROID_FEEDBACK_DIR="+filepath.Join(dir, "feedback"),
+			"PRESTROID_TRAIN_WORKDIR="+filepath.Join(dir, "work"), "PRESTROID_TRAIN_DATA="+recPath,
+			"PRESTROID_TRAIN_FLAGS=--pf 8 --epochs 2 --kernels 8,8,8 --dense 4,2 --min-count 1",
+			"PRESTROID_MAX_REGRESSION="+tolerance, "PRESTROID_RELOAD=echo reload >> "+reloaded)
+		out, err := cmd.CombinedOutput()
+		t.Logf("retrain.sh (tolerance %s):\n%s", tolerance, out)
+		return string(out), err
+	}
+	modelID := func(dir string) string {
+		b, err := estimator.ReadBundle(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Manifest.ModelID
+	}
+
+	out, err := retrain("0.05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, fmt.Sprintf("%d usable", 2*len(recs))) {
+		t.Errorf("the live records were not all used (want %d usable)", 2*len(recs))
+	}
+	first := modelID(model)
+
+	time.Sleep(time.Second) // model ids have second resolution
+	if _, err := retrain("-0.5"); err == nil {
+		t.Fatal("a bundle that must halve the MSE to pass was accepted")
+	}
+	if modelID(model) != first {
+		t.Fatal("a rejected bundle replaced the serving one")
+	}
+	if _, err := os.Stat(model + ".rejected"); err != nil {
+		t.Fatal("the rejected bundle was not kept")
+	}
+
+	time.Sleep(time.Second)
+	if _, err := retrain("0.05"); err != nil {
+		t.Fatal(err)
+	}
+	if modelID(model) == first || modelID(model+".old") != first {
+		t.Errorf("after a passing run: serving %s, old %s; want a new one and %s", modelID(model), modelID(model+".old"), first)
+	}
+	if b, _ := os.ReadFile(reloaded); strings.Count(string(b), "reload") != 2 {
+		t.Errorf("reloads %q, want one per installed bundle (2)", b)
+	}
 }
