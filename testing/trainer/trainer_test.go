@@ -110,15 +110,20 @@ func run(t *testing.T, bin string, args ...string) []byte {
 	return stdout.Bytes()
 }
 
-func TestTinyTrainingProducesAValidBundle(t *testing.T) {
-	py := python(t)
-	bin := binary(t)
-	dir := t.TempDir()
-	recPath := filepath.Join(dir, "records.jsonl.gz")
-	recs := smallRecords(t, recPath, map[string]int{"train": 30, "validation": 6, "test": 6})
-	if len(recs) < 20 {
+// setup returns the trainer's Python, the prestroid binary, a temporary
+// directory and a records file of that many committed records per split.
+func setup(t *testing.T, perSplit map[string]int) (py, bin, dir, recPath string, recs []*collector.Record) {
+	t.Helper()
+	py, bin, dir = python(t), binary(t), t.TempDir()
+	recPath = filepath.Join(dir, "records.jsonl.gz")
+	if recs = smallRecords(t, recPath, perSplit); len(recs) < 20 {
 		t.Skipf("only %d usable committed records", len(recs))
 	}
+	return py, bin, dir, recPath, recs
+}
+
+func TestTinyTrainingProducesAValidBundle(t *testing.T) {
+	py, bin, dir, recPath, recs := setup(t, map[string]int{"train": 30, "validation": 6, "test": 6})
 	bundle := filepath.Join(dir, "bundle")
 	work := filepath.Join(dir, "work")
 	run(t, bin, "train", "--data", recPath, "--out", bundle, "--workdir", work, "--python", py,
@@ -242,14 +247,7 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 // check leaves the serving one in place; a run that passes swaps it in and
 // reloads.
 func TestRetrainScript(t *testing.T) {
-	py := python(t)
-	bin := binary(t)
-	dir := t.TempDir()
-	recPath := filepath.Join(dir, "records.jsonl.gz")
-	recs := smallRecords(t, recPath, map[string]int{"train": 20, "validation": 4, "test": 4})
-	if len(recs) < 20 {
-		t.Skipf("only %d usable committed records", len(recs))
-	}
+	py, bin, dir, recPath, recs := setup(t, map[string]int{"train": 20, "validation": 4, "test": 4})
 	// The feedback log: the same queries as live traffic (no workload).
 	os.MkdirAll(filepath.Join(dir, "feedback"), 0o755)
 	w, err := collector.OpenWriter(filepath.Join(dir, "feedback", "feedback-20261203T000000Z.jsonl.gz"))
