@@ -148,7 +148,7 @@ func decodeQueryResults(b []byte) (*queryResults, error) {
 	// src aliases b without a copy: b is the page this client read and
 	// never writes, and nothing sliced from src outlives this call (the
 	// small fields are copied by encoding/json, the plan by bytes).
-	d := &planDecoder{src: unsafe.String(unsafe.SliceData(b), len(b)), raw: b}
+	d := newPlanDecoder(unsafe.String(unsafe.SliceData(b), len(b)), b, Limits{})
 	small := func(v any) error {
 		raw, err := d.skip()
 		if err != nil {

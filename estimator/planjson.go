@@ -38,6 +38,12 @@ type planDecoder struct {
 	estBuf   []Estimate
 }
 
+// newPlanDecoder decodes raw, whose bytes src holds as a string (the same
+// bytes: strings are sliced out of src, raw is scanned a word at a time).
+func newPlanDecoder(src string, raw []byte, lim Limits) *planDecoder {
+	return &planDecoder{src: src, raw: raw, max: lim.MaxNodes, lean: lim.Lean}
+}
+
 // slab hands out slices carved from chunks that grow from 16 to 1,024
 // elements. The slices have no spare capacity, so an append reallocates
 // instead of writing into a neighbour.
@@ -205,11 +211,12 @@ var strStop = func() (t [256]bool) {
 // are substrings of src (no allocation).
 func (d *planDecoder) str() (string, error) {
 	start := d.pos + 1 // after the opening quote
-	if i := d.plainEnd(start); i < len(d.raw) && d.raw[i] == '"' {
+	i := d.plainEnd(start)
+	if i < len(d.raw) && d.raw[i] == '"' {
 		d.pos = i + 1
 		return d.src[start:i], nil
 	}
-	b, err := d.unescape(start, 0)
+	b, err := d.unescape(start, i, 0)
 	switch {
 	case err != nil:
 		return "", err
@@ -224,7 +231,7 @@ func (d *planDecoder) str() (string, error) {
 // rest of the input at once.
 func (d *planDecoder) bytes() ([]byte, error) {
 	start := d.pos + 1
-	b, err := d.unescape(start, len(d.raw)-start)
+	b, err := d.unescape(start, start, len(d.raw)-start)
 	if b == nil && err == nil {
 		b = []byte(d.src[start : d.pos-1])
 	}
@@ -248,14 +255,18 @@ func (d *planDecoder) plainEnd(i int) int {
 	return i
 }
 
-// unescape decodes the string whose content starts at start and leaves pos
-// after its closing quote. It returns nil when the content needs no decoding
-// (no escapes, valid UTF-8: the caller slices src). Invalid UTF-8 becomes
-// U+FFFD, as encoding/json does. sizeHint is the capacity of the buffer, if
-// one is needed (0: grown as needed).
-func (d *planDecoder) unescape(start, sizeHint int) ([]byte, error) {
+// unescape decodes the string whose content starts at start (the bytes
+// before i are known plain) and leaves pos after its closing quote. It
+// returns nil when the content needs no decoding (no escapes, valid UTF-8:
+// the caller slices src). Invalid UTF-8 becomes U+FFFD, as encoding/json
+// does. sizeHint is the capacity of the buffer, if one is needed (0: sized
+// from the prefix and grown as needed).
+func (d *planDecoder) unescape(start, i, sizeHint int) ([]byte, error) {
 	var b []byte
-	i := start
+	// buffer starts the decoded copy with the plain prefix before i.
+	buffer := func(i int) []byte {
+		return append(make([]byte, 0, max(sizeHint, 2*(i-start)+64)), d.src[start:i]...)
+	}
 	for {
 		j := d.plainEnd(i)
 		if b != nil {
@@ -276,7 +287,7 @@ func (d *planDecoder) unescape(start, sizeHint int) ([]byte, error) {
 			return nil, d.errorf("control character in string")
 		case c == '\\':
 			if b == nil {
-				b = append(make([]byte, 0, max(sizeHint, 2*(i-start)+64)), d.src[start:i]...)
+				b = buffer(i)
 			}
 			if i+1 >= len(d.src) {
 				d.pos = i
@@ -325,7 +336,7 @@ func (d *planDecoder) unescape(start, sizeHint int) ([]byte, error) {
 			r, size := utf8.DecodeRuneInString(d.src[i:])
 			if r == utf8.RuneError && size == 1 {
 				if b == nil {
-					b = append(make([]byte, 0, i-start+16), d.src[start:i]...)
+					b = buffer(i)
 				}
 				b = utf8.AppendRune(b, utf8.RuneError)
 			} else if b != nil {
@@ -662,7 +673,7 @@ func (d *planDecoder) estimate() (Estimate, error) {
 // to fragment root) or, when the top object has a "name" key, a single root
 // node (TYPE LOGICAL in Trino ≤ 478), which is returned as root.
 func decodePlanJSON(b []byte, lim Limits) (frags map[string]*PlanNode, root *PlanNode, count int, err error) {
-	d := &planDecoder{src: string(b), raw: b, max: lim.MaxNodes, lean: lim.Lean}
+	d := newPlanDecoder(string(b), b, lim)
 	frags = map[string]*PlanNode{}
 	err = d.object(func(key string) error {
 		if key == "name" {
@@ -677,7 +688,7 @@ func decodePlanJSON(b []byte, lim Limits) (frags map[string]*PlanNode, root *Pla
 		return nil
 	})
 	if err == errSingleNode || (err != nil && hasTopKey(b, "name")) {
-		d = &planDecoder{src: d.src, raw: b, max: lim.MaxNodes, lean: lim.Lean}
+		d = newPlanDecoder(d.src, d.raw, lim)
 		root, err = d.node()
 		frags = nil
 	}
@@ -696,7 +707,7 @@ var errSingleNode = fmt.Errorf("single node")
 
 // hasTopKey reports whether the top-level object of b has the key.
 func hasTopKey(b []byte, key string) bool {
-	d := &planDecoder{src: string(b), raw: b}
+	d := newPlanDecoder(string(b), b, Limits{})
 	found := false
 	_ = d.object(func(k string) error {
 		if k == key {

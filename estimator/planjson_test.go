@@ -187,14 +187,7 @@ func TestPlanDecoderDeepNesting(t *testing.T) {
 // descriptor read in otp.go without its key in the list fails here.
 func TestLeanParseFeaturizesLikeFull(t *testing.T) {
 	for f, b := range capturedPlanJSON(t) {
-		p, err := ParsePlan(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fullRoot, err := BuildOTP(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, fullRoot := loadOTP(t, f)
 		leanRoot, err := planOTP(b)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
