@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -42,6 +44,21 @@ func MakeSplit(templates []string, seed int64) *Split {
 		}
 	}
 	return s
+}
+
+// HashPart places a template that no split file lists (live traffic, whose
+// templates are not known in advance) by a hash of its name, in the same
+// 80/10/10 proportions as MakeSplit: every query of the template lands in
+// the same part, whichever run sees it.
+func HashPart(template string) string {
+	sum := sha256.Sum256([]byte(template))
+	switch binary.BigEndian.Uint64(sum[:8]) % 10 {
+	case 0:
+		return "test"
+	case 1:
+		return "validation"
+	}
+	return "train"
 }
 
 // AllTemplateNames lists the TPC templates and the generator kinds.

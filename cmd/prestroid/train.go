@@ -295,26 +295,17 @@ func hashFile(h io.Writer, path string) error {
 	return err
 }
 
-// liveTemplate places a record that has no workload template (live traffic
-// from the proxy's feedback log): its template is its SQL fingerprint, so
-// statements that differ only in literals are one template and stay on one
-// side of the template-level split, and its part comes from the same hash,
-// 80/10/10 like collector.MakeSplit.
-func liveTemplate(sql string) (template, part string) {
+// liveTemplate names a record that has no workload template (live traffic
+// from the proxy's feedback log) by its SQL fingerprint, so statements that
+// differ only in literals are one template and stay on one side of the
+// template-level split (collector.HashPart).
+func liveTemplate(sql string) string {
 	sum := sha256.Sum256([]byte(estimator.Fingerprint(sql)))
-	switch sum[len(sum)-1] % 10 {
-	case 0:
-		part = "test"
-	case 1:
-		part = "validation"
-	default:
-		part = "train"
-	}
-	return "live/" + hex.EncodeToString(sum[:6]), part
+	return "live/" + hex.EncodeToString(sum[:6])
 }
 
 // makeQuery converts one record, or says why it is not usable. Records of
-// the collector are placed by split.json; live traffic by liveTemplate.
+// the collector are placed by split.json; live traffic by collector.HashPart.
 func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string) {
 	switch {
 	case r.Status != collector.StatusFinished:
@@ -332,8 +323,8 @@ func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string
 			return nil, "template not in split"
 		}
 	} else {
-		template, part = liveTemplate(r.SQL)
-		family = "live"
+		template, family = liveTemplate(r.SQL), "live"
+		part = collector.HashPart(template)
 	}
 	plan, err := estimator.ParsePlan(r.Plan.JSON)
 	if err != nil {
