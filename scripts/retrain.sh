@@ -2,8 +2,8 @@
 # Daily retraining on live traffic: trains a bundle on the committed dataset
 # plus the last days of the proxy's feedback log, checks it against the
 # serving bundle on the new run's held-out test split, swaps it in and tells
-# the running proxy (SIGHUP). Meant for cron (README "Feedback and
-# retraining"); run from anywhere, it works in the checkout it lives in.
+# the running proxy (SIGHUP). Meant for cron (README "Retraining on
+# live traffic"); run from anywhere, it works in the checkout it lives in.
 #
 #   PRESTROID_MODEL_DIR     the serving bundle (estimator.model)   default /var/lib/prestroid/model
 #   PRESTROID_FEEDBACK_DIR  feedback.dir of the proxy               default /var/lib/prestroid/feedback
@@ -12,7 +12,7 @@
 #   PRESTROID_TRAIN_DATA    the base records (space-separated)      default the committed TPC records
 #   PRESTROID_TRAIN_FLAGS   model flags                             default those of models/default
 #   PRESTROID_MAX_REGRESSION the new bundle may be this much worse (test MSE, relative) default 0.05
-#   PRESTROID_RELOAD        the command that makes the proxy reload  default pkill -HUP -f 'prestroid serve'
+#   PRESTROID_RELOAD        the command that makes the proxy reload  default pkill -HUP -f '[p]restroid serve'
 #   PRESTROID_BIN           the prestroid binary                    default bin/prestroid
 #
 # The new bundle replaces the serving one only when its MSE on the test
