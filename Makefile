@@ -1,6 +1,9 @@
 # Prestroid. Quick start: `make run`, then `make test`.
 SHELL := /bin/bash
 GO ?= go
+# The workload queries (../shared/workloads beside the checkout); a clone
+# elsewhere sets WORKLOADS=/path/to/shared/workloads.
+WORKLOADS ?= $(CURDIR)/../shared/workloads
 TRINO_PORT ?= 8081
 TRINO := testing/trino/trino.sh
 VENV := .venv
@@ -49,7 +52,7 @@ test: build vet venv ort trainer-venv
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
 	PRESTROID_PYTHON=$(CURDIR)/$(PY) \
-	PRESTROID_WORKLOADS=$(CURDIR)/../shared/workloads \
+	PRESTROID_WORKLOADS=$(WORKLOADS) \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
 	$(GO) test -count=1 -timeout 50m ./...
 	$(VENV)/bin/python -m pytest -q trainer/tests
