@@ -99,7 +99,7 @@ func loadBench(b *testing.B, file string) benchInput {
 }
 
 // BenchmarkFeaturize measures the serving path's featurization of a parsed
-// plan: O-T-P conversion (PRED predicates parsed; join criteria, which the
+// plan, with its pooled O-T-P arena and tensors: O-T-P conversion (PRED predicates parsed; join criteria, which the
 // encoding does not read, are not), sub-tree sampling (N=15, K=9, C=3) and
 // tensor encoding with Pf=100 predicate vectors.
 func BenchmarkFeaturize(b *testing.B) {
@@ -110,13 +110,11 @@ func BenchmarkFeaturize(b *testing.B) {
 			b.ResetTimer()
 			cpu := processCPU()
 			for i := 0; i < b.N; i++ {
-				root, err := buildOTP(in.plan, false)
+				f, err := withOTP(in.plan, in.enc.Encode)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := in.enc.Encode(root); err != nil {
-					b.Fatal(err)
-				}
+				f.release() // as the service does once the query is estimated
 			}
 			reportCPU(b, cpu)
 			b.ReportMetric(float64(in.nodes), "otp-nodes")

@@ -206,13 +206,7 @@ func (m *Model) Manifest() *Manifest { return &m.bundle.Manifest }
 func (m *Model) Source() string { return m.bundle.Source }
 
 // Featurize turns an EXPLAIN plan (JSON) into the model's input.
-func (m *Model) Featurize(planJSON []byte) (*Features, error) {
-	root, err := planOTP(planJSON)
-	if err != nil {
-		return nil, err
-	}
-	return m.Encode(root)
-}
+func (m *Model) Featurize(planJSON []byte) (*Features, error) { return featurize(planJSON, m.Encode) }
 
 // Encode turns an O-T-P tree into the model's input.
 func (m *Model) Encode(root *OTPNode) (*Features, error) {

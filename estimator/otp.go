@@ -137,6 +137,43 @@ func buildOTP(p *Plan, joinPreds bool) (*OTPNode, error) {
 	return b.node(p.Root), nil
 }
 
+// withOTP builds p's serving O-T-P tree (as buildOTP(p, false)) in a pooled
+// arena, calls use with its root and then returns the arena to the pool:
+// the serving path, whose tree lives only while it is encoded. use must not
+// keep any pointer into the tree. Reusing arenas spares the GC the tree's
+// ~100 bytes per node on every query.
+func withOTP[T any](p *Plan, use func(*OTPNode) (T, error)) (T, error) {
+	var zero T
+	if p == nil || p.Root == nil {
+		return zero, fmt.Errorf("%w: empty plan", ErrBadPlan)
+	}
+	size := otpSize(p.Root)
+	a, _ := otpArenaPool.Get().(*[]OTPNode)
+	if a == nil || cap(*a) < size {
+		a = &[]OTPNode{}
+		*a = make([]OTPNode, 0, size)
+	}
+	b := otpBuilder{arena: (*a)[:0], preds: predParserPool.Get().(*predParser)}
+	root := b.node(p.Root)
+	b.preds.release()
+	out, err := use(root)
+	// The arena is sized exactly (otpSize), so every node is in *a unless
+	// alloc had to start a new block; then the arena is left to the GC.
+	// Zero the nodes: alloc relies on zero slots, and the pool must not
+	// keep plans alive.
+	if n := len(b.arena); n > 0 && cap(*a) <= maxPooledOTPNodes && &b.arena[0] == &(*a)[:1][0] {
+		clear((*a)[:n])
+		otpArenaPool.Put(a)
+	}
+	return out, err
+}
+
+// otpArenaPool holds *[]OTPNode arenas for withOTP; arenas above
+// maxPooledOTPNodes (about 6 MB) are left to the GC.
+var otpArenaPool sync.Pool
+
+const maxPooledOTPNodes = 1 << 16
+
 // otpSize is the exact number of O-T-P nodes BuildOTP makes for n's tree.
 func otpSize(n *PlanNode) int {
 	total := 0

@@ -216,13 +216,15 @@ func (s *Service) estimatePlan(ctx context.Context, m *Model, planJSON []byte) (
 		return nil, err
 	}
 	t2 := time.Now()
-	return &CostEstimate{
+	e := &CostEstimate{
 		Estimated: true, Statement: StmtQuery,
 		CPUSeconds: m.CPUSeconds(y), Normalized: y,
 		ModelID: m.ID(), Untrained: m.Manifest().Untrained(),
 		FeaturizeMicros: t1.Sub(t0).Microseconds(), InferMicros: t2.Sub(t1).Microseconds(),
 		Tables: f.Tables, UnknownTables: f.UnknownTables,
-	}, nil
+	}
+	f.release() // answered: no worker reads f any more
+	return e, nil
 }
 
 // Reload loads a new model with load and swaps it in. A refused model

@@ -67,11 +67,19 @@ func SampleSubTrees(root *OTPNode, cfg SamplerConfig) ([]SubTree, error) {
 	queue := []*OTPNode{root}
 	// Scratch reused across sub-trees.
 	var (
-		nodes  []*OTPNode
-		parent []int32
-		level  []int32
-		outer  []bool // node has a child outside the sub-tree (level L only) / descendant outside
+		nodes   []*OTPNode
+		parent  []int32
+		level   []int32
+		outer   []bool // node has a child outside the sub-tree (level L only) / descendant outside
+		blocked []bool // node or an ancestor in the sub-tree is a new root
 	)
+	// The sub-trees' slices are cut from shared slabs: five allocations per
+	// slab instead of five per sub-tree. With K > 0 the first slabs hold all
+	// K sub-trees (at most N nodes each).
+	var sl subTreeSlabs
+	if cfg.K > 0 {
+		sl.grow(cfg.K * cfg.N)
+	}
 	for qi := 0; qi < len(queue); qi++ {
 		if cfg.K > 0 && len(out) >= cfg.K {
 			break
@@ -109,13 +117,9 @@ func SampleSubTrees(root *OTPNode, cfg SamplerConfig) ([]SubTree, error) {
 			}
 			start, L = end, L+1
 		}
-		st := SubTree{
-			Nodes: append([]*OTPNode(nil), nodes...),
-			Left:  make([]int32, len(nodes)),
-			Right: make([]int32, len(nodes)),
-			Vote:  make([]uint8, len(nodes)),
-			Level: append([]int32(nil), level...),
-		}
+		st := sl.cut(len(nodes))
+		copy(st.Nodes, nodes)
+		copy(st.Level, level)
 		for i := range st.Left {
 			st.Left[i], st.Right[i] = -1, -1
 		}
@@ -153,7 +157,7 @@ func SampleSubTrees(root *OTPNode, cfg SamplerConfig) ([]SubTree, error) {
 			cut = 1 // cannot happen for binary trees when N ≥ 2^(C+1)−1
 		}
 		// Votes top-down: blocked[i] = i or an ancestor is a new root.
-		blocked := make([]bool, len(nodes))
+		blocked = append(blocked[:0], make([]bool, len(nodes))...)
 		for i := range nodes {
 			b := i > 0 && blocked[parent[i]]
 			if level[i] == cut && outer[i] {
@@ -168,6 +172,34 @@ func SampleSubTrees(root *OTPNode, cfg SamplerConfig) ([]SubTree, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// subTreeSlabs backs the slices of many sub-trees.
+type subTreeSlabs struct {
+	nodes  []*OTPNode
+	ints   []int32 // Left, Right, Level: three per node
+	votes  []uint8
+	unused int // nodes left in the current slabs
+}
+
+func (sl *subTreeSlabs) grow(n int) {
+	sl.nodes, sl.ints, sl.votes, sl.unused = make([]*OTPNode, n), make([]int32, 3*n), make([]uint8, n), n
+}
+
+// cut returns a sub-tree of n nodes with zero slices (full-slice
+// expressions, so that an append to one cannot overwrite the next).
+func (sl *subTreeSlabs) cut(n int) SubTree {
+	if sl.unused < n {
+		sl.grow(max(n, 2*len(sl.nodes), 64))
+	}
+	i := len(sl.nodes) - sl.unused
+	sl.unused -= n
+	ints := sl.ints[3*i : 3*(i+n) : 3*(i+n)]
+	return SubTree{
+		Nodes: sl.nodes[i : i+n : i+n],
+		Left:  ints[:n:n], Right: ints[n : 2*n : 2*n], Level: ints[2*n:],
+		Vote: sl.votes[i : i+n : i+n],
+	}
 }
 
 // FullTree returns the whole tree as one sub-tree (the full-tree model

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 )
 
 // TensorFormatVersion is the version of the on-disk tensor layout written by
@@ -58,6 +59,68 @@ type Features struct {
 	// UnknownTables how many of them are not in the table vocabulary (the
 	// model never saw them in training: the paper's drift signal).
 	Tables, UnknownTables int
+
+	buf featureBufs // the tensors' backing arrays (newFeatures, release)
+}
+
+// featureBufs backs a Features' tensors: Op, Table, Left and Right share
+// ints; Vote, Est and Pred share floats.
+type featureBufs struct {
+	ints   []int32
+	kinds  []int8
+	floats []float32
+}
+
+// featuresPool holds Features given back by release (the service does,
+// once a query is estimated), so that steady serving reuses its tensors
+// rather than allocating ~100 KB per query for the GC to collect.
+var featuresPool sync.Pool
+
+// maxPooledFeatureFloats bounds the tensors kept in featuresPool (16 MB).
+const maxPooledFeatureFloats = 1 << 22
+
+// newFeatures returns zeroed Features of k sub-trees of slots slots with
+// dim-sized predicate vectors (Pred nil when dim is 0).
+func newFeatures(k, slots, dim int) *Features {
+	total := k * slots
+	f, _ := featuresPool.Get().(*Features)
+	if f == nil {
+		f = new(Features)
+	}
+	b := f.buf
+	*f = Features{K: k, Slots: slots, Dim: dim}
+	b.ints = zeroed(b.ints, 4*total)
+	b.kinds = zeroed(b.kinds, total)
+	b.floats = zeroed(b.floats, total*(1+EstDim+dim))
+	f.buf = b
+	f.Op, f.Table = b.ints[:total:total], b.ints[total:2*total:2*total]
+	f.Left, f.Right = b.ints[2*total:3*total:3*total], b.ints[3*total:]
+	f.Kind = b.kinds
+	f.Vote = b.floats[:total:total]
+	f.Est = b.floats[total : total*(1+EstDim) : total*(1+EstDim)]
+	if dim > 0 {
+		f.Pred = b.floats[total*(1+EstDim):]
+	}
+	return f
+}
+
+// zeroed returns s resized to n zero elements, reusing its array if it is
+// large enough.
+func zeroed[T int8 | int32 | float32](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// release gives f's tensors back for reuse by a later encoding. Nothing
+// may use f afterwards.
+func (f *Features) release() {
+	if f != nil && cap(f.buf.floats) <= maxPooledFeatureFloats {
+		featuresPool.Put(f)
+	}
 }
 
 // Encoder turns O-T-P trees into Features. Its fields are read-only while
@@ -81,23 +144,17 @@ type Encoder struct {
 var ErrEncoder = errors.New("estimator: invalid encoder")
 
 // Featurize parses planJSON and encodes it: the serving path in one call.
-func (e *Encoder) Featurize(planJSON []byte) (*Features, error) {
-	root, err := planOTP(planJSON)
-	if err != nil {
-		return nil, err
-	}
-	return e.Encode(root)
-}
+func (e *Encoder) Featurize(planJSON []byte) (*Features, error) { return featurize(planJSON, e.Encode) }
 
-// planOTP parses plan JSON for featurization and builds its O-T-P tree,
-// leaving out what the encoding does not read: output symbols, details and
-// most descriptor keys (a lean parse), and the parse of join criteria.
-func planOTP(planJSON []byte) (*OTPNode, error) {
+// featurize is the serving path: a lean parse of planJSON (output symbols,
+// details and most descriptor keys left out), its O-T-P tree without the
+// parse of join criteria, built in a pooled arena (withOTP), and enc.
+func featurize(planJSON []byte, enc func(*OTPNode) (*Features, error)) (*Features, error) {
 	p, err := ParsePlanLimits(planJSON, Limits{Lean: true})
 	if err != nil {
 		return nil, err
 	}
-	return buildOTP(p, false)
+	return withOTP(p, enc)
 }
 
 // Encode samples the first K sub-trees of root (DESIGN §2.4) and encodes
@@ -135,17 +192,8 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 	if e.Vectors == nil {
 		dim = 0
 	}
-	total := k * slots
-	// One allocation per element type.
-	ints := make([]int32, 4*total)
-	f := &Features{
-		K: k, Slots: slots, Dim: dim, SubTrees: len(sts),
-		Op: ints[:total:total], Table: ints[total : 2*total : 2*total],
-		Left: ints[2*total : 3*total : 3*total], Right: ints[3*total:],
-		Kind: make([]int8, total),
-		Vote: make([]float32, total),
-		Est:  make([]float32, total*EstDim),
-	}
+	f := newFeatures(k, slots, dim)
+	f.SubTrees = len(sts)
 	// One walk over the whole tree: every PRED node of the query (the
 	// vector fallback chain looks at all of them, not only those in the
 	// first K sub-trees) and the distinct tables.
@@ -178,7 +226,6 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 	// them encoded.
 	var slotVecs [][]float32
 	if dim > 0 {
-		f.Pred = make([]float32, total*dim)
 		var inK []*OTPNode
 		for si := range sts {
 			for _, n := range sts[si].Nodes {
