@@ -114,7 +114,7 @@ func BenchmarkFeaturize(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				f.release() // as the service does once the query is estimated
+				f.Release() // as the service does once the query is estimated
 			}
 			reportCPU(b, cpu)
 			b.ReportMetric(float64(in.nodes), "otp-nodes")

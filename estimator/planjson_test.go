@@ -234,8 +234,8 @@ func TestLeanParseFeaturizesLikeFull(t *testing.T) {
 		// As the service does: the next plan's encodings reuse these
 		// tensors (and Featurize reuses its O-T-P arena), so anything a
 		// plan leaves behind in them shows up as a difference there.
-		got.release()
-		want.release()
+		got.Release()
+		want.Release()
 	}
 }
 

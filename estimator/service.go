@@ -223,7 +223,7 @@ func (s *Service) estimatePlan(ctx context.Context, m *Model, planJSON []byte) (
 		FeaturizeMicros: t1.Sub(t0).Microseconds(), InferMicros: t2.Sub(t1).Microseconds(),
 		Tables: f.Tables, UnknownTables: f.UnknownTables,
 	}
-	f.release() // answered: no worker reads f any more
+	f.Release() // answered: no worker reads f any more
 	return e, nil
 }
 

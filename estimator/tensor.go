@@ -60,7 +60,7 @@ type Features struct {
 	// model never saw them in training: the paper's drift signal).
 	Tables, UnknownTables int
 
-	buf featureBufs // the tensors' backing arrays (newFeatures, release)
+	buf featureBufs // the tensors' backing arrays (newFeatures, Release)
 }
 
 // featureBufs backs a Features' tensors: Op, Table, Left and Right share
@@ -71,7 +71,7 @@ type featureBufs struct {
 	floats []float32
 }
 
-// featuresPool holds Features given back by release (the service does,
+// featuresPool holds Features given back by Release (the service does,
 // once a query is estimated), so that steady serving reuses its tensors
 // rather than allocating ~100 KB per query for the GC to collect.
 var featuresPool sync.Pool
@@ -115,9 +115,10 @@ func zeroed[T int8 | int32 | float32](s []T, n int) []T {
 	return s
 }
 
-// release gives f's tensors back for reuse by a later encoding. Nothing
-// may use f afterwards.
-func (f *Features) release() {
+// Release gives f's tensors back for reuse by a later encoding (the
+// service does once a query is estimated). Optional: unreleased Features
+// are left to the GC. Nothing may use f afterwards.
+func (f *Features) Release() {
 	if f != nil && cap(f.buf.floats) <= maxPooledFeatureFloats {
 		featuresPool.Put(f)
 	}

@@ -97,6 +97,7 @@ func BenchmarkFeaturizeInfer(b *testing.B) {
 					b.Fatal(err)
 				}
 				t2 := time.Now()
+				f.Release() // as the service does
 				feat += t1.Sub(t0)
 				inf += t2.Sub(t1)
 				samples = append(samples, t2.Sub(t0))
