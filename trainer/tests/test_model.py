@@ -13,10 +13,10 @@ from trainer.train import SubTreeFeeder, TrainConfig, export_onnx, fit, model_in
 from .test_data import EXAMPLE, _tree
 
 
-def _model(k, pf=4, n_ops=13, n_tables=5, seed=0, est=False, plan_skip=False):
+def _model(k, pf=4, n_ops=13, n_tables=5, seed=0, est=False, plan_skip=False, pool="concat"):
     torch.manual_seed(seed)
     m = TreeCNN(ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=pf, k=k, kernels=(8, 8, 8), dense=(6, 4),
-                            est=EST if est else 0, plan=PLAN if est else 0, plan_skip=plan_skip))
+                            est=EST if est else 0, plan=PLAN if est else 0, plan_skip=plan_skip, pool=pool))
     return m.eval()
 
 
@@ -66,19 +66,25 @@ def _reference_forward(m, op, table, left, right, vote, pred, est=None, plan=Non
         out = torch.relu(conv.top(x) + conv.left(g(x, left)) + conv.right(g(x, right)))
         x = torch.cat([torch.zeros_like(out[:, :1]), out[:, 1:]], 1)
     x = x * vote.reshape(B * K, S, 1)
-    pooled = x.max(dim=1).values.reshape(B, -1)
+    per_subtree = x.max(dim=1).values.reshape(B, K, -1)
+    if m.cfg.pool == "concat":
+        pooled = per_subtree.reshape(B, -1)
+    else:
+        pooled = torch.cat([sum(per_subtree[:, k] for k in range(K)),
+                            torch.stack([per_subtree[:, k] for k in range(K)]).amax(0)], -1)
     z = m.head(torch.cat([pooled, plan], -1) if m.cfg.plan else pooled)
     if m.cfg.plan_skip:
         z = z + plan @ m.plan_skip.weight.t()
     return torch.sigmoid(z)
 
 
-@pytest.mark.parametrize("est,plan_skip", [(False, False), (True, False), (True, True)])
-def test_model_equals_the_plain_formulation(est, plan_skip):
+@pytest.mark.parametrize("est,plan_skip,pool", [(False, False, "concat"), (True, False, "concat"),
+                                               (True, True, "concat"), (True, True, "sum-max")])
+def test_model_equals_the_plain_formulation(est, plan_skip, pool):
     """The flat, projection-first layers with id lookups compute the same as
     the plain one-hot, per-sub-tree formulation."""
     z = load_npz(EXAMPLE)
-    m = _model(k=9, est=est, plan_skip=plan_skip)
+    m = _model(k=9, est=est, plan_skip=plan_skip, pool=pool)
     if plan_skip:
         torch.nn.init.normal_(m.plan_skip.weight)     # not the zeros an untrained path might hide behind
     with torch.no_grad():
@@ -101,10 +107,10 @@ def test_estimates_change_the_prediction():
     torch.testing.assert_close(m0(*_inputs(z2)), m0(*_inputs(z)))
 
 
-@pytest.mark.parametrize("est", [False, True])
-def test_padded_equals_packed(est):
+@pytest.mark.parametrize("est,pool", [(False, "concat"), (True, "concat"), (True, "sum-max")])
+def test_padded_equals_packed(est, pool):
     trees = [_tree(3, pf=4), _tree(7, pf=4, seed=1), _tree(1, pf=4, seed=2)]
-    m = _model(k=1, n_ops=6, n_tables=3, est=est)
+    m = _model(k=1, n_ops=6, n_tables=3, est=est, pool=pool)
     p = pad_full(trees)
     y_pad = m(*(torch.from_numpy(p[k]) for k in INPUTS))
     q = pack_full(trees)
@@ -115,10 +121,11 @@ def test_padded_equals_packed(est):
     torch.testing.assert_close(m(*(torch.from_numpy(p2[k]) for k in INPUTS)), y_pad, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("est,plan_skip", [(False, False), (True, False), (True, True)])
-def test_onnx_parity(tmp_path, est, plan_skip):
+@pytest.mark.parametrize("est,plan_skip,pool", [(False, False, "concat"), (True, False, "concat"),
+                                               (True, True, "concat"), (True, True, "sum-max")])
+def test_onnx_parity(tmp_path, est, plan_skip, pool):
     z = load_npz(EXAMPLE)
-    m = _model(k=9, est=est, plan_skip=plan_skip)
+    m = _model(k=9, est=est, plan_skip=plan_skip, pool=pool)
     path = str(tmp_path / "m.onnx")
     export_onnx(m, z, path)
     with torch.no_grad():
@@ -132,6 +139,29 @@ def test_onnx_parity(tmp_path, est, plan_skip):
     g = onnx.load(path).graph
     assert [i.name for i in g.input] == list(INPUTS if est else BASE_INPUTS) == list(model_inputs(m))
     assert [o.name for o in g.output] == ["y"]
+
+
+def test_sum_max_pool_ignores_the_order_of_sub_trees():
+    """pool="sum-max" gives the same output whatever order the sub-trees
+    come in; the paper's concatenation does not."""
+    z = load_npz(EXAMPLE)
+    n = int(z["subtrees"][0])
+    assert n >= 2
+    perm = np.r_[np.arange(n)[::-1], np.arange(n, z["op"].shape[1])]
+    z2 = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in z.items()}
+    for k in ("op", "table", "left", "right", "vote", "pred", "est"):
+        z2[k][0] = z[k][0][perm]
+    for pool, same in (("sum-max", True), ("concat", False)):
+        m = _model(k=9, est=True, pool=pool)
+        with torch.no_grad():
+            a, b = m(*_inputs(z)), m(*_inputs(z2))
+        torch.testing.assert_close(a[1], b[1])          # the other query is unchanged
+        assert torch.allclose(a[0], b[0], atol=1e-6) == same, pool
+
+
+def test_unknown_pool_is_refused():
+    with pytest.raises(ValueError, match="pool"):
+        _model(k=9, pool="mean")
 
 
 def test_lr_plateau_halves_the_rate_when_validation_stalls():

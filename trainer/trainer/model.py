@@ -11,7 +11,8 @@ uses neither; ModelConfig(est=0, plan=0) is the paper's network.
     3x TreeConv  (B*K, S, Ck)     h_i = ReLU(W_top x_i + W_left x_l + W_right x_r + b)
     bit mask     * vote           nodes without complete information are zeroed
     max-pool     (B*K, C3)        over the slots of each sub-tree
-    concat       (B, K*C3 + plan) the plan vector joins here
+    concat       (B, K*C3 + plan) the plan vector joins here (pool="sum-max":
+                 (B, 2*C3 + plan), the sum and maximum over the K sub-trees)
     dense        ReLU, batch norm, dropout; twice
     (+ w·plan)   (B, 1)           with plan_skip: the plan vector also straight to the output
     sigmoid      (B, 1)           normalized ln(CPU seconds)
@@ -45,6 +46,15 @@ class ModelConfig:
     est: int = 0                    # node estimate features (data.EST), 0 = none (the paper's model)
     plan: int = 0                   # plan vector size (data.PLAN), 0 = none
     plan_skip: bool = False         # also a linear path from the plan vector to the output (before the sigmoid)
+    pool: str = "concat"            # how the K sub-trees' pooled vectors reach the dense layers (POOLS)
+
+
+# "concat": the paper's, K*C3 features, each tied to a sub-tree position
+# (the k-th sub-tree in breadth-first order); "sum-max": the sum and the
+# maximum over the K sub-trees, 2*C3 features that do not depend on the
+# order (padding sub-trees are all zeros, so they add nothing), an additive
+# bias for a cost that adds up over the plan's parts.
+POOLS = ("concat", "sum-max")
 
 
 def one_hot(ids, n):
@@ -86,7 +96,9 @@ class TreeCNN(nn.Module):
         chans = [fin] + list(cfg.kernels)
         self.convs = nn.ModuleList(TreeConv(a, b) for a, b in zip(chans[:-1], chans[1:]))
         self.drop = nn.Dropout(cfg.dropout)
-        layers, d = [], cfg.k * chans[-1] + cfg.plan
+        if cfg.pool not in POOLS:
+            raise ValueError(f"pool {cfg.pool!r}: want one of {POOLS}")
+        layers, d = [], (cfg.k if cfg.pool == "concat" else 2) * chans[-1] + cfg.plan
         for width in cfg.dense:
             layers += [nn.Linear(d, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Dropout(cfg.dropout)]
             d = width
@@ -128,7 +140,11 @@ class TreeCNN(nn.Module):
         return x * vote.reshape(-1, 1)
 
     def output(self, pooled, plan):
-        """Pooled sub-tree features (B, K*C3) and the plan vector -> (B, 1)."""
+        """Pooled sub-tree features (B, K, C3) and the plan vector -> (B, 1)."""
+        if self.cfg.pool == "concat":
+            pooled = pooled.reshape(pooled.shape[0], -1)
+        else:
+            pooled = torch.cat([pooled.sum(1), pooled.max(1).values], -1)
         z = self.head(torch.cat([pooled, plan], -1) if self.cfg.plan else pooled)
         if self.plan_skip is not None:
             z = z + self.plan_skip(plan)
@@ -147,7 +163,7 @@ class TreeCNN(nn.Module):
         ri = (right.long().reshape(T, S) + base).reshape(-1)
         keep = (torch.arange(S, device=op.device) > 0).to(proj.dtype).repeat(T).unsqueeze(1)
         h = self.convolve(proj, li, ri, keep, vote)
-        pooled = h.reshape(B, K, S, -1).max(dim=2).values.reshape(B, -1)   # ReLU outputs: masked zeros never win
+        pooled = h.reshape(B, K, S, -1).max(dim=2).values   # ReLU outputs: masked zeros never win
         return self.output(pooled, plan)
 
     def forward_packed(self, op, table, left, right, vote, pred, est, plan, tree, batch_size):
@@ -160,7 +176,7 @@ class TreeCNN(nn.Module):
         pooled = torch.zeros(batch_size, h.shape[-1], device=h.device, dtype=h.dtype)
         idx = tree.unsqueeze(-1).expand(-1, h.shape[-1])
         pooled = pooled.scatter_reduce(0, idx[1:], h[1:], reduce="amax", include_self=True)
-        return self.output(pooled, plan)
+        return self.output(pooled.unsqueeze(1), plan)
 
 
 def count_params(model):

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from .data import BASE_INPUTS, EST, FORMAT_VERSION, INPUTS, PLAN, load_npz, load_full, pad_full, pack_full, read_keys
 from .metrics import metrics, denormalize, clean
-from .model import ModelConfig, TreeCNN, count_params
+from .model import POOLS, ModelConfig, TreeCNN, count_params
 
 GOLDEN_CASES = 8
 PARITY_TOL = 1e-5
@@ -244,6 +244,8 @@ def main(argv=None):
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--plan-skip", action="store_true",
                     help="a linear path from the plan vector straight to the output (needs the estimate features)")
+    ap.add_argument("--pool", default="concat", choices=POOLS,
+                    help="sub-trees to the dense layers: concat (the paper's, per position) or sum-max (order-free)")
     ap.add_argument("--lr-plateau", type=int, default=0,
                     help="halve the learning rate after this many epochs without validation improvement (0: constant)")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
@@ -324,7 +326,8 @@ def main(argv=None):
     if not a.full_only:
         name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix
         mcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=P["K"], kernels=kernels, dense=dense,
-                           dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip)
+                           dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip,
+                           pool=a.pool)
         model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
                                               SubTreeFeeder(va if va is not None else empty_like(tr), device),
                                               SubTreeFeeder(te, device))
@@ -352,7 +355,7 @@ def main(argv=None):
             "training": {"records": meta["usable"], "train": tinfo["counts"].get("train", 0),
                          "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
                          "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
-                         "lr": cfg.lr, "lr_plateau": cfg.lr_plateau, "dropout": a.dropout, "plan_skip": a.plan_skip,
+                         "lr": cfg.lr, "lr_plateau": cfg.lr_plateau, "dropout": a.dropout, "plan_skip": a.plan_skip, "pool": a.pool,
                          "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
                          "estimate_features": bool(est or plan),
                          "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
@@ -377,7 +380,8 @@ def main(argv=None):
         fte, yte = load_full(W, "test")
         smax = max(len(t["op"]) for t in ftr + fva + fte)
         fcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=1, kernels=kernels, dense=dense,
-                           dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip)
+                           dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip,
+                           pool=a.pool)
         padded = lambda ts: SubTreeFeeder(pad_full(ts, smax) if ts else empty_like(tr), device)
         run_model(f"prestroid_full_{P['Pf']}_padded" + suffix, fcfg, padded(ftr), padded(fva), padded(fte))
         run_model(f"prestroid_full_{P['Pf']}_packed" + suffix, fcfg, PackedFeeder(ftr, device), PackedFeeder(fva, device),
