@@ -74,6 +74,7 @@ type trainFlags struct {
 	dropout   float64
 	planSkip  bool
 	pool      string
+	ema       float64
 	batch     int
 	kernels   string
 	dense     string
@@ -121,6 +122,7 @@ func runTrain(args []string) int {
 	fs.Float64Var(&tf.dropout, "dropout", 0.1, "dropout in the tree convolutions and dense layers")
 	fs.BoolVar(&tf.planSkip, "plan-skip", false, "add a linear path from the plan vector (the optimizer's plan-wide estimates) straight to the output")
 	fs.StringVar(&tf.pool, "pool", "concat", "how the K sub-trees reach the dense layers: concat (the paper's: one block per sub-tree position) or sum-max (their sum and maximum: order-free)")
+	fs.Float64Var(&tf.ema, "ema", 0, "validate and keep an exponential moving average of the weights, this decay per step (e.g. 0.995; 0: off)")
 	fs.IntVar(&tf.batch, "batch", 64, "batch size")
 	fs.StringVar(&tf.kernels, "kernels", "128,128,128", "tree-conv kernels per layer (C values)")
 	fs.StringVar(&tf.dense, "dense", "32,8", "dense layer sizes")
@@ -752,6 +754,7 @@ func stepTrain(tf *trainFlags) error {
 		"--device", tf.device, "--seed", strconv.Itoa(tf.seed),
 		"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64), "--batch", strconv.Itoa(tf.batch),
 		"--kernels", tf.kernels, "--dense", tf.dense, "--pool", tf.pool,
+		"--ema", strconv.FormatFloat(tf.ema, 'g', -1, 64),
 		"--lr-plateau", strconv.Itoa(tf.lrPlateau), "--dropout", strconv.FormatFloat(tf.dropout, 'g', -1, 64)}
 	if tf.noEstimates {
 		args = append(args, "--no-estimates")

@@ -164,6 +164,39 @@ def test_unknown_pool_is_refused():
         _model(k=9, pool="mean")
 
 
+def test_ema_keeps_the_moving_average_of_the_trained_weights():
+    """With ema = d the model fit returns holds avg_n = d*avg_(n-1) + (1-d)*w_n
+    over the weights w_n after each optimizer step (avg_0 = the initial
+    weights), not the last trained weights."""
+    z = load_npz(EXAMPLE)
+    rep = {k: np.concatenate([z[k]] * 8) for k in INPUTS}      # 16 queries: two steps of 8
+    rng = np.random.default_rng(0)
+    y = rng.random(16).astype(np.float32)
+    feed = SubTreeFeeder(rep, "cpu")
+    cfg = dict(lr=1e-2, batch=8, epochs=1, patience=100)
+    # the trajectory, from a run without averaging (averaging does not change training)
+    steps = []
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    hook = register_optimizer_step_post_hook(
+        lambda opt, args, kw: steps.append([p.detach().clone() for g in opt.param_groups for p in g["params"]]))
+    try:
+        plain = _model(k=9)
+        init = [p.detach().clone() for p in plain.parameters()]
+        fit(plain, feed, feed, y, y, TrainConfig(**cfg), "cpu", log=io.StringIO())
+    finally:
+        hook.remove()
+    assert len(steps) == 2
+    d = 0.7
+    want = init
+    for w in steps:
+        want = [d * a + (1 - d) * b for a, b in zip(want, w)]
+    averaged = _model(k=9)
+    fit(averaged, feed, feed, y, y, TrainConfig(ema=d, **cfg), "cpu", log=io.StringIO())
+    for got, exp, last in zip(averaged.parameters(), want, plain.parameters()):
+        torch.testing.assert_close(got.detach(), exp, rtol=1e-5, atol=1e-6)
+    assert any(not torch.allclose(g, l) for g, l in zip(averaged.parameters(), plain.parameters()))
+
+
 def test_lr_plateau_halves_the_rate_when_validation_stalls():
     """With --lr-plateau the rate halves after epochs without validation
     improvement (targets unrelated to the trees: validation stalls); without

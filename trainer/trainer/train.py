@@ -48,6 +48,7 @@ class TrainConfig:
     device: str = "auto"      # auto = CUDA when available
     huber_delta: float = 1.0
     lr_plateau: int = 0       # halve the rate after this many epochs without validation improvement (0: constant)
+    ema: float = 0.0          # > 0: validate and keep an exponential moving average of the weights (this decay per step)
 
 
 def set_seed(seed):
@@ -115,7 +116,12 @@ def predict(model, feeder, n, batch=256, device="cpu"):
 
 def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.stderr):
     """Adam + Huber loss, early stopping on validation MSE (normalized
-    target). Returns the history; the model ends with its best weights."""
+    target). Returns the history; the model ends with its best weights.
+    With cfg.ema > 0 the weights validated, kept and returned are an
+    exponential moving average of the trained ones (updated after every
+    step: avg = ema * avg + (1 - ema) * w; batch-norm statistics too), which
+    smooths the step-to-step noise that otherwise moves the validation MSE
+    by a factor of two from one epoch to the next."""
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sched = (torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=cfg.lr_plateau - 1, threshold=1e-7,
                                                         threshold_mode="abs")
@@ -123,6 +129,8 @@ def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.st
     yt = torch.from_numpy(y_train).to(device)
     gen = torch.Generator().manual_seed(cfg.seed)
     best, best_state, bad, history = float("inf"), None, 0, []
+    avg = copy.deepcopy(model) if cfg.ema > 0 else None
+    judged = avg if avg is not None else model
     for epoch in range(1, cfg.epochs + 1):
         t0 = time.perf_counter()
         model.train()
@@ -137,16 +145,18 @@ def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.st
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if avg is not None:
+                update_average(avg, model, cfg.ema)
             total += loss.item() * len(idx)
             seen += len(idx)
-        pv = predict(model, val, val.n, device=device) if val.n else np.zeros(0)
+        pv = predict(judged, val, val.n, device=device) if val.n else np.zeros(0)
         val_mse = float(np.mean((pv - y_val) ** 2)) if val.n else total / max(seen, 1)
         history.append({"epoch": epoch, "train_huber": total / max(seen, 1), "val_mse": val_mse,
                         "lr": opt.param_groups[0]["lr"], "seconds": time.perf_counter() - t0})
         if sched is not None:
             sched.step(val_mse)
         if val_mse < best - 1e-7:
-            best, best_state, bad = val_mse, copy.deepcopy(model.state_dict()), 0
+            best, best_state, bad = val_mse, copy.deepcopy(judged.state_dict()), 0
         else:
             bad += 1
         if epoch == 1 or epoch % 5 == 0:
@@ -157,7 +167,22 @@ def fit(model, train, val, y_train, y_val, cfg, device, name="model", log=sys.st
             break
     if best_state is not None:
         model.load_state_dict(best_state)
+    elif avg is not None:
+        model.load_state_dict(avg.state_dict())
     return history
+
+
+def update_average(avg, model, decay):
+    """avg = decay * avg + (1 - decay) * model, parameters and floating
+    buffers (batch-norm statistics); integer buffers are copied."""
+    with torch.no_grad():
+        for a, w in zip(avg.parameters(), model.parameters()):
+            a.lerp_(w, 1 - decay)
+        for a, w in zip(avg.buffers(), model.buffers()):
+            if a.is_floating_point():
+                a.lerp_(w, 1 - decay)
+            else:
+                a.copy_(w)
 
 
 # ------------------------------------------------------------------ export
@@ -244,6 +269,8 @@ def main(argv=None):
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--plan-skip", action="store_true",
                     help="a linear path from the plan vector straight to the output (needs the estimate features)")
+    ap.add_argument("--ema", type=float, default=0.0,
+                    help="validate and keep an exponential moving average of the weights with this decay per step (0: off)")
     ap.add_argument("--pool", default="concat", choices=POOLS,
                     help="sub-trees to the dense layers: concat (the paper's, per position) or sum-max (order-free)")
     ap.add_argument("--lr-plateau", type=int, default=0,
@@ -254,9 +281,11 @@ def main(argv=None):
     ap.add_argument("--full", action="store_true", help="also train the full-tree models (padded, packed)")
     ap.add_argument("--full-only", action="store_true", help="train only the full-tree models (no bundle)")
     a = ap.parse_args(argv)
+    if not 0 <= a.ema < 1:
+        ap.error(f"--ema {a.ema}: want a decay in [0, 1)")
     torch.set_num_threads(a.threads)
     cfg = TrainConfig(lr=a.lr, batch=a.batch, epochs=a.epochs, patience=a.patience, seed=a.seed, device=a.device,
-                      lr_plateau=a.lr_plateau)
+                      lr_plateau=a.lr_plateau, ema=a.ema)
     device = pick_device(a.device)
     W = a.workdir
     kernels = tuple(int(x) for x in a.kernels.split(","))
@@ -356,6 +385,7 @@ def main(argv=None):
                          "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
                          "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
                          "lr": cfg.lr, "lr_plateau": cfg.lr_plateau, "dropout": a.dropout, "plan_skip": a.plan_skip, "pool": a.pool,
+                         "ema": cfg.ema,
                          "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
                          "estimate_features": bool(est or plan),
                          "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
