@@ -63,6 +63,7 @@ type trainFlags struct {
 	pf        int
 	full      bool
 	fullOnly  bool
+	fullKinds string
 	epochs    int
 	device    string
 	seed      int
@@ -108,6 +109,7 @@ func runTrain(args []string) int {
 	fs.IntVar(&tf.c, "c", 3, "convolution depth C (tree-conv layers)")
 	fs.IntVar(&tf.pf, "pf", 100, "predicate vector size Pf (Word2Vec dimension)")
 	fs.BoolVar(&tf.full, "full", false, "also train the full-tree models (padded and packed); their metrics go to the workdir")
+	fs.StringVar(&tf.fullKinds, "full-layouts", "padded,packed", "which full-tree models --full trains: padded (the paper's, 0-padded to the longest tree), packed, or both; the two compute the same function, only their cost differs")
 	fs.BoolVar(&tf.fullOnly, "full-only", false, "train only the full-tree models (implies --full; no bundle; keeps the workdir's sub-tree results)")
 	fs.IntVar(&tf.epochs, "epochs", 200, "maximum epochs (early stopping on validation)")
 	fs.IntVar(&tf.patience, "patience", 25, "early-stopping patience in epochs")
@@ -761,6 +763,9 @@ func stepTrain(tf *trainFlags) error {
 	}
 	if tf.planSkip {
 		args = append(args, "--plan-skip")
+	}
+	if tf.full {
+		args = append(args, "--full-layouts", tf.fullKinds)
 	}
 	if tf.fullOnly {
 		args = append(args, "--full-only")

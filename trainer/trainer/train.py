@@ -280,9 +280,14 @@ def main(argv=None):
                     help="leave out the optimizer-estimate features (the paper's model)")
     ap.add_argument("--full", action="store_true", help="also train the full-tree models (padded, packed)")
     ap.add_argument("--full-only", action="store_true", help="train only the full-tree models (no bundle)")
+    ap.add_argument("--full-layouts", default="padded,packed",
+                    help="full-tree models to train: padded, packed or both (the same function at different cost)")
     a = ap.parse_args(argv)
     if not 0 <= a.ema < 1:
         ap.error(f"--ema {a.ema}: want a decay in [0, 1)")
+    layouts = {x.strip() for x in a.full_layouts.split(",") if x.strip()}
+    if not layouts or not layouts <= {"padded", "packed"}:
+        ap.error(f"--full-layouts {a.full_layouts!r}: want padded, packed or padded,packed")
     torch.set_num_threads(a.threads)
     cfg = TrainConfig(lr=a.lr, batch=a.batch, epochs=a.epochs, patience=a.patience, seed=a.seed, device=a.device,
                       lr_plateau=a.lr_plateau, ema=a.ema)
@@ -413,9 +418,11 @@ def main(argv=None):
                            dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip,
                            pool=a.pool)
         padded = lambda ts: SubTreeFeeder(pad_full(ts, smax) if ts else empty_like(tr), device)
-        run_model(f"prestroid_full_{P['Pf']}_padded" + suffix, fcfg, padded(ftr), padded(fva), padded(fte))
-        run_model(f"prestroid_full_{P['Pf']}_packed" + suffix, fcfg, PackedFeeder(ftr, device), PackedFeeder(fva, device),
-                  PackedFeeder(fte, device))
+        if "padded" in layouts:
+            run_model(f"prestroid_full_{P['Pf']}_padded" + suffix, fcfg, padded(ftr), padded(fva), padded(fte))
+        if "packed" in layouts:
+            run_model(f"prestroid_full_{P['Pf']}_packed" + suffix, fcfg, PackedFeeder(ftr, device),
+                      PackedFeeder(fva, device), PackedFeeder(fte, device))
         report["full_slots"] = smax
     save_report()
     if not a.full_only:
