@@ -1,0 +1,85 @@
+"""Ensemble bundles: one ONNX graph whose output is the members' mean."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.data import INPUTS, load_npz
+from trainer.ensemble import build
+from trainer.train import onnx_predict, write_bundle
+
+from .test_data import EXAMPLE
+from .test_model import _inputs, _model
+
+
+def _member(tmp_path, name, seed, z, workdir):
+    m = _model(k=9, est=True, plan_skip=True, seed=seed)
+    torch.nn.init.normal_(m.plan_skip.weight)          # members that clearly differ
+    with torch.no_grad():
+        expected = m(*_inputs(z)).reshape(-1).numpy()
+    p = z["params"]
+    manifest = {"format_version": 1, "model_id": f"subtree-15-9-4-{name}", "kind": "subtree",
+                "N": p["N"], "K": p["K"], "C": p["C"], "Pf": p["Pf"], "slots": int(z["op"].shape[2]),
+                "tensor_format_version": 2, "target": {"transform": "ln_cpu_seconds_minmax", "min": -7.0, "max": 5.0},
+                "global_pred_vector": [0.0] * 4, "training_data_sha256": "ab" * 32,
+                "training": {"seed": seed, "epochs": 1}, "metrics": {"test": {"mse": 0.1 * seed}},
+                "inputs": list(INPUTS), "output": "y"}
+    out = str(tmp_path / name)
+    write_bundle(out, workdir, m, z, ["q1", "q2"], expected, manifest)
+    return out, expected
+
+
+@pytest.fixture
+def members(tmp_path):
+    z = load_npz(EXAMPLE)
+    z["target"] = np.array([0.4, 0.6], np.float32)
+    wd = tmp_path / "work"
+    wd.mkdir()
+    (wd / "ops.json").write_text('["<none>", "<unknown>", "Aggregate"]')
+    (wd / "tables.json").write_text('["<none>", "<unknown>"]')
+    (wd / "tokens.vec").write_text("1 4\na 0 0 0 1\n")
+    np.savez(wd / "test.npz", format_version=np.array(2, np.int32),
+             params=np.array([15, 9, 3, 4, 0], np.int32), **{k: v for k, v in z.items() if k != "params"})
+    (wd / "test.keys.txt").write_text("q1\nq2\n")
+    bs = [_member(tmp_path, f"m{s}", s, z, str(wd)) for s in (1, 2, 3)]
+    return z, str(wd), bs
+
+
+def test_ensemble_predicts_the_members_mean(tmp_path, members):
+    z, wd, bs = members
+    out = str(tmp_path / "ens")
+    man = build([b for b, _ in bs], out, workdir=wd)
+    want = np.mean([e for _, e in bs], 0)
+    assert np.ptp([e for _, e in bs], 0).max() > 1e-3       # the members differ
+    np.testing.assert_allclose(onnx_predict(os.path.join(out, "model.onnx"), z), want, atol=1e-5)
+    g = np.load(os.path.join(out, "golden.npz"))
+    np.testing.assert_allclose(g["expected"], want[:len(g["expected"])], atol=1e-5)
+    with open(os.path.join(out, "manifest.json")) as f:
+        m = json.load(f)
+    assert m == json.loads(json.dumps(man))
+    assert m["K"] == 9 and m["inputs"] == list(INPUTS) and "-x3-" in m["model_id"]
+    assert [e["seed"] for e in m["training"]["ensemble"]] == [1, 2, 3]
+    assert m["metrics"]["test"]["n"] == 2
+    for name in ("ops.json", "tables.json", "tokens.vec"):
+        assert open(os.path.join(out, name)).read() == open(os.path.join(bs[0][0], name)).read()
+    with open(os.path.join(wd, "predictions_test_ensemble_15_9_4_x3.json")) as f:
+        assert list(json.load(f)) == ["q1", "q2"]
+
+
+def test_ensemble_refuses_members_of_different_featurizations(tmp_path, members):
+    _, _, bs = members
+    with open(os.path.join(bs[1][0], "tokens.vec"), "a") as f:
+        f.write("b 1 0 0 0\n")
+    with pytest.raises(ValueError, match="tokens.vec differs"):
+        build([b for b, _ in bs], str(tmp_path / "ens"))
+    with pytest.raises(ValueError, match="at least two"):
+        build([bs[0][0]], str(tmp_path / "ens"))
+    man = os.path.join(bs[2][0], "manifest.json")
+    m = json.load(open(man))
+    m["K"] = 47
+    json.dump(m, open(man, "w"))
+    with pytest.raises(ValueError, match="manifest K"):
+        build([bs[0][0], bs[2][0]], str(tmp_path / "ens"))
+    assert not os.path.exists(tmp_path / "ens")
