@@ -64,7 +64,7 @@ def test_ensemble_predicts_the_members_mean(tmp_path, members):
     assert m["metrics"]["test"]["n"] == 2
     for name in ("ops.json", "tables.json", "tokens.vec"):
         assert open(os.path.join(out, name)).read() == open(os.path.join(bs[0][0], name)).read()
-    with open(os.path.join(wd, "predictions_test_ensemble_15_9_4_x3.json")) as f:
+    with open(os.path.join(wd, "predictions_test_prestroid_15_9_4_x3.json")) as f:
         assert list(json.load(f)) == ["q1", "q2"]
 
 

@@ -29,5 +29,6 @@ def test_model_names():
     from trainer.eval import pretty
     assert pretty("prestroid_15_47_50") == "prestroid(15-47-50)"
     assert pretty("prestroid_15_47_50_paper") == "prestroid(15-47-50)-paper"
+    assert pretty("prestroid_15_9_50_x5") == "prestroid(15-9-50)-x5"
     assert pretty("prestroid_full_50_packed_paper") == "prestroid(full-50)-packed-paper"
     assert pretty("tfidf_gbr") == "tfidf_gbr"

@@ -141,7 +141,7 @@ def build(bundles, out, workdir=None, log=sys.stderr):
         print(f"ensemble: test mse {t['mse']:.5f} q-error p50 {t['qerror_p50']:.2f} p95 {t['qerror_p95']:.2f} "
               f"({len(p)} queries; members: " + ", ".join(f"{(m.get('metrics') or {}).get('test', {}).get('mse', float('nan')):.5f}"
                                                  for m in ms) + ")", file=log)
-        with open(os.path.join(workdir, f"predictions_test_ensemble_{m0['N']}_{m0['K']}_{m0['Pf']}_x{len(bundles)}.json"), "w") as f:
+        with open(os.path.join(workdir, f"predictions_test_prestroid_{m0['N']}_{m0['K']}_{m0['Pf']}_x{len(bundles)}.json"), "w") as f:
             json.dump(dict(zip(read_keys(os.path.join(workdir, "test.keys.txt")), denormalize(p, lo, hi).tolist())), f)
     man["ensemble_check"] = report
     with open(os.path.join(tmp, "manifest.json"), "w") as f:

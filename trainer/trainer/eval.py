@@ -163,11 +163,13 @@ def main(argv=None):
     keys = read_keys(os.path.join(a.workdir, "test.keys.txt"))
     p = denormalize(onnx_predict(os.path.join(a.bundle, "model.onnx"), z), lo, hi)
     P = manifest
-    add(pretty(f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"), "prestroid", keys, p)
+    # an ensemble bundle (prestroid ensemble) of M members: prestroid(N-K-Pf)-xM
+    members = len((P.get("training") or {}).get("ensemble") or [])
+    own = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + (f"_x{members}" if members else "")
+    add(pretty(own), "prestroid", keys, p)
 
     # other Tree-CNN models trained on the same queries (full-tree variants,
     # other N-K-Pf settings), from their training workdirs
-    own = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}"
     for wd in a.train_workdir:
         for path in sorted(glob.glob(os.path.join(wd, "predictions_test_*.json"))):
             name = os.path.basename(path)[len("predictions_test_"):-len(".json")]
