@@ -150,8 +150,8 @@ func withOTP[T any](p *Plan, use func(*OTPNode) (T, error)) (T, error) {
 	size := otpSize(p.Root)
 	a, _ := otpArenaPool.Get().(*[]OTPNode)
 	if a == nil || cap(*a) < size {
-		a = &[]OTPNode{}
-		*a = make([]OTPNode, 0, size)
+		fresh := make([]OTPNode, 0, size)
+		a = &fresh
 	}
 	b := otpBuilder{arena: (*a)[:0], preds: predParserPool.Get().(*predParser)}
 	root := b.node(p.Root)

@@ -73,9 +73,9 @@ func SampleSubTrees(root *OTPNode, cfg SamplerConfig) ([]SubTree, error) {
 		outer   []bool // node has a child outside the sub-tree (level L only) / descendant outside
 		blocked []bool // node or an ancestor in the sub-tree is a new root
 	)
-	// The sub-trees' slices are cut from shared slabs: five allocations per
-	// slab instead of five per sub-tree. With K > 0 the first slabs hold all
-	// K sub-trees (at most N nodes each).
+	// The sub-trees' slices are cut from shared slabs: three allocations
+	// per slab instead of five per sub-tree. With K > 0 the first slabs hold
+	// all K sub-trees (at most N nodes each).
 	var sl subTreeSlabs
 	if cfg.K > 0 {
 		sl.grow(cfg.K * cfg.N)
