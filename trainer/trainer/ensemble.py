@@ -28,8 +28,8 @@ from datetime import datetime, timezone
 import numpy as np
 
 from .data import load_npz, read_keys
-from .metrics import clean, denormalize, metrics
-from .train import PARITY_TOL, onnx_predict
+from .metrics import denormalize, metrics
+from .train import PARITY_TOL, onnx_predict, swap_in_bundle
 
 # Manifest fields every member must share: they define the model's input
 # and output.
@@ -144,12 +144,7 @@ def build(bundles, out, workdir=None, log=sys.stderr):
         with open(os.path.join(workdir, f"predictions_test_prestroid_{m0['N']}_{m0['K']}_{m0['Pf']}_x{len(bundles)}.json"), "w") as f:
             json.dump(dict(zip(read_keys(os.path.join(workdir, "test.keys.txt")), denormalize(p, lo, hi).tolist())), f)
     man["ensemble_check"] = report
-    with open(os.path.join(tmp, "manifest.json"), "w") as f:
-        json.dump(clean(man), f, indent=2)
-        f.write("\n")
-    if os.path.exists(out):
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    swap_in_bundle(tmp, out, man)
     print(f"ensemble: bundle {man['model_id']} ({len(bundles)} members, golden |diff| {diff:.2e}) -> {out}", file=log)
     return man
 

@@ -240,6 +240,12 @@ def write_bundle(out, workdir, model, test, test_keys, expected, manifest):
     golden["expected"] = expected[:g].astype(np.float32)
     golden["names"] = np.frombuffer("|".join(test_keys[:g]).encode(), dtype=np.uint8)
     np.savez_compressed(os.path.join(tmp, "golden.npz"), **golden)
+    swap_in_bundle(tmp, out, manifest)
+
+
+def swap_in_bundle(tmp, out, manifest):
+    """Write manifest.json into the bundle being built in tmp, then put tmp
+    in place of out."""
     with open(os.path.join(tmp, "manifest.json"), "w") as f:
         json.dump(clean(manifest), f, indent=2)
         f.write("\n")
