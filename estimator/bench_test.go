@@ -99,9 +99,10 @@ func loadBench(b *testing.B, file string) benchInput {
 }
 
 // BenchmarkFeaturize measures the serving path's featurization of a parsed
-// plan, with its pooled O-T-P arena and tensors: O-T-P conversion (PRED predicates parsed; join criteria, which the
-// encoding does not read, are not), sub-tree sampling (N=15, K=9, C=3) and
-// tensor encoding with Pf=100 predicate vectors.
+// plan, with its pooled O-T-P arena and tensors: O-T-P conversion (PRED
+// predicates parsed; join criteria, which the encoding does not read, are
+// not), sub-tree sampling (N=15, K=9, C=3) and tensor encoding with Pf=100
+// predicate vectors.
 func BenchmarkFeaturize(b *testing.B) {
 	for _, bp := range benchPlans {
 		b.Run(bp.name, func(b *testing.B) {

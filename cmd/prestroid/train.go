@@ -55,32 +55,32 @@ flags:
 var trainSteps = []string{"featurize", "w2v", "tensors", "train"}
 
 type trainFlags struct {
-	data      []string
-	out       string
-	workdir   string
-	split     string
-	n, k, c   int
-	pf        int
-	full      bool
-	fullOnly  bool
-	fullKinds string
-	epochs    int
-	device    string
-	seed      int
-	python    string
-	minCount  int
-	cbow      bool
-	lr        float64
-	lrPlateau int
-	dropout   float64
-	planSkip  bool
-	pool      string
-	ema       float64
-	batch     int
-	kernels   string
-	dense     string
-	patience  int
-	steps     string
+	data        []string
+	out         string
+	workdir     string
+	split       string
+	n, k, c     int
+	pf          int
+	full        bool
+	fullOnly    bool
+	fullLayouts string
+	epochs      int
+	device      string
+	seed        int
+	python      string
+	minCount    int
+	cbow        bool
+	lr          float64
+	lrPlateau   int
+	dropout     float64
+	planSkip    bool
+	pool        string
+	ema         float64
+	batch       int
+	kernels     string
+	dense       string
+	patience    int
+	steps       string
 	// noEstimates trains the paper's network, without the est/plan inputs.
 	noEstimates bool
 	fullChunk   int
@@ -109,7 +109,7 @@ func runTrain(args []string) int {
 	fs.IntVar(&tf.c, "c", 3, "convolution depth C (tree-conv layers)")
 	fs.IntVar(&tf.pf, "pf", 100, "predicate vector size Pf (Word2Vec dimension)")
 	fs.BoolVar(&tf.full, "full", false, "also train the full-tree models (padded and packed); their metrics go to the workdir")
-	fs.StringVar(&tf.fullKinds, "full-layouts", "padded,packed", "which full-tree models --full trains: padded (the paper's, 0-padded to the longest tree), packed, or both; the two compute the same function, only their cost differs")
+	fs.StringVar(&tf.fullLayouts, "full-layouts", "padded,packed", "which full-tree models --full trains: padded (the paper's, 0-padded to the longest tree), packed, or both; the two compute the same function, only their cost differs")
 	fs.BoolVar(&tf.fullOnly, "full-only", false, "train only the full-tree models (implies --full; no bundle; keeps the workdir's sub-tree results)")
 	fs.IntVar(&tf.epochs, "epochs", 200, "maximum epochs (early stopping on validation)")
 	fs.IntVar(&tf.patience, "patience", 25, "early-stopping patience in epochs")
@@ -764,13 +764,10 @@ func stepTrain(tf *trainFlags) error {
 	if tf.planSkip {
 		args = append(args, "--plan-skip")
 	}
-	if tf.full {
-		args = append(args, "--full-layouts", tf.fullKinds)
-	}
 	if tf.fullOnly {
-		args = append(args, "--full-only")
+		args = append(args, "--full-only", "--full-layouts", tf.fullLayouts)
 	} else if tf.full {
-		args = append(args, "--full")
+		args = append(args, "--full", "--full-layouts", tf.fullLayouts)
 	}
 	return runPython(tf.python, args...)
 }
