@@ -83,3 +83,13 @@ def test_ensemble_refuses_members_of_different_featurizations(tmp_path, members)
     with pytest.raises(ValueError, match="manifest K"):
         build([bs[0][0], bs[2][0]], str(tmp_path / "ens"))
     assert not os.path.exists(tmp_path / "ens")
+    # a failure after the build started leaves neither the bundle nor its
+    # temporary directory: golden inputs that differ between the members
+    g = dict(np.load(os.path.join(bs[1][0], "golden.npz")))
+    g["op"] = g["op"] + 1
+    np.savez_compressed(os.path.join(bs[1][0], "golden.npz"), **g)
+    with open(os.path.join(bs[1][0], "tokens.vec"), "w") as f:
+        f.write(open(os.path.join(bs[0][0], "tokens.vec")).read())
+    with pytest.raises(ValueError, match="golden inputs differ"):
+        build([bs[0][0], bs[1][0]], str(tmp_path / "ens"))
+    assert not os.path.exists(tmp_path / "ens") and not os.path.exists(tmp_path / "ens.tmp")

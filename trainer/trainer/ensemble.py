@@ -88,10 +88,18 @@ def merge_onnx(paths, out_path):
 
 
 def build(bundles, out, workdir=None, log=sys.stderr):
+    """Write the ensemble bundle of bundles to out (replaced only on success)."""
     ms = check_members(bundles)
     tmp = out.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
+    try:
+        return _build(bundles, ms, tmp, out, workdir, log)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)     # gone already after a successful swap
+
+
+def _build(bundles, ms, tmp, out, workdir, log):
     for name in VOCAB_FILES:
         shutil.copyfile(os.path.join(bundles[0], name), os.path.join(tmp, name))
     model_path = os.path.join(tmp, "model.onnx")
