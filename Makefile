@@ -1,9 +1,11 @@
 # Prestroid. Quick start: `make run`, then `make test`.
 SHELL := /bin/bash
 GO ?= go
-# The workload queries (../shared/workloads beside the checkout); a clone
+# The workload queries: ../shared/workloads beside the checkout, else beside
+# the local repository it was cloned from (git clone . /tmp/x); a clone
 # elsewhere sets WORKLOADS=/path/to/shared/workloads.
-WORKLOADS ?= $(CURDIR)/../shared/workloads
+ORIGIN_DIR := $(shell git config --get remote.origin.url 2>/dev/null | grep '^/')
+WORKLOADS ?= $(firstword $(wildcard $(CURDIR)/../shared/workloads $(if $(ORIGIN_DIR),$(ORIGIN_DIR)/../shared/workloads)) $(CURDIR)/../shared/workloads)
 TRINO_PORT ?= 8081
 TRINO := testing/trino/trino.sh
 VENV := .venv
