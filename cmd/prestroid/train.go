@@ -14,6 +14,13 @@ package main
 //	           {train,val,test}.npz (+ full_{split}_NNN.npz with --full)
 //	train      python -m trainer.train: Tree-CNN, ONNX export, parity
 //	           check, bundle in --out
+//
+// and one step that is never run unless named:
+//
+//	cv         python -m trainer.cv: template-level cross-validation of the
+//	           configuration the flags describe over the train and
+//	           validation queries (--cv-folds, --cv-seeds), for model choice
+//	           without the test split; WORKDIR/cv_NAME.json, resumable
 
 import (
 	"bufio"
@@ -81,6 +88,10 @@ type trainFlags struct {
 	dense       string
 	patience    int
 	steps       string
+	cvName      string
+	cvFolds     int
+	cvSeeds     string
+	threads     int
 	// noEstimates trains the paper's network, without the est/plan inputs.
 	noEstimates bool
 	fullChunk   int
@@ -128,8 +139,12 @@ func runTrain(args []string) int {
 	fs.IntVar(&tf.batch, "batch", 64, "batch size")
 	fs.StringVar(&tf.kernels, "kernels", "128,128,128", "tree-conv kernels per layer (C values)")
 	fs.StringVar(&tf.dense, "dense", "32,8", "dense layer sizes")
-	fs.StringVar(&tf.steps, "steps", strings.Join(trainSteps, ","), "steps to run, comma-separated: "+strings.Join(trainSteps, ","))
+	fs.StringVar(&tf.steps, "steps", strings.Join(trainSteps, ","), "steps to run, comma-separated: "+strings.Join(trainSteps, ",")+" (and cv, only when named)")
 	fs.IntVar(&tf.fullChunk, "full-chunk", 128, "queries per full-tree .npz file")
+	fs.IntVar(&tf.threads, "threads", 2, "CPU threads for PyTorch (train and cv steps)")
+	fs.StringVar(&tf.cvName, "cv-name", "", "the cv step's name for this configuration: WORKDIR/cv_NAME.json (default N-K-Pf)")
+	fs.IntVar(&tf.cvFolds, "cv-folds", 5, "the cv step's folds of train+validation templates")
+	fs.StringVar(&tf.cvSeeds, "cv-seeds", "1", "the cv step's seeds, comma-separated (together they also score their ensemble)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -163,10 +178,12 @@ func runTrain(args []string) int {
 			err = stepTensors(&tf)
 		case "train":
 			err = stepTrain(&tf)
+		case "cv":
+			err = stepCV(&tf)
 		case "":
 			continue
 		default:
-			err = fmt.Errorf("unknown step %q (have %s)", step, strings.Join(trainSteps, ","))
+			err = fmt.Errorf("unknown step %q (have %s,cv)", step, strings.Join(trainSteps, ","))
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "prestroid train: %s: %v\n", step, err)
@@ -750,10 +767,34 @@ func stepTrain(tf *trainFlags) error {
 	if tf.out == "" {
 		return errors.New("the train step needs --out")
 	}
-	args := []string{"-m", "trainer.train",
-		"--workdir", tf.workdir, "--out", tf.out,
-		"--epochs", strconv.Itoa(tf.epochs), "--patience", strconv.Itoa(tf.patience),
-		"--device", tf.device, "--seed", strconv.Itoa(tf.seed),
+	args := append([]string{"-m", "trainer.train", "--workdir", tf.workdir, "--out", tf.out,
+		"--seed", strconv.Itoa(tf.seed)}, networkArgs(tf)...)
+	if tf.fullOnly {
+		args = append(args, "--full-only", "--full-layouts", tf.fullLayouts)
+	} else if tf.full {
+		args = append(args, "--full", "--full-layouts", tf.fullLayouts)
+	}
+	return runPython(tf.python, args...)
+}
+
+func stepCV(tf *trainFlags) error {
+	name := tf.cvName
+	if name == "" {
+		name = fmt.Sprintf("%d-%d-%d", tf.n, tf.k, tf.pf)
+	}
+	if strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") {
+		return fmt.Errorf("--cv-name %q: want a plain file-name part", name)
+	}
+	args := append([]string{"-m", "trainer.cv", "--workdir", tf.workdir, "--name", name,
+		"--folds", strconv.Itoa(tf.cvFolds), "--seeds", tf.cvSeeds}, networkArgs(tf)...)
+	return runPython(tf.python, args...)
+}
+
+// networkArgs are the trainer flags of the network and its training, the
+// same for the train and cv steps.
+func networkArgs(tf *trainFlags) []string {
+	args := []string{"--epochs", strconv.Itoa(tf.epochs), "--patience", strconv.Itoa(tf.patience),
+		"--device", tf.device, "--threads", strconv.Itoa(tf.threads),
 		"--lr", strconv.FormatFloat(tf.lr, 'g', -1, 64), "--batch", strconv.Itoa(tf.batch),
 		"--kernels", tf.kernels, "--dense", tf.dense, "--pool", tf.pool,
 		"--ema", strconv.FormatFloat(tf.ema, 'g', -1, 64),
@@ -764,12 +805,7 @@ func stepTrain(tf *trainFlags) error {
 	if tf.planSkip {
 		args = append(args, "--plan-skip")
 	}
-	if tf.fullOnly {
-		args = append(args, "--full-only", "--full-layouts", tf.fullLayouts)
-	} else if tf.full {
-		args = append(args, "--full", "--full-layouts", tf.fullLayouts)
-	}
-	return runPython(tf.python, args...)
+	return args
 }
 
 // ---------------------------------------------------------------- python

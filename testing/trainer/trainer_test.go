@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,75 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 					t.Fatalf("case %s plan[%d]: encoder %v, golden %v", name, j, v, g.Plan[i*estimator.PlanDim+j])
 				}
 			}
+		}
+	})
+
+	t.Run("the cv step predicts every train and validation query out of fold, never a test one", func(t *testing.T) {
+		run(t, bin, "train", "--workdir", work, "--python", py, "--steps", "cv", "--cv-name", "tiny",
+			"--cv-folds", "3", "--cv-seeds", "1", "--epochs", "1", "--kernels", "16,16,16", "--dense", "8,4")
+		raw, err := os.ReadFile(filepath.Join(work, "cv_tiny.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Keys          []string   `json:"keys"`
+			FoldOf        []int      `json:"fold_of"`
+			FoldTemplates [][]string `json:"fold_templates"`
+			Runs          map[string]map[string]struct {
+				Pred    []float64 `json:"pred"`
+				HeldOut int       `json:"held_out"`
+			} `json:"runs"`
+			Summary struct {
+				Ensemble struct {
+					MSE float64 `json:"mse"`
+				} `json:"ensemble"`
+			} `json:"summary"`
+		}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, part := range []string{"train", "val"} {
+			b, err := os.ReadFile(filepath.Join(work, part+".keys.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, strings.Fields(string(b))...)
+		}
+		test, err := os.ReadFile(filepath.Join(work, "test.keys.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		isTest := map[string]bool{}
+		for _, k := range strings.Fields(string(test)) {
+			isTest[k] = true
+		}
+		if strings.Join(res.Keys, ",") != strings.Join(want, ",") {
+			t.Errorf("cv pooled %d queries, want the %d train and validation ones", len(res.Keys), len(want))
+		}
+		for _, k := range res.Keys {
+			if isTest[k] {
+				t.Errorf("test query %s in the cross-validation", k)
+			}
+		}
+		predicted := 0
+		for fold, r := range res.Runs["1"] {
+			f, _ := strconv.Atoi(fold)
+			n := 0
+			for _, x := range res.FoldOf {
+				if x == f {
+					n++
+				}
+			}
+			if len(r.Pred) != n || r.HeldOut != n || len(res.FoldTemplates[f]) == 0 {
+				t.Errorf("fold %s: %d predictions, %d held out, %d templates; want %d queries", fold, len(r.Pred),
+					r.HeldOut, len(res.FoldTemplates[f]), n)
+			}
+			predicted += len(r.Pred)
+		}
+		if len(res.Runs["1"]) != 3 || predicted != len(want) || !(res.Summary.Ensemble.MSE > 0) {
+			t.Errorf("%d folds, %d of %d queries predicted, ensemble MSE %v", len(res.Runs["1"]), predicted,
+				len(want), res.Summary.Ensemble.MSE)
 		}
 	})
 

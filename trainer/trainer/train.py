@@ -260,15 +260,12 @@ def build_model(cfg_model, device):
     return TreeCNN(cfg_model).to(device)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--out", required=True, help="bundle directory (replaced)")
+def add_training_args(ap):
+    """The flags of the network and its training, shared with trainer.cv."""
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--patience", type=int, default=25)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--kernels", default="128,128,128")
     ap.add_argument("--dense", default="32,8")
@@ -284,19 +281,44 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
     ap.add_argument("--no-estimates", action="store_true",
                     help="leave out the optimizer-estimate features (the paper's model)")
+
+
+def check_training_args(ap, a):
+    if not 0 <= a.ema < 1:
+        ap.error(f"--ema {a.ema}: want a decay in [0, 1)")
+
+
+def training_config(a, seed):
+    return TrainConfig(lr=a.lr, batch=a.batch, epochs=a.epochs, patience=a.patience, seed=seed, device=a.device,
+                       lr_plateau=a.lr_plateau, ema=a.ema)
+
+
+def subtree_config(a, n_ops, n_tables, params):
+    """The sub-tree model's ModelConfig from the flags and the tensors' N/K/Pf."""
+    est, plan = (0, 0) if a.no_estimates else (EST, PLAN)
+    return ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=params["Pf"], k=params["K"],
+                       kernels=tuple(int(x) for x in a.kernels.split(",")),
+                       dense=tuple(int(x) for x in a.dense.split(",")),
+                       dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip, pool=a.pool)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--out", required=True, help="bundle directory (replaced)")
+    ap.add_argument("--seed", type=int, default=1)
+    add_training_args(ap)
     ap.add_argument("--full", action="store_true", help="also train the full-tree models (padded, packed)")
     ap.add_argument("--full-only", action="store_true", help="train only the full-tree models (no bundle)")
     ap.add_argument("--full-layouts", default="padded,packed",
                     help="full-tree models to train: padded, packed or both (the same function at different cost)")
     a = ap.parse_args(argv)
-    if not 0 <= a.ema < 1:
-        ap.error(f"--ema {a.ema}: want a decay in [0, 1)")
+    check_training_args(ap, a)
     layouts = {x.strip() for x in a.full_layouts.split(",") if x.strip()}
     if not layouts or not layouts <= {"padded", "packed"}:
         ap.error(f"--full-layouts {a.full_layouts!r}: want padded, packed or padded,packed")
     torch.set_num_threads(a.threads)
-    cfg = TrainConfig(lr=a.lr, batch=a.batch, epochs=a.epochs, patience=a.patience, seed=a.seed, device=a.device,
-                      lr_plateau=a.lr_plateau, ema=a.ema)
+    cfg = training_config(a, a.seed)
     device = pick_device(a.device)
     W = a.workdir
     kernels = tuple(int(x) for x in a.kernels.split(","))
@@ -365,9 +387,7 @@ def main(argv=None):
     # --- the sub-tree model: the bundle's model
     if not a.full_only:
         name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix
-        mcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=P["K"], kernels=kernels, dense=dense,
-                           dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip,
-                           pool=a.pool)
+        mcfg = subtree_config(a, n_ops, n_tables, P)
         model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
                                               SubTreeFeeder(va if va is not None else empty_like(tr), device),
                                               SubTreeFeeder(te, device))

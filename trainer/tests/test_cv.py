@@ -1,0 +1,113 @@
+"""Template-level cross-validation (trainer.cv)."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from trainer import cv
+from trainer.data import load_npz
+
+from .test_data import EXAMPLE
+
+FAMILIES = ("tpch", "tpcds", "gen")
+
+
+def test_folds_hold_each_template_once_and_mix_the_families():
+    templates = [f"{fam}/q{i}" for fam in FAMILIES for i in range(7)]
+    families = {t: t.split("/")[0] for t in templates}
+    f = cv.assign_folds(templates * 3, families, 4)
+    assert set(f) == set(templates) and set(f.values()) == {0, 1, 2, 3}
+    for fold in range(4):
+        held = [t for t, x in f.items() if x == fold]
+        assert 5 <= len(held) <= 6
+        assert {families[t] for t in held} == set(FAMILIES)
+    assert cv.assign_folds(list(reversed(templates)), families, 4) == f      # names only, not order
+    with pytest.raises(ValueError, match="cannot fill"):
+        cv.assign_folds(templates[:3], families, 4)
+
+
+def _workdir(tmp_path):
+    """12 templates x 2 queries, tiled from the example tensors, 16 train + 8 val rows."""
+    z = load_npz(EXAMPLE)
+    rng = np.random.default_rng(3)
+    rows = 24
+    arrays = {k: np.concatenate([v] * (rows // 2)) for k, v in z.items() if k != "params"}
+    arrays["target"] = rng.uniform(0.1, 0.9, rows).astype(np.float32)
+    templates = [f"{FAMILIES[(i // 2) % 3]}/t{i // 2}" for i in range(rows)]
+    keys = [f"k{i:02d}" for i in range(rows)]
+    split = ["val" if (i // 2) % 4 == 0 else "train" for i in range(rows)]
+    wd = tmp_path / "work"
+    wd.mkdir()
+    (wd / "ops.json").write_text(json.dumps([f"op{i}" for i in range(13)]))
+    (wd / "tables.json").write_text(json.dumps([f"t{i}" for i in range(5)]))
+    (wd / "target.json").write_text('{"min": -7.0, "max": 5.0}')
+    with open(wd / "queries.jsonl", "w") as f:
+        for k, t, s in zip(keys, templates, split):
+            f.write(json.dumps({"key": k, "template": t, "family": t.split("/")[0], "split": s}) + "\n")
+        f.write(json.dumps({"key": "x", "template": "tpch/secret", "family": "tpch", "split": "test"}) + "\n")
+    for part in ("train", "val"):
+        idx = [i for i in range(rows) if split[i] == part]
+        np.savez(wd / f"{part}.npz", format_version=np.array(2, np.int32),
+                 params=np.array([15, 9, 3, 4, 0], np.int32), **{k: v[idx] for k, v in arrays.items()})
+        (wd / f"{part}.keys.txt").write_text("".join(keys[i] + "\n" for i in idx))
+    return str(wd), dict(zip(keys, templates)), dict(zip(keys, arrays["target"].tolist()))
+
+
+ARGS = ["--name", "tiny", "--folds", "3", "--seeds", "1,2", "--epochs", "2", "--patience", "2", "--kernels",
+        "4,4,4", "--dense", "4,2", "--device", "cpu", "--threads", "1", "--lr", "1e-2", "--batch", "8"]
+
+
+def test_cv_predicts_every_query_out_of_fold_and_resumes(tmp_path, capsys):
+    wd, template_of, target_of = _workdir(tmp_path)
+    cv.main(["--workdir", wd] + ARGS)
+    path = os.path.join(wd, "cv_tiny.json")
+    with open(path) as f:
+        r = json.load(f)
+    assert "x" not in r["keys"] and "tpch/secret" not in r["templates"]      # the test split is never read
+    assert sorted(r["keys"]) == sorted(template_of)
+    assert [template_of[k] for k in r["keys"]] == r["templates"]
+    assert [target_of[k] for k in r["keys"]] == pytest.approx(r["target_normalized"])
+    held = [set(ts) for ts in r["fold_templates"]]
+    assert set().union(*held) == set(template_of.values()) and sum(map(len, held)) == 12
+    for t, f in zip(r["templates"], r["fold_of"]):
+        assert t in held[f]
+    y, fold_of = np.array(r["target_normalized"]), np.array(r["fold_of"])
+    oof = {}
+    for seed in ("1", "2"):
+        runs = r["runs"][seed]
+        assert sorted(runs) == ["0", "1", "2"]
+        p = np.zeros(len(y))
+        for f, run in runs.items():
+            assert run["held_out"] == (fold_of == int(f)).sum() and run["train"] == len(y) - run["held_out"]
+            p[fold_of == int(f)] = run["pred"]
+            assert np.mean((np.array(run["pred"]) - y[fold_of == int(f)]) ** 2) == pytest.approx(run["best_val_mse"],
+                                                                                                 rel=1e-4)
+        oof[seed] = np.clip(p, 0, 1)
+    assert not np.allclose(oof["1"], oof["2"])                               # the seeds differ
+    s = r["summary"]
+    assert s["seeds"]["1"]["mse"] == pytest.approx(np.mean((oof["1"] - y) ** 2))
+    assert s["ensemble"]["mse"] == pytest.approx(np.mean(((oof["1"] + oof["2"]) / 2 - y) ** 2))
+    assert "tiny" in capsys.readouterr().out
+
+    # rerun: nothing is trained again; a changed configuration starts over
+    mtime = os.path.getmtime(path)
+    before = {s: {f: x["seconds"] for f, x in runs.items()} for s, runs in r["runs"].items()}
+    cv.main(["--workdir", wd] + ARGS)
+    with open(path) as f:
+        again = json.load(f)
+    assert {s: {f: x["seconds"] for f, x in runs.items()} for s, runs in again["runs"].items()} == before
+    assert os.path.getmtime(path) >= mtime
+    cv.main(["--workdir", wd] + ARGS[:5] + ["1"] + ARGS[6:] + ["--dropout", "0.2"])
+    with open(path) as f:
+        changed = json.load(f)
+    assert sorted(changed["runs"]) == ["1"] and changed["config_id"] != r["config_id"]
+
+
+def test_cv_compare_prints_one_row_per_configuration(tmp_path, capsys):
+    wd, _, _ = _workdir(tmp_path)
+    cv.main(["--workdir", wd] + ARGS)
+    capsys.readouterr()
+    cv.main(["--compare", os.path.join(wd, "cv_tiny.json"), os.path.join(wd, "cv_tiny.json")])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("tiny") for line in lines[1:])

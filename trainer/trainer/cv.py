@@ -1,0 +1,236 @@
+"""Template-level cross-validation of one Tree-CNN configuration, for model
+choice without the test split and with more than one validation split.
+
+The train and validation queries of a workdir are pooled and their templates
+dealt into F folds (sorted by family, then by a hash of the template name,
+then dealt round-robin, so every fold mixes the families and the assignment
+depends only on the names). For every fold and seed the network is trained
+on the other folds' templates, early-stopped on the held-out fold exactly as
+`prestroid train` early-stops on the validation split, and its predictions
+for the held-out fold are kept. Every pooled query is therefore predicted
+once per seed by a model that never saw its template: the out-of-fold (OOF)
+predictions. The test split is never read.
+
+    python -m trainer.cv --workdir W --name k47-skip --folds 5 --seeds 1,2 \\
+        --kernels 32,32,32 --dense 16,8 --lr 1e-3 --epochs 40 --patience 8 --plan-skip
+    python -m trainer.cv --compare W/cv_k47-skip.json W2/cv_k9-skip.json
+
+Writes W/cv_NAME.json after every (fold, seed) run; rerunning the same
+command skips the runs already there (a changed configuration starts over).
+The summary gives per seed and for the seeds' mean prediction (what
+`prestroid ensemble` of those seeds would predict) the OOF MSE on the
+normalized target (the paper's metric), q-error p50/p95, and the MSE with
+every template weighted equally (a few large templates cannot dominate it).
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from .data import load_npz, read_keys
+from .metrics import clean, denormalize, qerrors
+from .model import count_params
+from .train import (SubTreeFeeder, add_training_args, build_model, check_training_args, fit, pick_device, predict,
+                    set_seed, subtree_config, training_config)
+
+
+def assign_folds(templates, families, folds):
+    """{template: fold}: sorted by (family, sha256(name)), dealt round-robin."""
+    if folds < 2:
+        raise ValueError(f"--folds {folds}: want at least 2")
+    names = sorted(set(templates), key=lambda t: (families.get(t, ""), hashlib.sha256(t.encode()).hexdigest()))
+    if len(names) < folds:
+        raise ValueError(f"{len(names)} templates cannot fill {folds} folds")
+    return {t: i % folds for i, t in enumerate(names)}
+
+
+def pooled(workdir):
+    """The train and validation queries as one set: (arrays, keys, templates, families)."""
+    with open(os.path.join(workdir, "queries.jsonl")) as f:
+        qs = {q["key"]: q for q in map(json.loads, f) if q.get("split") in ("train", "val")}
+    parts, keys = [], []
+    for part in ("train", "val"):
+        path = os.path.join(workdir, part + ".npz")
+        if os.path.exists(path):
+            parts.append(load_npz(path))
+            keys += read_keys(os.path.join(workdir, part + ".keys.txt"))
+    if not parts:
+        raise ValueError(f"{workdir}: no train.npz")
+    z = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "params"}
+    z["params"] = parts[0]["params"]
+    missing = [k for k in keys if k not in qs]
+    if missing:
+        raise ValueError(f"{workdir}: {len(missing)} tensor rows have no train/val query in queries.jsonl "
+                         f"(e.g. {missing[0]}); rerun the tensors step")
+    templates = [qs[k]["template"] for k in keys]
+    families = {qs[k]["template"]: qs[k].get("family", "") for k in keys}
+    return z, keys, templates, families
+
+
+def take(z, idx):
+    out = {k: v[idx] for k, v in z.items() if k != "params"}
+    out["params"] = z["params"]
+    return out
+
+
+def summarize(res):
+    """Per-seed and ensemble OOF metrics from a cv result (needs every fold of a seed)."""
+    lo, hi = res["target"]["min"], res["target"]["max"]
+    y = np.asarray(res["target_normalized"], np.float64)
+    templates = np.asarray(res["templates"])
+    folds = res["folds"]
+    out = {"seeds": {}, "queries": len(y), "templates": len(set(res["templates"]))}
+
+    def score(p):
+        ln_y, ln_p = denormalize(y, lo, hi, clip=False), denormalize(p, lo, hi)
+        pc = (ln_p - lo) / (hi - lo)
+        q = qerrors(ln_y, ln_p)
+        per_t = [float(np.mean((pc[templates == t] - y[templates == t]) ** 2)) for t in sorted(set(res["templates"]))]
+        fold_mse = [float(np.mean((pc[np.asarray(res["fold_of"]) == f] - y[np.asarray(res["fold_of"]) == f]) ** 2))
+                    for f in range(folds)]
+        return {"mse": float(np.mean((pc - y) ** 2)), "mse_template_mean": float(np.mean(per_t)),
+                "qerror_p50": float(np.percentile(q, 50)), "qerror_p95": float(np.percentile(q, 95)),
+                "fold_mse": fold_mse}
+
+    complete = []
+    for seed, runs in sorted(res["runs"].items(), key=lambda kv: int(kv[0])):
+        if len(runs) < folds:
+            continue
+        p = np.zeros(len(y))
+        for f, r in runs.items():
+            idx = np.asarray(res["fold_of"]) == int(f)
+            p[idx] = r["pred"]
+        out["seeds"][seed] = score(p) | {"epochs": [runs[str(f)]["epochs"] for f in range(folds)]}
+        complete.append(p)
+    if complete:
+        single = [s["mse"] for s in out["seeds"].values()]
+        out["single_mse_mean"] = float(np.mean(single))
+        out["single_mse_min_max"] = [float(min(single)), float(max(single))]
+        out["ensemble"] = score(np.mean(complete, 0)) | {"members": len(complete)}
+    return out
+
+
+def config_id(a, params):
+    keep = {k: v for k, v in sorted(vars(a).items()) if k not in ("workdir", "name", "seeds", "compare", "threads",
+                                                                  "device")}
+    keep["params"] = params
+    return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run(a):
+    torch.set_num_threads(a.threads)
+    device = pick_device(a.device)
+    W = a.workdir
+    with open(os.path.join(W, "ops.json")) as f:
+        n_ops = len(json.load(f))
+    with open(os.path.join(W, "tables.json")) as f:
+        n_tables = len(json.load(f))
+    with open(os.path.join(W, "target.json")) as f:
+        target = json.load(f)
+    z, keys, templates, families = pooled(W)
+    fold_of_t = assign_folds(templates, families, a.folds)
+    fold_of = np.array([fold_of_t[t] for t in templates])
+    P = z["params"]
+    mcfg = subtree_config(a, n_ops, n_tables, P)
+    cid = config_id(a, P)
+    path = os.path.join(W, f"cv_{a.name}.json")
+    res = None
+    if os.path.exists(path):
+        with open(path) as f:
+            res = json.load(f)
+        if res.get("config_id") != cid or res.get("keys") != keys:
+            print(f"cv: {path} is of another configuration or other queries: starting over", file=sys.stderr)
+            res = None
+    if res is None:
+        res = {"name": a.name, "config_id": cid, "workdir": os.path.abspath(W), "params": P,
+               "flags": {k: v for k, v in vars(a).items() if k not in ("compare",)},
+               "target": target, "folds": a.folds, "keys": keys, "templates": templates,
+               "fold_of": fold_of.tolist(), "target_normalized": z["target"].astype(float).tolist(),
+               "fold_templates": [sorted(t for t, f in fold_of_t.items() if f == i) for i in range(a.folds)],
+               "runs": {}}
+
+    def save():
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(clean(res), f)
+        os.replace(tmp, path)
+
+    for seed in (int(s) for s in a.seeds.split(",")):
+        runs = res["runs"].setdefault(str(seed), {})
+        for fold in range(a.folds):
+            if str(fold) in runs:
+                continue
+            tr, va = np.nonzero(fold_of != fold)[0], np.nonzero(fold_of == fold)[0]
+            ztr, zva = take(z, tr), take(z, va)
+            cfg = training_config(a, seed)
+            set_seed(seed)
+            model = build_model(mcfg, device)
+            t0 = time.perf_counter()
+            hist = fit(model, SubTreeFeeder(ztr, device), SubTreeFeeder(zva, device), ztr["target"], zva["target"],
+                       cfg, device, name=f"{a.name} seed {seed} fold {fold}")
+            p = predict(model, SubTreeFeeder(zva, device), len(va), device=device)
+            best = min(h["val_mse"] for h in hist)
+            runs[str(fold)] = {"pred": p.astype(float).tolist(), "best_val_mse": best, "epochs": len(hist),
+                               "seconds": time.perf_counter() - t0, "train": int(len(tr)), "held_out": int(len(va)),
+                               "parameters": count_params(model)}
+            print(f"cv {a.name}: seed {seed} fold {fold + 1}/{a.folds}: held-out mse {best:.5f} "
+                  f"({len(va)} queries, {len(hist)} epochs, {runs[str(fold)]['seconds']:.0f}s)", file=sys.stderr)
+            save()
+    res["summary"] = summarize(res)
+    save()
+    return res
+
+
+def table(results):
+    """A text table of cv results (the --compare output)."""
+    lines = [f"{'configuration':24s} {'K':>3s} {'seeds':>5s} {'single MSE (min-max)':>26s} {'ensemble MSE':>12s} "
+             f"{'tmpl-mean':>9s} {'q50':>5s} {'q95':>5s}  per-fold ensemble MSE"]
+    for r in results:
+        s = r["summary"]
+        if "ensemble" not in s:
+            lines.append(f"{r['name']:24s} (no seed has all folds yet)")
+            continue
+        e = s["ensemble"]
+        mm = s["single_mse_min_max"]
+        lines.append(f"{r['name']:24s} {r['params']['K']:3d} {e['members']:5d} "
+                     f"{s['single_mse_mean']:9.5f} ({mm[0]:.5f}-{mm[1]:.5f}) {e['mse']:12.5f} "
+                     f"{e['mse_template_mean']:9.5f} {e['qerror_p50']:5.2f} {e['qerror_p95']:5.2f}  "
+                     + " ".join(f"{x:.5f}" for x in e["fold_mse"]))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir")
+    ap.add_argument("--name", help="configuration name: results go to WORKDIR/cv_NAME.json")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seeds", default="1", help="comma-separated seeds; all of them make the ensemble")
+    ap.add_argument("--compare", nargs="+", metavar="CV_JSON", help="print a table of finished cv results and exit")
+    add_training_args(ap)
+    a = ap.parse_args(argv)
+    if a.compare:
+        results = []
+        for p in a.compare:
+            with open(p) as f:
+                r = json.load(f)
+            r["summary"] = summarize(r)
+            results.append(r)
+        print(table(results))
+        return
+    if not a.workdir or not a.name:
+        ap.error("need --workdir and --name (or --compare)")
+    check_training_args(ap, a)
+    try:
+        res = run(a)
+    except ValueError as e:
+        sys.exit(f"cv: {e}")
+    print(table([res]))
+
+
+if __name__ == "__main__":
+    main()
