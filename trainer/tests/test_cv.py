@@ -1,6 +1,8 @@
 """Template-level cross-validation (trainer.cv)."""
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -111,3 +113,16 @@ def test_cv_compare_prints_one_row_per_configuration(tmp_path, capsys):
     cv.main(["--compare", os.path.join(wd, "cv_tiny.json"), os.path.join(wd, "cv_tiny.json")])
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3 and all(line.startswith("tiny") for line in lines[1:])
+
+
+def test_cv_processes_of_different_seeds_share_one_file(tmp_path):
+    wd, _, _ = _workdir(tmp_path)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    procs = [subprocess.Popen([sys.executable, "-m", "trainer.cv", "--workdir", wd] + ARGS[:5] + [seed] + ARGS[6:],
+                              cwd=here, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for seed in ("1", "2")]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()
+    with open(os.path.join(wd, "cv_tiny.json")) as f:
+        r = json.load(f)
+    assert {s: sorted(runs) for s, runs in r["runs"].items()} == {"1": ["0", "1", "2"], "2": ["0", "1", "2"]}

@@ -16,13 +16,16 @@ predictions. The test split is never read.
     python -m trainer.cv --compare W/cv_k47-skip.json W2/cv_k9-skip.json
 
 Writes W/cv_NAME.json after every (fold, seed) run; rerunning the same
-command skips the runs already there (a changed configuration starts over).
+command skips the runs already there (a changed configuration starts over),
+and processes given different --seeds of one configuration can run at once
+(each save merges the other's runs).
 The summary gives per seed and for the seeds' mean prediction (what
 `prestroid ensemble` of those seeds would predict) the OOF MSE on the
 normalized target (the paper's metric), q-error p50/p95, and the MSE with
 every template weighted equally (a few large templates cannot dominate it).
 """
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -155,10 +158,23 @@ def run(a):
                "runs": {}}
 
     def save():
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(clean(res), f)
-        os.replace(tmp, path)
+        # Processes running other seeds of this configuration may share the
+        # file: under the lock, runs on disk that this one lacks are merged in.
+        with open(path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(path) as f:
+                    disk = json.load(f)
+            except (OSError, ValueError):
+                disk = None
+            if disk and disk.get("config_id") == cid and disk.get("keys") == keys:
+                for seed, runs in disk["runs"].items():
+                    for fold, r in runs.items():
+                        res["runs"].setdefault(seed, {}).setdefault(fold, r)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(clean(res), f)
+            os.replace(tmp, path)
 
     for seed in (int(s) for s in a.seeds.split(",")):
         runs = res["runs"].setdefault(str(seed), {})
@@ -181,6 +197,7 @@ def run(a):
             print(f"cv {a.name}: seed {seed} fold {fold + 1}/{a.folds}: held-out mse {best:.5f} "
                   f"({len(va)} queries, {len(hist)} epochs, {runs[str(fold)]['seconds']:.0f}s)", file=sys.stderr)
             save()
+    save()
     res["summary"] = summarize(res)
     save()
     return res
