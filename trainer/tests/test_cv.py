@@ -115,14 +115,19 @@ def test_cv_compare_prints_one_row_per_configuration(tmp_path, capsys):
     assert len(lines) == 3 and all(line.startswith("tiny") for line in lines[1:])
 
 
-def test_cv_processes_of_different_seeds_share_one_file(tmp_path):
+def test_cv_processes_share_the_runs_of_one_configuration(tmp_path):
+    """Two processes with the same seeds at once: each run is trained once, all land in one file."""
     wd, _, _ = _workdir(tmp_path)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    procs = [subprocess.Popen([sys.executable, "-m", "trainer.cv", "--workdir", wd] + ARGS[:5] + [seed] + ARGS[6:],
-                              cwd=here, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for seed in ("1", "2")]
+    procs = [subprocess.Popen([sys.executable, "-m", "trainer.cv", "--workdir", wd] + ARGS, cwd=here,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    trained = []
     for p in procs:
         _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err.decode()
+        assert p.returncode == 0, err
+        trained += [line for line in err.splitlines() if line.startswith("cv tiny: seed")]
     with open(os.path.join(wd, "cv_tiny.json")) as f:
         r = json.load(f)
     assert {s: sorted(runs) for s, runs in r["runs"].items()} == {"1": ["0", "1", "2"], "2": ["0", "1", "2"]}
+    assert len(trained) == 6, trained
+    assert r["claims"] == {}

@@ -17,8 +17,9 @@ predictions. The test split is never read.
 
 Writes W/cv_NAME.json after every (fold, seed) run; rerunning the same
 command skips the runs already there (a changed configuration starts over),
-and processes given different --seeds of one configuration can run at once
-(each save merges the other's runs).
+and several processes of one configuration can run at once, e.g. one per
+core (each takes the runs no live process has taken; every save merges the
+others' runs).
 The summary gives per seed and for the seeds' mean prediction (what
 `prestroid ensemble` of those seeds would predict) the OOF MSE on the
 normalized target (the paper's metric), q-error p50/p95, and the MSE with
@@ -29,6 +30,7 @@ import fcntl
 import hashlib
 import json
 import os
+import socket
 import sys
 import time
 
@@ -157,9 +159,11 @@ def run(a):
                "fold_templates": [sorted(t for t, f in fold_of_t.items() if f == i) for i in range(a.folds)],
                "runs": {}}
 
-    def save():
-        # Processes running other seeds of this configuration may share the
-        # file: under the lock, runs on disk that this one lacks are merged in.
+    host = socket.gethostname()
+
+    def locked(update=None):
+        """Under the file's lock: merge in the runs and claims that other
+        processes of this configuration wrote, apply update, write the file."""
         with open(path + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
@@ -171,15 +175,36 @@ def run(a):
                 for seed, runs in disk["runs"].items():
                     for fold, r in runs.items():
                         res["runs"].setdefault(seed, {}).setdefault(fold, r)
+                res["claims"] = disk.get("claims", {})
+            res.setdefault("claims", {})
+            result = update() if update else None
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "w") as f:
                 json.dump(clean(res), f)
             os.replace(tmp, path)
+            return result
+
+    def claim(seed, fold):
+        """Whether this process takes the run: not done, not being done by a live process."""
+        def update():
+            if str(fold) in res["runs"].get(str(seed), {}):
+                return False
+            c = res["claims"].get(f"{seed}/{fold}")
+            if c and c["host"] == host and c["pid"] != os.getpid() and alive(c["pid"]):
+                return False
+            res["claims"][f"{seed}/{fold}"] = {"host": host, "pid": os.getpid()}
+            return True
+        return locked(update)
+
+    def done(seed, fold, run):
+        def update():
+            res["runs"].setdefault(str(seed), {})[str(fold)] = run
+            res["claims"].pop(f"{seed}/{fold}", None)
+        locked(update)
 
     for seed in (int(s) for s in a.seeds.split(",")):
-        runs = res["runs"].setdefault(str(seed), {})
         for fold in range(a.folds):
-            if str(fold) in runs:
+            if not claim(seed, fold):
                 continue
             tr, va = np.nonzero(fold_of != fold)[0], np.nonzero(fold_of == fold)[0]
             ztr, zva = take(z, tr), take(z, va)
@@ -191,16 +216,26 @@ def run(a):
                        cfg, device, name=f"{a.name} seed {seed} fold {fold}")
             p = predict(model, SubTreeFeeder(zva, device), len(va), device=device)
             best = min(h["val_mse"] for h in hist)
-            runs[str(fold)] = {"pred": p.astype(float).tolist(), "best_val_mse": best, "epochs": len(hist),
-                               "seconds": time.perf_counter() - t0, "train": int(len(tr)), "held_out": int(len(va)),
-                               "parameters": count_params(model)}
+            run = {"pred": p.astype(float).tolist(), "best_val_mse": best, "epochs": len(hist),
+                   "seconds": time.perf_counter() - t0, "train": int(len(tr)), "held_out": int(len(va)),
+                   "parameters": count_params(model)}
+            done(seed, fold, run)
             print(f"cv {a.name}: seed {seed} fold {fold + 1}/{a.folds}: held-out mse {best:.5f} "
-                  f"({len(va)} queries, {len(hist)} epochs, {runs[str(fold)]['seconds']:.0f}s)", file=sys.stderr)
-            save()
-    save()
+                  f"({len(va)} queries, {len(hist)} epochs, {run['seconds']:.0f}s)", file=sys.stderr)
+    locked()
     res["summary"] = summarize(res)
-    save()
+    locked()
     return res
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def table(results):
