@@ -41,7 +41,7 @@ from .data import load_npz, read_keys
 from .metrics import clean, denormalize, qerrors
 from .model import count_params
 from .train import (SubTreeFeeder, add_training_args, build_model, check_training_args, fit, pick_device, predict,
-                    set_seed, subtree_config, training_config)
+                    read_workdir_info, set_seed, subtree_config, training_config)
 
 
 def assign_folds(templates, families, folds):
@@ -131,12 +131,7 @@ def run(a):
     torch.set_num_threads(a.threads)
     device = pick_device(a.device)
     W = a.workdir
-    with open(os.path.join(W, "ops.json")) as f:
-        n_ops = len(json.load(f))
-    with open(os.path.join(W, "tables.json")) as f:
-        n_tables = len(json.load(f))
-    with open(os.path.join(W, "target.json")) as f:
-        target = json.load(f)
+    n_ops, n_tables, target = read_workdir_info(W)
     z, keys, templates, families = pooled(W)
     fold_of_t = assign_folds(templates, families, a.folds)
     fold_of = np.array([fold_of_t[t] for t in templates])

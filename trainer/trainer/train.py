@@ -260,6 +260,17 @@ def build_model(cfg_model, device):
     return TreeCNN(cfg_model).to(device)
 
 
+def read_workdir_info(workdir):
+    """(operator vocabulary size, table vocabulary size, target normalization) of a workdir."""
+    with open(os.path.join(workdir, "ops.json")) as f:
+        n_ops = len(json.load(f))
+    with open(os.path.join(workdir, "tables.json")) as f:
+        n_tables = len(json.load(f))
+    with open(os.path.join(workdir, "target.json")) as f:
+        target = json.load(f)
+    return n_ops, n_tables, target
+
+
 def add_training_args(ap):
     """The flags of the network and its training, shared with trainer.cv."""
     ap.add_argument("--epochs", type=int, default=200)
@@ -326,12 +337,7 @@ def main(argv=None):
     est, plan = (0, 0) if a.no_estimates else (EST, PLAN)
     suffix = "_paper" if a.no_estimates else ""     # model names in the report and predictions files
 
-    with open(os.path.join(W, "ops.json")) as f:
-        n_ops = len(json.load(f))
-    with open(os.path.join(W, "tables.json")) as f:
-        n_tables = len(json.load(f))
-    with open(os.path.join(W, "target.json")) as f:
-        target = json.load(f)
+    n_ops, n_tables, target = read_workdir_info(W)
     with open(os.path.join(W, "tensors.json")) as f:
         tinfo = json.load(f)
     with open(os.path.join(W, "meta.json")) as f:
