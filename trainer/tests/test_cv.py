@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from trainer import baselines as B
 from trainer import cv
 from trainer.data import load_npz
 
@@ -46,7 +47,9 @@ def _workdir(tmp_path):
     (wd / "target.json").write_text('{"min": -7.0, "max": 5.0}')
     with open(wd / "queries.jsonl", "w") as f:
         for k, t, s in zip(keys, templates, split):
-            f.write(json.dumps({"key": k, "template": t, "family": t.split("/")[0], "split": s}) + "\n")
+            y = float(arrays["target"][keys.index(k)])
+            f.write(json.dumps({"key": k, "template": t, "family": t.split("/")[0], "split": s,
+                                "ln_cpu_s": -7.0 + 12.0 * y, "otp_nodes": int(5 + 200 * y * y)}) + "\n")
         f.write(json.dumps({"key": "x", "template": "tpch/secret", "family": "tpch", "split": "test"}) + "\n")
     for part in ("train", "val"):
         idx = [i for i in range(rows) if split[i] == part]
@@ -83,8 +86,8 @@ def test_cv_predicts_every_query_out_of_fold_and_resumes(tmp_path, capsys):
         for f, run in runs.items():
             assert run["held_out"] == (fold_of == int(f)).sum() and run["train"] == len(y) - run["held_out"]
             p[fold_of == int(f)] = run["pred"]
-            assert np.mean((np.array(run["pred"]) - y[fold_of == int(f)]) ** 2) == pytest.approx(run["best_val_mse"],
-                                                                                                 rel=1e-4)
+            assert np.mean((np.clip(run["pred"], 0, 1) - y[fold_of == int(f)]) ** 2) == pytest.approx(
+                run["held_out_mse"], rel=1e-4)
         oof[seed] = np.clip(p, 0, 1)
     assert not np.allclose(oof["1"], oof["2"])                               # the seeds differ
     s = r["summary"]
@@ -131,3 +134,30 @@ def test_cv_processes_share_the_runs_of_one_configuration(tmp_path):
     assert {s: sorted(runs) for s, runs in r["runs"].items()} == {"1": ["0", "1", "2"], "2": ["0", "1", "2"]}
     assert len(trained) == 6, trained
     assert r["claims"] == {}
+
+
+def test_cv_of_a_baseline_uses_the_same_folds(tmp_path, capsys):
+    wd, template_of, target_of = _workdir(tmp_path)
+    cv.main(["--workdir", wd] + ARGS)
+    cv.main(["--workdir", wd, "--name", "logbin", "--baseline", "logbin", "--folds", "3"])
+    with open(os.path.join(wd, "cv_tiny.json")) as f:
+        net = json.load(f)
+    with open(os.path.join(wd, "cv_logbin.json")) as f:
+        r = json.load(f)
+    assert r["keys"] == net["keys"] and r["fold_of"] == net["fold_of"]
+    assert r["target_normalized"] == pytest.approx(net["target_normalized"], abs=1e-6)
+    with open(os.path.join(wd, "queries.jsonl")) as f:
+        qs = {q["key"]: q for q in map(json.loads, f)}
+    fold_of = np.array(r["fold_of"])
+    for fold in range(3):
+        held = [qs[k] for k, f in zip(r["keys"], fold_of) if f == fold]
+        rest = [qs[k] for k, f in zip(r["keys"], fold_of) if f != fold]
+        want, _ = B.logbin(rest, held, held, -7.0, 5.0)
+        np.testing.assert_allclose(r["runs"]["1"][str(fold)]["pred"], (want + 7.0) / 12.0, atol=1e-12)
+    assert 0 < r["summary"]["ensemble"]["mse"] < 1
+    capsys.readouterr()
+    cv.main(["--compare", os.path.join(wd, "cv_tiny.json"), os.path.join(wd, "cv_logbin.json")])
+    out = capsys.readouterr().out
+    assert "logbin" in out and "tiny" in out
+    with pytest.raises(SystemExit, match="unknown"):
+        cv.main(["--workdir", wd, "--name", "x", "--baseline", "unknown", "--folds", "3"])

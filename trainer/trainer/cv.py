@@ -9,11 +9,14 @@ on the other folds' templates, early-stopped on the held-out fold exactly as
 `prestroid train` early-stops on the validation split, and its predictions
 for the held-out fold are kept. Every pooled query is therefore predicted
 once per seed by a model that never saw its template: the out-of-fold (OOF)
-predictions. The test split is never read.
+predictions. The test split is never read. A baseline (--baseline NAME,
+trainer.baselines) is cross-validated on the same folds: fitted on the other
+folds, tuned or early-stopped on the held-out fold as the network is.
 
     python -m trainer.cv --workdir W --name k47-skip --folds 5 --seeds 1,2 \\
         --kernels 32,32,32 --dense 16,8 --lr 1e-3 --epochs 40 --patience 8 --plan-skip
-    python -m trainer.cv --compare W/cv_k47-skip.json W2/cv_k9-skip.json
+    python -m trainer.cv --workdir W --name tfidf_gbr --baseline tfidf_gbr     # a baseline, same folds
+    python -m trainer.cv --compare W/cv_k47-skip.json W2/cv_k9-skip.json W/cv_tfidf_gbr.json
 
 Writes W/cv_NAME.json after every (fold, seed) run; rerunning the same
 command skips the runs already there (a changed configuration starts over),
@@ -37,6 +40,7 @@ import time
 import numpy as np
 import torch
 
+from . import baselines as B
 from .data import load_npz, read_keys
 from .metrics import clean, denormalize, qerrors
 from .model import count_params
@@ -54,27 +58,32 @@ def assign_folds(templates, families, folds):
     return {t: i % folds for i, t in enumerate(names)}
 
 
-def pooled(workdir):
-    """The train and validation queries as one set: (arrays, keys, templates, families)."""
+def pooled_keys(workdir):
+    """The train then validation keys, in the tensors' row order, and their queries."""
     with open(os.path.join(workdir, "queries.jsonl")) as f:
         qs = {q["key"]: q for q in map(json.loads, f) if q.get("split") in ("train", "val")}
-    parts, keys = [], []
+    keys = []
     for part in ("train", "val"):
-        path = os.path.join(workdir, part + ".npz")
-        if os.path.exists(path):
-            parts.append(load_npz(path))
+        if os.path.exists(os.path.join(workdir, part + ".keys.txt")):
             keys += read_keys(os.path.join(workdir, part + ".keys.txt"))
-    if not parts:
-        raise ValueError(f"{workdir}: no train.npz")
-    z = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "params"}
-    z["params"] = parts[0]["params"]
+    if not keys:
+        raise ValueError(f"{workdir}: no train.keys.txt")
     missing = [k for k in keys if k not in qs]
     if missing:
         raise ValueError(f"{workdir}: {len(missing)} tensor rows have no train/val query in queries.jsonl "
                          f"(e.g. {missing[0]}); rerun the tensors step")
-    templates = [qs[k]["template"] for k in keys]
-    families = {qs[k]["template"]: qs[k].get("family", "") for k in keys}
-    return z, keys, templates, families
+    return keys, [qs[k] for k in keys]
+
+
+def pooled(workdir):
+    """The train and validation tensors as one set (rows in pooled_keys order)."""
+    parts = [load_npz(os.path.join(workdir, part + ".npz")) for part in ("train", "val")
+             if os.path.exists(os.path.join(workdir, part + ".npz"))]
+    if not parts:
+        raise ValueError(f"{workdir}: no train.npz")
+    z = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "params"}
+    z["params"] = parts[0]["params"]
+    return z
 
 
 def take(z, idx):
@@ -110,7 +119,7 @@ def summarize(res):
         for f, r in runs.items():
             idx = np.asarray(res["fold_of"]) == int(f)
             p[idx] = r["pred"]
-        out["seeds"][seed] = score(p) | {"epochs": [runs[str(f)]["epochs"] for f in range(folds)]}
+        out["seeds"][seed] = score(p) | {"epochs": [runs[str(f)].get("epochs") for f in range(folds)]}
         complete.append(p)
     if complete:
         single = [s["mse"] for s in out["seeds"].values()]
@@ -132,11 +141,41 @@ def run(a):
     device = pick_device(a.device)
     W = a.workdir
     n_ops, n_tables, target = read_workdir_info(W)
-    z, keys, templates, families = pooled(W)
-    fold_of_t = assign_folds(templates, families, a.folds)
+    lo, hi = target["min"], target["max"]
+    keys, queries = pooled_keys(W)
+    templates = [q["template"] for q in queries]
+    fold_of_t = assign_folds(templates, {q["template"]: q.get("family", "") for q in queries}, a.folds)
     fold_of = np.array([fold_of_t[t] for t in templates])
-    P = z["params"]
-    mcfg = subtree_config(a, n_ops, n_tables, P)
+    if a.baseline:
+        if a.baseline not in B.FUNCS:
+            raise ValueError(f"--baseline {a.baseline}: want one of {', '.join(B.ALL)}")
+        P = {"baseline": a.baseline}
+        y = (np.array([q["ln_cpu_s"] for q in queries]) - lo) / (hi - lo)
+        vectors = os.path.join(W, "tokens.vec")
+
+        def fit_fold(seed, fold, tr, va):
+            kw = {"vectors": vectors} if a.baseline == "mscn" else {}
+            # tuned (or early-stopped) on the held-out fold, as the network is
+            p, settings = B.FUNCS[a.baseline]([queries[i] for i in tr], [queries[i] for i in va],
+                                              [queries[i] for i in va], lo, hi, seed=seed, **kw)
+            p = (np.asarray(p, np.float64) - lo) / (hi - lo)
+            return p, {"settings": settings}
+    else:
+        z = pooled(W)
+        if len(z["target"]) != len(keys):
+            raise ValueError(f"{W}: {len(z['target'])} tensor rows for {len(keys)} keys; rerun the tensors step")
+        P = z["params"]
+        y = z["target"].astype(np.float64)
+        mcfg = subtree_config(a, n_ops, n_tables, P)
+
+        def fit_fold(seed, fold, tr, va):
+            ztr, zva = take(z, tr), take(z, va)
+            set_seed(seed)
+            model = build_model(mcfg, device)
+            hist = fit(model, SubTreeFeeder(ztr, device), SubTreeFeeder(zva, device), ztr["target"], zva["target"],
+                       training_config(a, seed), device, name=f"{a.name} seed {seed} fold {fold}")
+            p = predict(model, SubTreeFeeder(zva, device), len(va), device=device)
+            return p, {"epochs": len(hist), "parameters": count_params(model)}
     cid = config_id(a, P)
     path = os.path.join(W, f"cv_{a.name}.json")
     res = None
@@ -150,7 +189,7 @@ def run(a):
         res = {"name": a.name, "config_id": cid, "workdir": os.path.abspath(W), "params": P,
                "flags": {k: v for k, v in vars(a).items() if k not in ("compare",)},
                "target": target, "folds": a.folds, "keys": keys, "templates": templates,
-               "fold_of": fold_of.tolist(), "target_normalized": z["target"].astype(float).tolist(),
+               "fold_of": fold_of.tolist(), "target_normalized": y.tolist(),
                "fold_templates": [sorted(t for t, f in fold_of_t.items() if f == i) for i in range(a.folds)],
                "runs": {}}
 
@@ -202,21 +241,14 @@ def run(a):
             if not claim(seed, fold):
                 continue
             tr, va = np.nonzero(fold_of != fold)[0], np.nonzero(fold_of == fold)[0]
-            ztr, zva = take(z, tr), take(z, va)
-            cfg = training_config(a, seed)
-            set_seed(seed)
-            model = build_model(mcfg, device)
             t0 = time.perf_counter()
-            hist = fit(model, SubTreeFeeder(ztr, device), SubTreeFeeder(zva, device), ztr["target"], zva["target"],
-                       cfg, device, name=f"{a.name} seed {seed} fold {fold}")
-            p = predict(model, SubTreeFeeder(zva, device), len(va), device=device)
-            best = min(h["val_mse"] for h in hist)
-            run = {"pred": p.astype(float).tolist(), "best_val_mse": best, "epochs": len(hist),
-                   "seconds": time.perf_counter() - t0, "train": int(len(tr)), "held_out": int(len(va)),
-                   "parameters": count_params(model)}
+            p, extra = fit_fold(seed, fold, tr, va)
+            mse = float(np.mean((np.clip(p, 0, 1) - y[va]) ** 2))
+            run = {"pred": np.asarray(p, np.float64).tolist(), "held_out_mse": mse,
+                   "seconds": time.perf_counter() - t0, "train": int(len(tr)), "held_out": int(len(va)), **extra}
             done(seed, fold, run)
-            print(f"cv {a.name}: seed {seed} fold {fold + 1}/{a.folds}: held-out mse {best:.5f} "
-                  f"({len(va)} queries, {len(hist)} epochs, {run['seconds']:.0f}s)", file=sys.stderr)
+            print(f"cv {a.name}: seed {seed} fold {fold + 1}/{a.folds}: held-out mse {mse:.5f} "
+                  f"({len(va)} queries, {run['seconds']:.0f}s)", file=sys.stderr)
     locked()
     res["summary"] = summarize(res)
     locked()
@@ -244,7 +276,7 @@ def table(results):
             continue
         e = s["ensemble"]
         mm = s["single_mse_min_max"]
-        lines.append(f"{r['name']:24s} {r['params']['K']:3d} {e['members']:5d} "
+        lines.append(f"{r['name']:24s} {str(r['params'].get('K', '-')):>3s} {e['members']:5d} "
                      f"{s['single_mse_mean']:9.5f} ({mm[0]:.5f}-{mm[1]:.5f}) {e['mse']:12.5f} "
                      f"{e['mse_template_mean']:9.5f} {e['qerror_p50']:5.2f} {e['qerror_p95']:5.2f}  "
                      + " ".join(f"{x:.5f}" for x in e["fold_mse"]))
@@ -257,6 +289,8 @@ def main(argv=None):
     ap.add_argument("--name", help="configuration name: results go to WORKDIR/cv_NAME.json")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seeds", default="1", help="comma-separated seeds; all of them make the ensemble")
+    ap.add_argument("--baseline", default="",
+                    help="cross-validate this baseline (trainer.baselines) on the same folds instead of the network")
     ap.add_argument("--compare", nargs="+", metavar="CV_JSON", help="print a table of finished cv results and exit")
     add_training_args(ap)
     a = ap.parse_args(argv)
