@@ -20,7 +20,8 @@ package main
 //	cv         python -m trainer.cv: template-level cross-validation of the
 //	           configuration the flags describe over the train and
 //	           validation queries (--cv-folds, --cv-seeds), for model choice
-//	           without the test split; WORKDIR/cv_NAME.json, resumable
+//	           without the test split; WORKDIR/cv_NAME.json, resumable;
+//	           --cv-baseline cross-validates a baseline on the same folds
 
 import (
 	"bufio"
@@ -91,6 +92,7 @@ type trainFlags struct {
 	cvName      string
 	cvFolds     int
 	cvSeeds     string
+	cvBaseline  string
 	threads     int
 	// noEstimates trains the paper's network, without the est/plan inputs.
 	noEstimates bool
@@ -144,6 +146,7 @@ func runTrain(args []string) int {
 	fs.IntVar(&tf.threads, "threads", 2, "CPU threads for PyTorch (train and cv steps)")
 	fs.StringVar(&tf.cvName, "cv-name", "", "the cv step's name for this configuration: WORKDIR/cv_NAME.json (default N-K-Pf)")
 	fs.IntVar(&tf.cvFolds, "cv-folds", 5, "the cv step's folds of train+validation templates")
+	fs.StringVar(&tf.cvBaseline, "cv-baseline", "", "the cv step cross-validates this baseline (trino, tfidf_gbr, logbin, svr, mscn, wcnn, trino_max) on the same folds instead of the network")
 	fs.StringVar(&tf.cvSeeds, "cv-seeds", "1", "the cv step's seeds, comma-separated (together they also score their ensemble)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -779,7 +782,11 @@ func stepTrain(tf *trainFlags) error {
 
 func stepCV(tf *trainFlags) error {
 	name := tf.cvName
-	if name == "" {
+	switch {
+	case name != "":
+	case tf.cvBaseline != "":
+		name = tf.cvBaseline
+	default:
 		name = fmt.Sprintf("%d-%d-%d", tf.n, tf.k, tf.pf)
 	}
 	if strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") {
@@ -787,6 +794,9 @@ func stepCV(tf *trainFlags) error {
 	}
 	args := append([]string{"-m", "trainer.cv", "--workdir", tf.workdir, "--name", name,
 		"--folds", strconv.Itoa(tf.cvFolds), "--seeds", tf.cvSeeds}, networkArgs(tf)...)
+	if tf.cvBaseline != "" {
+		args = append(args, "--baseline", tf.cvBaseline)
+	}
 	return runPython(tf.python, args...)
 }
 

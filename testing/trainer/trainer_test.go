@@ -274,6 +274,28 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 			t.Errorf("%d folds, %d of %d queries predicted, ensemble MSE %v", len(res.Runs["1"]), predicted,
 				len(want), res.Summary.Ensemble.MSE)
 		}
+
+		// a baseline on the same folds
+		run(t, bin, "train", "--workdir", work, "--python", py, "--steps", "cv", "--cv-baseline", "trino",
+			"--cv-folds", "3")
+		raw, err = os.ReadFile(filepath.Join(work, "cv_trino.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var base struct {
+			Keys   []string       `json:"keys"`
+			FoldOf []int          `json:"fold_of"`
+			Params map[string]any `json:"params"`
+			Runs   map[string]any `json:"runs"`
+		}
+		if err := json.Unmarshal(raw, &base); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(base.Keys, base.FoldOf) != fmt.Sprint(res.Keys, res.FoldOf) || base.Params["baseline"] != "trino" ||
+			len(base.Runs) != 1 {
+			t.Errorf("baseline cv: params %v, %d seeds; folds equal the network's: %v", base.Params, len(base.Runs),
+				fmt.Sprint(base.FoldOf) == fmt.Sprint(res.FoldOf))
+		}
 	})
 
 	t.Run("eval reports every model and baseline", func(t *testing.T) {
