@@ -1,4 +1,5 @@
 """Template-level cross-validation (trainer.cv)."""
+import argparse
 import json
 import os
 import subprocess
@@ -164,3 +165,19 @@ def test_cv_of_a_baseline_uses_the_same_folds(tmp_path, capsys):
     assert "logbin" in out and "tiny" in out
     with pytest.raises(SystemExit, match="unknown"):
         cv.main(["--workdir", wd, "--name", "x", "--baseline", "unknown", "--folds", "3"])
+
+
+def test_config_id_ignores_flags_at_their_defaults():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seeds", default="1")
+    params = {"N": 15, "K": 9}
+    ids = {}
+    for name, argv in {"default": [], "seeds": ["--seeds", "1,2"], "lr": ["--lr", "1e-2"]}.items():
+        a = ap.parse_args(argv)
+        ids[name] = cv.config_id(a, {k: ap.get_default(k) for k in vars(a)}, params)
+    ap.add_argument("--new-flag", default="")               # added by a later version, at its default
+    a = ap.parse_args([])
+    ids["later"] = cv.config_id(a, {k: ap.get_default(k) for k in vars(a)}, params)
+    assert ids["default"] == ids["seeds"] == ids["later"] != ids["lr"]
+    assert cv.config_id(a, {k: ap.get_default(k) for k in vars(a)}, {"N": 15, "K": 47}) != ids["default"]

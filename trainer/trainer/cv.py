@@ -129,14 +129,17 @@ def summarize(res):
     return out
 
 
-def config_id(a, params):
-    keep = {k: v for k, v in sorted(vars(a).items()) if k not in ("workdir", "name", "seeds", "compare", "threads",
-                                                                  "device")}
+def config_id(a, defaults, params):
+    """What the results depend on: the flags not at their defaults (so a flag
+    added later, at its default, keeps earlier results valid) and the tensors'
+    N/K/C/Pf."""
+    keep = {k: v for k, v in sorted(vars(a).items())
+            if k not in ("workdir", "name", "seeds", "compare", "threads", "device") and v != defaults.get(k)}
     keep["params"] = params
     return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run(a):
+def run(a, defaults):
     torch.set_num_threads(a.threads)
     device = pick_device(a.device)
     W = a.workdir
@@ -176,7 +179,7 @@ def run(a):
                        training_config(a, seed), device, name=f"{a.name} seed {seed} fold {fold}")
             p = predict(model, SubTreeFeeder(zva, device), len(va), device=device)
             return p, {"epochs": len(hist), "parameters": count_params(model)}
-    cid = config_id(a, P)
+    cid = config_id(a, defaults, P)
     path = os.path.join(W, f"cv_{a.name}.json")
     res = None
     if os.path.exists(path):
@@ -307,7 +310,7 @@ def main(argv=None):
         ap.error("need --workdir and --name (or --compare)")
     check_training_args(ap, a)
     try:
-        res = run(a)
+        res = run(a, {k: ap.get_default(k) for k in vars(a)})
     except ValueError as e:
         sys.exit(f"cv: {e}")
     print(table([res]))
