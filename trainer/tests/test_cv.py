@@ -114,9 +114,14 @@ def test_cv_compare_prints_one_row_per_configuration(tmp_path, capsys):
     wd, _, _ = _workdir(tmp_path)
     cv.main(["--workdir", wd] + ARGS)
     capsys.readouterr()
-    cv.main(["--compare", os.path.join(wd, "cv_tiny.json"), os.path.join(wd, "cv_tiny.json")])
+    out = str(tmp_path / "summary.json")
+    cv.main(["--compare", os.path.join(wd, "cv_tiny.json"), os.path.join(wd, "cv_tiny.json"), "--summary-out", out])
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3 and all(line.startswith("tiny") for line in lines[1:])
+    with open(out) as f:
+        s = json.load(f)
+    assert [x["name"] for x in s] == ["tiny", "tiny"] and s[0]["summary"]["ensemble"]["members"] == 2
+    assert sorted(s[0]["runs"]["1"]) == ["0", "1", "2"] and "pred" not in s[0]["runs"]["1"]["0"]
 
 
 def test_cv_processes_share_the_runs_of_one_configuration(tmp_path):

@@ -295,6 +295,7 @@ def main(argv=None):
     ap.add_argument("--baseline", default="",
                     help="cross-validate this baseline (trainer.baselines) on the same folds instead of the network")
     ap.add_argument("--compare", nargs="+", metavar="CV_JSON", help="print a table of finished cv results and exit")
+    ap.add_argument("--summary-out", help="with --compare: also write their summaries (no per-query arrays) as JSON")
     add_training_args(ap)
     a = ap.parse_args(argv)
     if a.compare:
@@ -305,6 +306,16 @@ def main(argv=None):
             r["summary"] = summarize(r)
             results.append(r)
         print(table(results))
+        if a.summary_out:
+            # the summaries without the per-query arrays: small enough to commit
+            keep = ("name", "params", "flags", "folds", "fold_templates", "summary")
+            with open(a.summary_out, "w") as f:
+                json.dump(clean([{k: r.get(k) for k in keep} | {"runs": {s: {fold: {k: v for k, v in x.items()
+                                                                                  if k != "pred"}
+                                                                            for fold, x in runs.items()}
+                                                                        for s, runs in r["runs"].items()}}
+                                 for r in results]), f, indent=1)
+                f.write("\n")
         return
     if not a.workdir or not a.name:
         ap.error("need --workdir and --name (or --compare)")
