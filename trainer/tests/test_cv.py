@@ -108,6 +108,8 @@ def test_cv_predicts_every_query_out_of_fold_and_resumes(tmp_path, capsys):
     with open(path) as f:
         changed = json.load(f)
     assert sorted(changed["runs"]) == ["1"] and changed["config_id"] != r["config_id"]
+    with open(os.path.join(wd, f"cv_tiny.{r['config_id']}.json")) as f:      # the old results are kept aside
+        assert json.load(f)["runs"] == again["runs"]
 
 
 def test_cv_compare_prints_one_row_per_configuration(tmp_path, capsys):

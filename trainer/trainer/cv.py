@@ -19,7 +19,8 @@ folds, tuned or early-stopped on the held-out fold as the network is.
     python -m trainer.cv --compare W/cv_k47-skip.json W2/cv_k9-skip.json W/cv_tfidf_gbr.json
 
 Writes W/cv_NAME.json after every (fold, seed) run; rerunning the same
-command skips the runs already there (a changed configuration starts over),
+command skips the runs already there (a changed configuration starts over
+and moves the old file to cv_NAME.OLD_ID.json),
 and several processes of one configuration can run at once, e.g. one per
 core (each takes the runs no live process has taken; every save merges the
 others' runs).
@@ -186,7 +187,10 @@ def run(a, defaults):
         with open(path) as f:
             res = json.load(f)
         if res.get("config_id") != cid or res.get("keys") != keys:
-            print(f"cv: {path} is of another configuration or other queries: starting over", file=sys.stderr)
+            kept = os.path.join(W, f"cv_{a.name}.{res.get('config_id', 'old')}.json")
+            os.replace(path, kept)
+            print(f"cv: {path} is of another configuration or other queries: starting over (the old one is "
+                  f"now {kept})", file=sys.stderr)
             res = None
     if res is None:
         res = {"name": a.name, "config_id": cid, "workdir": os.path.abspath(W), "params": P,
