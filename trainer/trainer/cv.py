@@ -98,6 +98,7 @@ def summarize(res):
     lo, hi = res["target"]["min"], res["target"]["max"]
     y = np.asarray(res["target_normalized"], np.float64)
     templates = np.asarray(res["templates"])
+    fold_of = np.asarray(res["fold_of"])
     folds = res["folds"]
     out = {"seeds": {}, "queries": len(y), "templates": len(set(res["templates"]))}
 
@@ -106,8 +107,7 @@ def summarize(res):
         pc = (ln_p - lo) / (hi - lo)
         q = qerrors(ln_y, ln_p)
         per_t = [float(np.mean((pc[templates == t] - y[templates == t]) ** 2)) for t in sorted(set(res["templates"]))]
-        fold_mse = [float(np.mean((pc[np.asarray(res["fold_of"]) == f] - y[np.asarray(res["fold_of"]) == f]) ** 2))
-                    for f in range(folds)]
+        fold_mse = [float(np.mean((pc[fold_of == f] - y[fold_of == f]) ** 2)) for f in range(folds)]
         return {"mse": float(np.mean((pc - y) ** 2)), "mse_template_mean": float(np.mean(per_t)),
                 "qerror_p50": float(np.percentile(q, 50)), "qerror_p95": float(np.percentile(q, 95)),
                 "fold_mse": fold_mse}
@@ -118,8 +118,7 @@ def summarize(res):
             continue
         p = np.zeros(len(y))
         for f, r in runs.items():
-            idx = np.asarray(res["fold_of"]) == int(f)
-            p[idx] = r["pred"]
+            p[fold_of == int(f)] = r["pred"]
         out["seeds"][seed] = score(p) | {"epochs": [runs[str(f)].get("epochs") for f in range(folds)]}
         complete.append(p)
     if complete:
@@ -160,8 +159,8 @@ def run(a, defaults):
         def fit_fold(seed, fold, tr, va):
             kw = {"vectors": vectors} if a.baseline == "mscn" else {}
             # tuned (or early-stopped) on the held-out fold, as the network is
-            p, settings = B.FUNCS[a.baseline]([queries[i] for i in tr], [queries[i] for i in va],
-                                              [queries[i] for i in va], lo, hi, seed=seed, **kw)
+            held = [queries[i] for i in va]
+            p, settings = B.FUNCS[a.baseline]([queries[i] for i in tr], held, held, lo, hi, seed=seed, **kw)
             p = (np.asarray(p, np.float64) - lo) / (hi - lo)
             return p, {"settings": settings}
     else:
@@ -256,9 +255,7 @@ def run(a, defaults):
             done(seed, fold, run)
             print(f"cv {a.name}: seed {seed} fold {fold + 1}/{a.folds}: held-out mse {mse:.5f} "
                   f"({len(va)} queries, {run['seconds']:.0f}s)", file=sys.stderr)
-    locked()
-    res["summary"] = summarize(res)
-    locked()
+    locked(lambda: res.update(summary=summarize(res)))       # with every process's runs merged in
     return res
 
 

@@ -23,7 +23,7 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -332,9 +332,6 @@ def main(argv=None):
     cfg = training_config(a, a.seed)
     device = pick_device(a.device)
     W = a.workdir
-    kernels = tuple(int(x) for x in a.kernels.split(","))
-    dense = tuple(int(x) for x in a.dense.split(","))
-    est, plan = (0, 0) if a.no_estimates else (EST, PLAN)
     suffix = "_paper" if a.no_estimates else ""     # model names in the report and predictions files
 
     n_ops, n_tables, target = read_workdir_info(W)
@@ -354,6 +351,7 @@ def main(argv=None):
     if va is None:
         print("train: no validation queries: early stopping on the training loss", file=sys.stderr)
     P = tr["params"]
+    base = subtree_config(a, n_ops, n_tables, P)       # the full-tree models: the same with K = 1
     test_keys = parts["test"][1]
     report = {"records": meta, "config": asdict(cfg), "models": {}}
     if a.full_only:
@@ -393,7 +391,7 @@ def main(argv=None):
     # --- the sub-tree model: the bundle's model
     if not a.full_only:
         name = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix
-        mcfg = subtree_config(a, n_ops, n_tables, P)
+        mcfg = base
         model, p_torch, m, epochs = run_model(name, mcfg, SubTreeFeeder(tr, device),
                                               SubTreeFeeder(va if va is not None else empty_like(tr), device),
                                               SubTreeFeeder(te, device))
@@ -423,8 +421,8 @@ def main(argv=None):
                          "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
                          "lr": cfg.lr, "lr_plateau": cfg.lr_plateau, "dropout": a.dropout, "plan_skip": a.plan_skip, "pool": a.pool,
                          "ema": cfg.ema,
-                         "batch": cfg.batch, "kernels": list(kernels), "dense": list(dense),
-                         "estimate_features": bool(est or plan),
+                         "batch": cfg.batch, "kernels": list(base.kernels), "dense": list(base.dense),
+                         "estimate_features": bool(base.est or base.plan),
                          "word2vec": {k: w2v.get(k) for k in ("sg", "window", "effective_min_count", "tokens")}},
             "metrics": {"test": m},
             "inputs": list(model_inputs(model)),
@@ -446,9 +444,7 @@ def main(argv=None):
         fva, yva = load_full(W, "val")
         fte, yte = load_full(W, "test")
         smax = max(len(t["op"]) for t in ftr + fva + fte)
-        fcfg = ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=P["Pf"], k=1, kernels=kernels, dense=dense,
-                           dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip,
-                           pool=a.pool)
+        fcfg = replace(base, k=1)
         padded = lambda ts: SubTreeFeeder(pad_full(ts, smax) if ts else empty_like(tr), device)
         if "padded" in layouts:
             run_model(f"prestroid_full_{P['Pf']}_padded" + suffix, fcfg, padded(ftr), padded(fva), padded(fte))
