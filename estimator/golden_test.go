@@ -160,7 +160,7 @@ func TestGoldenOTP(t *testing.T) {
 // children, TBL/PRED/∅ none; TBL only left of a TableScan.
 func checkOTPShape(root *OTPNode) error {
 	var err error
-	walkOTP(root, func(n *OTPNode) {
+	root.Walk(func(n *OTPNode) {
 		if err != nil {
 			return
 		}
@@ -207,7 +207,7 @@ func TestGoldenStats(t *testing.T) {
 			keys = append(keys, wl)
 		}
 		m.nodes, m.depth = maxInt(m.nodes, s.Nodes), maxInt(m.depth, s.MaxDepth)
-		walkOTP(root, func(n *OTPNode) {
+		root.Walk(func(n *OTPNode) {
 			if n.Kind == OTPPredicate || (n.Kind == OTPOperator && n.Pred != nil) {
 				if n.PredErr != nil {
 					t.Errorf("%s: predicate %q: %v", name, n.Text, n.PredErr)

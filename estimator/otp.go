@@ -445,35 +445,17 @@ type OTPStats struct {
 // Stats counts nodes, depth, PRED nodes and tables of an O-T-P tree.
 func Stats(root *OTPNode) OTPStats {
 	var s OTPStats
-	if root == nil {
-		return s
-	}
 	tables := map[string]struct{}{}
-	type item struct {
-		n *OTPNode
-		d int
-	}
-	stack := []item{{root, 1}}
-	for len(stack) > 0 {
-		it := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	root.WalkDepth(func(n *OTPNode, d int) {
 		s.Nodes++
-		if it.d > s.MaxDepth {
-			s.MaxDepth = it.d
-		}
-		switch it.n.Kind {
+		s.MaxDepth = max(s.MaxDepth, d+1)
+		switch n.Kind {
 		case OTPPredicate:
 			s.Preds++
 		case OTPTable:
-			tables[it.n.Value] = struct{}{}
+			tables[n.Value] = struct{}{}
 		}
-		if it.n.Right != nil {
-			stack = append(stack, item{it.n.Right, it.d + 1})
-		}
-		if it.n.Left != nil {
-			stack = append(stack, item{it.n.Left, it.d + 1})
-		}
-	}
+	})
 	for t := range tables {
 		s.Tables = append(s.Tables, t)
 	}
@@ -486,31 +468,20 @@ func Stats(root *OTPNode) OTPStats {
 // Join OPRs show their criteria after " on ".
 func RenderOTP(root *OTPNode) string {
 	var b strings.Builder
-	type item struct {
-		n *OTPNode
-		d int
-	}
-	stack := []item{{root, 0}}
-	for len(stack) > 0 {
-		it := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if it.n == nil {
-			continue
-		}
-		for i := 0; i < it.d; i++ {
+	root.WalkDepth(func(n *OTPNode, d int) {
+		for i := 0; i < d; i++ {
 			b.WriteString("  ")
 		}
-		b.WriteString(it.n.Kind.String())
-		if it.n.Value != "" {
+		b.WriteString(n.Kind.String())
+		if n.Value != "" {
 			b.WriteByte(' ')
-			b.WriteString(it.n.Value)
+			b.WriteString(n.Value)
 		}
-		if it.n.Kind == OTPOperator && it.n.Pred != nil {
+		if n.Kind == OTPOperator && n.Pred != nil {
 			b.WriteString(" on ")
-			b.WriteString(it.n.Pred.String())
+			b.WriteString(n.Pred.String())
 		}
 		b.WriteByte('\n')
-		stack = append(stack, item{it.n.Right, it.d + 1}, item{it.n.Left, it.d + 1})
-	}
+	})
 	return b.String()
 }

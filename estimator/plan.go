@@ -189,6 +189,24 @@ func (s *stitcher) fragment(id string) error {
 	return nil
 }
 
+// Walk calls f on every node of the stitched plan below n, pre-order,
+// children in plan order; iterative, so deep plans cannot overflow the
+// stack. It is the one plan walker.
+func (n *PlanNode) Walk(f func(*PlanNode)) {
+	if n == nil {
+		return
+	}
+	stack := []*PlanNode{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		f(n)
+		for i := len(n.Children) - 1; i >= 0; i-- {
+			stack = append(stack, n.Children[i])
+		}
+	}
+}
+
 // splitList splits Trino's rendered list "[a, b]" into its items.
 func splitList(s string) []string {
 	s = strings.TrimSpace(s)

@@ -197,8 +197,8 @@ func TestLeanParseFeaturizesLikeFull(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		var full, lean []*OTPNode
-		walkOTP(fullRoot, func(n *OTPNode) { full = append(full, n) })
-		walkOTP(leanRoot, func(n *OTPNode) { lean = append(lean, n) })
+		fullRoot.Walk(func(n *OTPNode) { full = append(full, n) })
+		leanRoot.Walk(func(n *OTPNode) { lean = append(lean, n) })
 		if len(full) != len(lean) {
 			t.Fatalf("%s: %d O-T-P nodes from the full parse, %d from the lean one", f, len(full), len(lean))
 		}

@@ -201,7 +201,7 @@ func (e *Encoder) encode(root *OTPNode, sts []SubTree, k, slots int) (*Features,
 	var preds []*OTPNode
 	var tables map[string]bool
 	var pa planAgg
-	walkOTP(root, func(n *OTPNode) {
+	root.Walk(func(n *OTPNode) {
 		pa.nodes++
 		if n.Kind == OTPOperator {
 			pa.add(n)

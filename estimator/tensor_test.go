@@ -216,7 +216,7 @@ func TestEncodeCapturedPlans(t *testing.T) {
 
 func collectTokens(root *OTPNode) []string {
 	var out []string
-	walkOTP(root, func(n *OTPNode) {
+	root.Walk(func(n *OTPNode) {
 		if n.Kind == OTPPredicate {
 			out = append(out, n.Pred.Tokens()...)
 		}

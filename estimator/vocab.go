@@ -105,7 +105,7 @@ func (v *Vocab) UnmarshalJSON(b []byte) error {
 func BuildVocabs(trees []*OTPNode) (ops, tables *Vocab) {
 	opSet, tblSet := map[string]struct{}{}, map[string]struct{}{}
 	for _, root := range trees {
-		walkOTP(root, func(n *OTPNode) {
+		root.Walk(func(n *OTPNode) {
 			switch n.Kind {
 			case OTPOperator:
 				opSet[n.Value] = struct{}{}
@@ -124,21 +124,31 @@ func BuildVocabs(trees []*OTPNode) (ops, tables *Vocab) {
 	return VocabFrom(keys(opSet)), VocabFrom(keys(tblSet))
 }
 
-// walkOTP calls f on every node, pre-order, left before right (iterative).
-func walkOTP(root *OTPNode, f func(*OTPNode)) {
-	if root == nil {
+// Walk calls f on every node of the tree rooted at n, pre-order, left
+// before right; iterative, so deep plans cannot overflow the stack. It is
+// the one O-T-P walker: featurization, training, statistics and tests all
+// use it (or WalkDepth).
+func (n *OTPNode) Walk(f func(*OTPNode)) { n.WalkDepth(func(n *OTPNode, _ int) { f(n) }) }
+
+// WalkDepth is Walk with each node's depth below n (n itself is 0).
+func (n *OTPNode) WalkDepth(f func(n *OTPNode, depth int)) {
+	if n == nil {
 		return
 	}
-	stack := []*OTPNode{root}
+	type item struct {
+		n *OTPNode
+		d int
+	}
+	stack := []item{{n, 0}}
 	for len(stack) > 0 {
-		n := stack[len(stack)-1]
+		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		f(n)
-		if n.Right != nil {
-			stack = append(stack, n.Right)
+		f(it.n, it.d)
+		if it.n.Right != nil {
+			stack = append(stack, item{it.n.Right, it.d + 1})
 		}
-		if n.Left != nil {
-			stack = append(stack, n.Left)
+		if it.n.Left != nil {
+			stack = append(stack, item{it.n.Left, it.d + 1})
 		}
 	}
 }

@@ -370,7 +370,7 @@ func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string
 		Ops: map[string]int{}, Tables: []string{}, Preds: [][]string{}, Joins: []trainJoin{},
 		root: root,
 	}
-	walkPlan(plan.Root, func(n *estimator.PlanNode) {
+	plan.Root.Walk(func(n *estimator.PlanNode) {
 		for _, e := range n.Estimates {
 			if !math.IsNaN(e.CPUCost) && !math.IsInf(e.CPUCost, 0) {
 				q.TrinoCPUCost += e.CPUCost
@@ -379,7 +379,7 @@ func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string
 			}
 		}
 	})
-	walkOTPTree(root, func(n *estimator.OTPNode) {
+	root.Walk(func(n *estimator.OTPNode) {
 		switch n.Kind {
 		case estimator.OTPOperator:
 			q.Ops[n.Value]++
@@ -409,32 +409,6 @@ func opName(v string) string {
 		return v[:i]
 	}
 	return v
-}
-
-func walkPlan(n *estimator.PlanNode, f func(*estimator.PlanNode)) {
-	stack := []*estimator.PlanNode{n}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if n == nil {
-			continue
-		}
-		f(n)
-		stack = append(stack, n.Children...)
-	}
-}
-
-func walkOTPTree(n *estimator.OTPNode, f func(*estimator.OTPNode)) {
-	stack := []*estimator.OTPNode{n}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if n == nil {
-			continue
-		}
-		f(n)
-		stack = append(stack, n.Right, n.Left)
-	}
 }
 
 // writeQueries writes queries.jsonl.

@@ -65,15 +65,6 @@ func otp(path string) (*estimator.OTPNode, error) {
 	return estimator.BuildOTP(p)
 }
 
-func walk(n *estimator.OTPNode, f func(*estimator.OTPNode)) {
-	if n == nil {
-		return
-	}
-	f(n)
-	walk(n.Left, f)
-	walk(n.Right, f)
-}
-
 func run(out, work string) error {
 	explain := filepath.Join("estimator", "testdata", "explain")
 	var trees []*estimator.OTPNode
@@ -86,7 +77,7 @@ func run(out, work string) error {
 				return err
 			}
 			trees = append(trees, root)
-			walk(root, func(n *estimator.OTPNode) {
+			root.Walk(func(n *estimator.OTPNode) {
 				if n.Kind == estimator.OTPPredicate && n.Pred != nil {
 					for _, t := range n.Pred.Tokens() {
 						count[t]++
