@@ -116,15 +116,6 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // String formats the duration like time.Duration.
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// Defaults used when a field is left at its zero value.
-const (
-	DefaultListen              = "127.0.0.1:8080"
-	DefaultMaxRequestBodyBytes = 16 << 20
-	DefaultMaxHeaderBytes      = 64 << 10
-	DefaultUpstreamTimeout     = 60 * time.Second
-	DefaultQueryMapSize        = 100000
-)
-
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("config: invalid")
 
@@ -195,28 +186,6 @@ func (c *Config) SetUpstreams(urls []string) {
 			name = "cluster" + strconv.Itoa(i+1)
 		}
 		c.Clusters = append(c.Clusters, Cluster{Name: name, URL: strings.TrimSpace(u)})
-	}
-}
-
-// FillDefaults sets every zero-valued field that has a default.
-func (c *Config) FillDefaults() {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	if c.MaxRequestBodyBytes == 0 {
-		c.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
-	}
-	if c.MaxHeaderBytes == 0 {
-		c.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if c.UpstreamTimeout == 0 {
-		c.UpstreamTimeout = Duration(DefaultUpstreamTimeout)
-	}
-	if c.QueryMapSize == 0 {
-		c.QueryMapSize = DefaultQueryMapSize
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "info"
 	}
 }
 

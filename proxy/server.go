@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/prestroid/prestroid/config"
 )
 
 // ClusterConfig names one Trino coordinator.
@@ -125,29 +127,30 @@ func New(o Options) (*Server, error) {
 	if len(o.Clusters) == 0 {
 		return nil, errors.New("proxy: no clusters configured")
 	}
+	// The defaults live in config (config/defaults.go), the one home.
 	if o.UpstreamTimeout == 0 {
-		o.UpstreamTimeout = 60 * time.Second
+		o.UpstreamTimeout = config.DefaultUpstreamTimeout
 	}
 	if o.QueryMapSize == 0 {
-		o.QueryMapSize = 100000
+		o.QueryMapSize = config.DefaultQueryMapSize
 	}
 	if o.MaxRequestBodyBytes == 0 {
-		o.MaxRequestBodyBytes = 16 << 20
+		o.MaxRequestBodyBytes = config.DefaultMaxRequestBodyBytes
 	}
 	if o.MaxHeaderBytes == 0 {
-		o.MaxHeaderBytes = 64 << 10
+		o.MaxHeaderBytes = config.DefaultMaxHeaderBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.EstimateTimeout == 0 {
-		o.EstimateTimeout = 2 * time.Second
+		o.EstimateTimeout = config.DefaultEstimateTimeout
 	}
 	if o.MonitorInterval == 0 {
-		o.MonitorInterval = MonitorInterval
+		o.MonitorInterval = config.DefaultMonitorInterval
 	}
 	if o.MonitorUser == "" {
-		o.MonitorUser = "prestroid"
+		o.MonitorUser = config.DefaultMonitorUser
 	}
 	switch o.Fallback {
 	case "", FallbackLarger, FallbackDefault, FallbackAny:

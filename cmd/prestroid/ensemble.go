@@ -1,13 +1,14 @@
 package main
 
-// prestroid ensemble: one bundle averaging sub-tree bundles trained on the
-// same tensors (trainer/trainer/ensemble.py does the work).
+// prestroid ensemble: flag parsing for training.Ensemble (one bundle
+// averaging sub-tree bundles trained on the same tensors).
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/prestroid/prestroid/training"
 )
 
 func init() {
@@ -37,35 +38,10 @@ func runEnsemble(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := ensemble(*out, *workdir, *python, fs.Args()); err != nil {
+	cfg := training.EnsembleConfig{Out: *out, Workdir: *workdir, Python: *python, Bundles: fs.Args()}
+	if err := training.Ensemble(&cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid ensemble:", err)
 		return 1
 	}
 	return 0
-}
-
-func ensemble(out, workdir, python string, bundles []string) error {
-	if out == "" {
-		return errors.New("--out is required")
-	}
-	if len(bundles) < 2 {
-		return fmt.Errorf("need two or more bundles, have %d", len(bundles))
-	}
-	for _, b := range bundles {
-		if _, _, err := loadBundleEncoder(b); err != nil { // the serving side's reader
-			return fmt.Errorf("member %s: %w", b, err)
-		}
-	}
-	if python == "" {
-		python = defaultPython()
-	}
-	args := []string{"-m", "trainer.ensemble", "--out", out}
-	if workdir != "" {
-		args = append(args, "--workdir", workdir)
-	}
-	if err := runPython(python, append(args, bundles...)...); err != nil {
-		return err
-	}
-	_, _, err := loadBundleEncoder(out)
-	return err
 }

@@ -1,21 +1,15 @@
 package main
 
-// prestroid eval: metrics of a model bundle and of the baselines on the test
-// split (DESIGN §3). Go featurizes the records with the bundle's own
-// vocabularies and vectors (the serving path); Python (trainer.eval) runs the
-// ONNX model, fits the baselines on the train/validation splits of the same
-// records, and writes the JSON and the report.
+// prestroid eval: flag parsing for training.Eval (metrics of a model bundle
+// and of the baselines on the test split, DESIGN §3).
 
 import (
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/training"
 )
 
 func init() {
@@ -33,20 +27,6 @@ Writes eval.json and report.md with plots into --report.
 
 flags:
 `
-
-// loadBundleEncoder reads a bundle with the serving side's reader
-// (estimator.ReadBundle: every check but the model's outputs) and builds
-// its encoder.
-func loadBundleEncoder(dir string) (*estimator.Encoder, *estimator.Manifest, error) {
-	b, err := estimator.ReadBundle(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	m := &b.Manifest
-	enc := &estimator.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: m.Pf,
-		Sampler: estimator.SamplerConfig{N: m.N, K: m.K, C: m.C}}
-	return enc, m, nil
-}
 
 func runEval(args []string) int {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
@@ -79,31 +59,17 @@ func runEval(args []string) int {
 		return 2
 	}
 	if *report == "" {
-		*report = strings.TrimRight(*bundle, "/") + ".eval"
+		*report = training.DefaultReport(*bundle)
 	}
 	if *workdir == "" {
 		*workdir = filepath.Join(*report, "work")
 	}
 	if *python == "" {
-		*python = defaultPython()
+		*python = training.DefaultPython()
 	}
-	trainWork := ""
-	if len(trainWorks) > 0 {
-		trainWork = trainWorks[0]
-	}
-	if err := evalPrepare(*bundle, paths, *split, *workdir, trainWork); err != nil {
-		fmt.Fprintln(os.Stderr, "prestroid eval:", err)
-		return 1
-	}
-	pyArgs := []string{"-m", "trainer.eval", "--bundle", *bundle, "--workdir", *workdir,
-		"--report", *report, "--baselines", *baselines, "--seed", fmt.Sprint(*seed)}
-	if *quick {
-		pyArgs = append(pyArgs, "--quick")
-	}
-	for _, w := range trainWorks {
-		pyArgs = append(pyArgs, "--train-workdir", w)
-	}
-	if err := runPython(*python, pyArgs...); err != nil {
+	cfg := training.EvalConfig{Bundle: *bundle, Data: paths, Split: *split, Workdir: *workdir, Report: *report,
+		TrainWorkdirs: trainWorks, Python: *python, Baselines: *baselines, Seed: *seed, Quick: *quick}
+	if err := training.Eval(&cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid eval:", err)
 		return 1
 	}
@@ -116,67 +82,4 @@ func runEval(args []string) int {
 		os.Stdout.Write(b)
 	}
 	return 0
-}
-
-// evalPrepare writes queries.jsonl (all splits, for the baselines) and the
-// test split's tensors encoded with the bundle into workdir.
-func evalPrepare(bundle string, paths []string, splitPath, workdir, trainWork string) error {
-	enc, m, err := loadBundleEncoder(bundle)
-	if err != nil {
-		return err
-	}
-	if m.Kind != "" && m.Kind != "subtree" {
-		return fmt.Errorf("bundle kind %q: eval handles sub-tree bundles", m.Kind)
-	}
-	qs, st, err := loadQueries(paths, splitPath)
-	if err != nil {
-		return err
-	}
-	if trainWork != "" {
-		// the training run's snapshot: same queries, same hash and counts
-		if qs, err = sameQueries(filepath.Join(trainWork, "queries.jsonl"), qs); err != nil {
-			return err
-		}
-		st = &loadStats{}
-		if err := readJSON(filepath.Join(trainWork, "meta.json"), st); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(workdir, 0o755); err != nil {
-		return err
-	}
-	if err := writeQueries(filepath.Join(workdir, "queries.jsonl"), qs); err != nil {
-		return err
-	}
-	if err := writeJSON(filepath.Join(workdir, "meta.json"), st); err != nil {
-		return err
-	}
-	var batch []*estimator.Features
-	var targets []float32
-	var keys []string
-	for _, q := range qs {
-		if q.Split != "test" {
-			continue
-		}
-		f, err := enc.Encode(q.root)
-		if err != nil {
-			return fmt.Errorf("%s: %w", q.Key, err)
-		}
-		batch = append(batch, f)
-		targets = append(targets, float32((q.LnCPU-m.Target.Min)/(m.Target.Max-m.Target.Min)))
-		keys = append(keys, q.Key)
-	}
-	if len(batch) == 0 {
-		return errors.New("no test-split queries in the records")
-	}
-	if err := writeNPZFile(filepath.Join(workdir, "test.npz"), batch,
-		estimator.BatchMeta{N: m.N, K: m.K, C: m.C}, targets); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(workdir, "test.keys.txt"), []byte(strings.Join(keys, "\n")+"\n"), 0o644); err != nil {
-		return err
-	}
-	b, _ := json.Marshal(map[string]any{"records": st.Records, "usable": st.Usable, "per_split": st.PerSplit})
-	fmt.Fprintf(os.Stderr, "eval: %s; test queries encoded with bundle %s\n", b, m.ModelID)
-	return nil
 }

@@ -2,12 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/url"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
@@ -15,77 +12,20 @@ import (
 	"github.com/prestroid/prestroid/proxy"
 )
 
-// feedbackLog writes the proxy's completed queries as collector records to
-// rotating files. Record never blocks the proxy: records go through a
-// buffered channel to one writer goroutine, and are dropped (and counted)
-// when it falls behind.
-type feedbackLog struct {
-	cfg     config.Feedback
-	log     *slog.Logger
-	ch      chan proxy.Completed
-	dropped atomic.Int64
-	done    chan struct{}
-}
+// feedbackLog is the proxy's feedback sink: the collector's rotating
+// record log (collector.FeedbackLog) over proxy.Completed values, converted
+// by toRecord on the log's writer goroutine. The conversion lives here, in
+// the wiring, because collector (training data) and proxy (serving) do not
+// import each other.
+type feedbackLog = collector.FeedbackLog[proxy.Completed]
 
 var _ proxy.FeedbackSink = (*feedbackLog)(nil)
 
+// newFeedbackLog starts the log; zero rotation settings take config's
+// defaults (config.DefaultFeedbackRotateRecords, ...RotateEvery).
 func newFeedbackLog(cfg config.Feedback, log *slog.Logger) *feedbackLog {
-	if cfg.RotateRecords == 0 {
-		cfg.RotateRecords = 10000
-	}
-	if cfg.RotateEvery == 0 {
-		cfg.RotateEvery = config.Duration(time.Hour)
-	}
-	f := &feedbackLog{cfg: cfg, log: log, ch: make(chan proxy.Completed, 4096), done: make(chan struct{})}
-	go f.run()
-	return f
-}
-
-func (f *feedbackLog) Record(c proxy.Completed) {
-	select {
-	case f.ch <- c:
-	default:
-		if f.dropped.Add(1)%1000 == 1 {
-			f.log.Warn("feedback log falling behind; records dropped", "dropped", f.dropped.Load())
-		}
-	}
-}
-
-// Close flushes what is queued and closes the file.
-func (f *feedbackLog) Close() {
-	close(f.ch)
-	<-f.done
-}
-
-func (f *feedbackLog) run() {
-	defer close(f.done)
-	var w *collector.Writer
-	var opened time.Time
-	n := 0
-	for c := range f.ch {
-		if w == nil || n >= f.cfg.RotateRecords || time.Since(opened) >= time.Duration(f.cfg.RotateEvery) {
-			if w != nil {
-				w.Close()
-			}
-			opened = time.Now().UTC()
-			path := filepath.Join(f.cfg.Dir, "feedback-"+opened.Format("20060102T150405.000000000")+".jsonl.gz")
-			var err error
-			if w, err = collector.OpenWriter(path); err != nil {
-				f.log.Error("feedback log", "error", err)
-				w = nil
-				continue
-			}
-			n = 0
-		}
-		if err := w.Write(toRecord(c)); err != nil {
-			f.log.Error("feedback log", "error", err)
-			continue
-		}
-		n++
-	}
-	if w != nil {
-		w.Close()
-	}
+	return collector.NewFeedbackLog(collector.FeedbackOptions{Dir: cfg.Dir, RotateRecords: cfg.RotateRecords,
+		RotateEvery: time.Duration(cfg.RotateEvery), Logger: log}, toRecord)
 }
 
 // toRecord maps a completed query onto the collector's record format.
@@ -111,18 +51,7 @@ func toRecord(c proxy.Completed) *collector.Record {
 		r.Error = &collector.Error{Name: c.ErrorName, Type: c.ErrorType, Message: c.ErrorName}
 	}
 	if len(c.Session) > 0 {
-		r.SessionProperties = map[string]string{}
-		for _, v := range c.Session {
-			for _, kv := range strings.Split(v, ",") {
-				k, val, _ := strings.Cut(strings.TrimSpace(kv), "=")
-				if k != "" {
-					if dv, err := url.QueryUnescape(val); err == nil {
-						val = dv
-					}
-					r.SessionProperties[k] = val
-				}
-			}
-		}
+		r.SessionProperties = sessionProperties(c.Session)
 	}
 	if c.Estimated {
 		r.Estimate = &collector.Estimate{ModelID: c.Estimate.Model, CPUMillis: c.Estimate.CPUSeconds * 1000,
@@ -136,4 +65,20 @@ func toRecord(c proxy.Completed) *collector.Record {
 	return r
 }
 
-func (f *feedbackLog) String() string { return fmt.Sprintf("feedback log in %s", f.cfg.Dir) }
+// sessionProperties parses X-Trino-Session values (comma-separated
+// NAME=VALUE pairs, values URL-encoded).
+func sessionProperties(values []string) map[string]string {
+	out := map[string]string{}
+	for _, v := range values {
+		for _, kv := range strings.Split(v, ",") {
+			k, val, _ := strings.Cut(strings.TrimSpace(kv), "=")
+			if k != "" {
+				if dv, err := url.QueryUnescape(val); err == nil {
+					val = dv
+				}
+				out[k] = val
+			}
+		}
+	}
+	return out
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/training"
 )
 
 // TestTrainReadsFeedbackLogs: records of live traffic (the proxy's feedback
@@ -39,7 +40,7 @@ func TestTrainReadsFeedbackLogs(t *testing.T) {
 	}
 	f.Close()
 	files, _ := filepath.Glob(filepath.Join(dir, "feedback-*.jsonl.gz"))
-	qs, st, err := loadQueries(files, filepath.Join("..", "..", "data", "split.json"))
+	qs, st, err := training.LoadQueries(files, filepath.Join("..", "..", "data", "split.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

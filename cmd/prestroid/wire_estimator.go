@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -55,22 +54,11 @@ func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
 	}
 }
 
-// defaultORTLib is where `make ort` (scripts/install-ort.sh) installs the
-// ONNX Runtime library.
-func defaultORTLib() string {
-	c := os.Getenv("PRESTROID_CACHE")
-	if c == "" {
-		home, _ := os.UserHomeDir()
-		c = filepath.Join(home, ".cache", "prestroid")
-	}
-	return filepath.Join(c, "ort", "1.30.0", "libonnxruntime.so.1")
-}
-
 // newRuntime opens ONNX Runtime as configured.
 func newRuntime(e config.Estimator) (*onnx.Runtime, error) {
 	lib := e.ORTLib
 	if lib == "" {
-		lib = defaultORTLib()
+		lib = config.DefaultORTLib()
 	}
 	return onnx.New(onnx.Options{LibraryPath: lib, IntraOpThreads: e.IntraOpThreads, CUDA: e.CUDA, CUDADevice: e.CUDADevice})
 }
@@ -120,7 +108,7 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 	if e.CacheTTL >= 0 {
 		ttl := time.Duration(e.CacheTTL)
 		if ttl == 0 {
-			ttl = 60 * time.Second
+			ttl = config.DefaultCacheTTL
 		}
 		ec, err := cache.NewTTL[estimator.CostEstimate](int64(e.CacheEntries), ttl)
 		if err != nil {
@@ -176,7 +164,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) er
 		signal.Notify(hup, syscall.SIGHUP)
 		interval := time.Duration(e.ReloadInterval)
 		if interval == 0 {
-			interval = 5 * time.Second
+			interval = config.DefaultReloadInterval
 		}
 		go svc.WatchBundle(context.Background(), e.Model, reload, interval, hup)
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/cache"
-	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/onnx"
 )
 
 // BenchmarkRepeatedWorkloadOnTrino replays a dashboard-like workload
@@ -23,7 +23,7 @@ import (
 // varied, through the estimator service with both caches on. It reports the
 // estimate-cache and predicate-vector-cache hit ratios and the EXPLAINs
 // saved. Needs PRESTROID_ORT_LIB, PRESTROID_TRINO_URL and the workloads
-// (PRESTROID_WORKLOADS, default ../../../shared/workloads).
+// (PRESTROID_WORKLOADS, default ../../shared/workloads).
 func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 	lib, trino := os.Getenv("PRESTROID_ORT_LIB"), os.Getenv("PRESTROID_TRINO_URL")
 	if lib == "" || trino == "" {
@@ -31,7 +31,7 @@ func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 	}
 	dir := os.Getenv("PRESTROID_WORKLOADS")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "workloads")
+		dir = filepath.Join("..", "..", "shared", "workloads")
 	}
 	var queries []string
 	for _, wl := range []string{"tpch", "tpcds"} {
@@ -47,17 +47,16 @@ func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 	}
 	model := os.Getenv("PRESTROID_BENCH_MODEL")
 	if model == "" {
-		model = fixtureModel
+		model = filepath.Join("..", "estimator", "testdata", "bundle-fixture")
 	}
-	e := config.Estimator{Model: model, ORTLib: lib}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := newRuntime(e)
+	rt, err := onnx.New(onnx.Options{LibraryPath: lib})
 	if err != nil {
 		b.Fatal(err)
 	}
 	vc, _ := cache.NewVectors(0)
 	ec, _ := cache.NewTTL[estimator.CostEstimate](0, time.Hour)
-	m, err := loadModel(e, rt, estimator.ModelOptions{PredicateCache: vc})
+	m, err := estimator.LoadBundleDir(rt, estimator.ModelOptions{PredicateCache: vc})(model)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,15 +1,18 @@
-package main
+// Package bench holds Prestroid's benchmark harnesses: what the proxy adds
+// (Proxy), what the estimating proxy adds on a real Trino (Estimate) and
+// the training efficiency of sub-trees against full trees (Train).
+// `prestroid bench NAME` parses the flags and calls them; results go to
+// the writer given, errors are returned.
+package bench
 
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -21,98 +24,100 @@ import (
 	"github.com/prestroid/prestroid/proxy"
 )
 
-func init() {
-	registerBench("proxy", "added latency and throughput of the proxy, direct vs proxied", benchProxy)
+// ProxyOptions configure Proxy; `prestroid bench proxy` documents the
+// defaults of its flags.
+type ProxyOptions struct {
+	// Trino is a real Trino URL for part (a); empty skips it.
+	Trino string
+	// Queries per path in part (a); Requests per path in part (b).
+	Queries, Requests int
+	// Concurrency is the number of clients of the throughput runs.
+	Concurrency int
 }
 
-// benchProxy measures what the proxy adds, side by side in one run on
+// Proxy measures what the proxy adds, side by side in one run on
 // loopback: (a) whole small queries against a real Trino, direct vs through
 // the proxy, interleaved; (b) single protocol requests against a minimal
 // stub upstream, which isolates the proxy's own cost.
-func benchProxy(args []string) int {
-	fs := flag.NewFlagSet("bench proxy", flag.ContinueOnError)
-	trino := fs.String("trino", "", "real Trino URL for part (a); empty skips it")
-	queries := fs.Int("queries", 200, "queries per path in part (a)")
-	requests := fs.Int("requests", 20000, "requests per path in part (b)")
-	conc := fs.Int("concurrency", 8, "concurrent clients for the throughput runs")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
+func Proxy(w io.Writer, o ProxyOptions) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
 
-	if *trino != "" {
-		p, stop, err := startBenchProxy(*trino, quiet)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 1
+	if o.Trino != "" {
+		if err := realTrino(w, o, client, quiet); err != nil {
+			return err
 		}
-		fmt.Printf("(a) real Trino %s, query \"SELECT 1\" (POST + polls), %d queries per path, interleaved\n", *trino, *queries)
-		var d, pr []time.Duration
-		for i := 0; i < *queries; i++ {
-			for _, side := range []struct {
-				base string
-				out  *[]time.Duration
-			}{{*trino, &d}, {p, &pr}} {
-				t0 := time.Now()
-				if err := runQuery(client, side.base, "SELECT 1"); err != nil {
-					fmt.Fprintln(os.Stderr, "bench:", err)
-					return 1
-				}
-				*side.out = append(*side.out, time.Since(t0))
-			}
-		}
-		report("direct", d)
-		report("proxy ", pr)
-		fmt.Printf("    added per query: p50 %s, p99 %s\n", fmtDur(pct(pr, 50)-pct(d, 50)), fmtDur(pct(pr, 99)-pct(d, 99)))
-		stop()
 	}
 
 	stub, stopStub, err := startStub()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+		return err
 	}
 	defer stopStub()
 	p, stop, err := startBenchProxy(stub, quiet)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+		return err
 	}
 	defer stop()
 	// A routed nextUri as the proxy hands it out: the poll path.
 	var first struct{ NextURI string }
 	resp, err := client.Post(p+"/v1/statement", "text/plain", strings.NewReader("SELECT 1"))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+		return err
 	}
 	json.NewDecoder(resp.Body).Decode(&first)
 	resp.Body.Close()
 	directPoll := stub + "/v1/statement/executing/bench/yslug/1"
 
-	fmt.Printf("(b) stub upstream (1 KiB QueryResults page), %d sequential requests per path, interleaved\n", *requests)
+	fmt.Fprintf(w, "(b) stub upstream (1 KiB QueryResults page), %d sequential requests per path, interleaved\n", o.Requests)
 	var d, pr []time.Duration
-	for i := 0; i < *requests; i++ {
+	for i := 0; i < o.Requests; i++ {
 		for _, side := range []struct {
 			url string
 			out *[]time.Duration
 		}{{directPoll, &d}, {first.NextURI, &pr}} {
 			t0 := time.Now()
 			if err := get(client, side.url); err != nil {
-				fmt.Fprintln(os.Stderr, "bench:", err)
-				return 1
+				return err
 			}
 			*side.out = append(*side.out, time.Since(t0))
 		}
 	}
-	report("direct", d)
-	report("proxy ", pr)
-	fmt.Printf("    added per request: p50 %s, p99 %s (targets: p50 <= 300us, p99 <= 1ms)\n", fmtDur(pct(pr, 50)-pct(d, 50)), fmtDur(pct(pr, 99)-pct(d, 99)))
-	rd := throughput(client, directPoll, *conc, 3*time.Second)
-	rp := throughput(client, first.NextURI, *conc, 3*time.Second)
-	fmt.Printf("    throughput, %d clients: direct %.0f req/s, proxy %.0f req/s (ratio %.2f)\n", *conc, rd, rp, rp/rd)
-	return 0
+	report(w, "direct", d)
+	report(w, "proxy ", pr)
+	fmt.Fprintf(w, "    added per request: p50 %s, p99 %s (targets: p50 <= 300us, p99 <= 1ms)\n", fmtDur(pct(pr, 50)-pct(d, 50)), fmtDur(pct(pr, 99)-pct(d, 99)))
+	rd := throughput(client, directPoll, o.Concurrency, 3*time.Second)
+	rp := throughput(client, first.NextURI, o.Concurrency, 3*time.Second)
+	fmt.Fprintf(w, "    throughput, %d clients: direct %.0f req/s, proxy %.0f req/s (ratio %.2f)\n", o.Concurrency, rd, rp, rp/rd)
+	return nil
+}
+
+// realTrino is part (a): "SELECT 1" against the real Trino, direct vs
+// through the proxy, interleaved.
+func realTrino(w io.Writer, o ProxyOptions, client *http.Client, quiet *slog.Logger) error {
+	p, stop, err := startBenchProxy(o.Trino, quiet)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Fprintf(w, "(a) real Trino %s, query \"SELECT 1\" (POST + polls), %d queries per path, interleaved\n", o.Trino, o.Queries)
+	var d, pr []time.Duration
+	for i := 0; i < o.Queries; i++ {
+		for _, side := range []struct {
+			base string
+			out  *[]time.Duration
+		}{{o.Trino, &d}, {p, &pr}} {
+			t0 := time.Now()
+			if err := runQuery(client, side.base, "SELECT 1"); err != nil {
+				return err
+			}
+			*side.out = append(*side.out, time.Since(t0))
+		}
+	}
+	report(w, "direct", d)
+	report(w, "proxy ", pr)
+	fmt.Fprintf(w, "    added per query: p50 %s, p99 %s\n", fmtDur(pct(pr, 50)-pct(d, 50)), fmtDur(pct(pr, 99)-pct(d, 99)))
+	return nil
 }
 
 func startBenchProxy(upstream string, log *slog.Logger) (string, func(), error) {
@@ -217,8 +222,8 @@ func pct(d []time.Duration, p float64) time.Duration {
 	return s[i]
 }
 
-func report(name string, d []time.Duration) {
-	fmt.Printf("    %s p50 %s  p99 %s\n", name, fmtDur(pct(d, 50)), fmtDur(pct(d, 99)))
+func report(w io.Writer, name string, d []time.Duration) {
+	fmt.Fprintf(w, "    %s p50 %s  p99 %s\n", name, fmtDur(pct(d, 50)), fmtDur(pct(d, 99)))
 }
 
 func fmtDur(d time.Duration) string {

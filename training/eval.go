@@ -1,0 +1,197 @@
+package training
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/prestroid/prestroid/estimator"
+)
+
+// EvalConfig is one evaluation of a model bundle and the baselines on the
+// test split (DESIGN §3; `prestroid eval`). Go featurizes the records with
+// the bundle's own vocabularies and vectors (the serving path); Python
+// (trainer.eval) runs the ONNX model, fits the baselines on the
+// train/validation splits of the same records and writes eval.json and
+// report.md into Report.
+type EvalConfig struct {
+	// Bundle is the model bundle directory. Required.
+	Bundle string
+	// Data are the record files or directories; Split the template-level
+	// split.
+	Data  []string
+	Split string
+	// Workdir holds the intermediate files; Report gets eval.json,
+	// report.md and the plots. Both required (see DefaultReport).
+	Workdir string
+	Report  string
+	// TrainWorkdirs are `prestroid train` workdirs: the first one's queries
+	// are evaluated exactly (the records may have grown since), and the
+	// others' Tree-CNN test predictions are included. Empty means the
+	// records as they are now.
+	TrainWorkdirs []string
+	// Python is the interpreter with the trainer package; empty means
+	// DefaultPython().
+	Python string
+	// Baselines is "all", "none" or a comma list; Seed seeds the learned
+	// baselines; Quick trains the neural baselines for a few epochs only.
+	Baselines string
+	Seed      int
+	Quick     bool
+	// Log receives the summary line and the Python child's output. Nil
+	// means os.Stderr.
+	Log io.Writer
+}
+
+// DefaultReport is BUNDLE.eval, the report directory when none is given;
+// the workdir then defaults to REPORT/work.
+func DefaultReport(bundle string) string { return strings.TrimRight(bundle, "/") + ".eval" }
+
+// LoadBundleEncoder reads a bundle with the serving side's reader
+// (estimator.ReadBundle: every check but the model's outputs) and builds
+// its encoder.
+func LoadBundleEncoder(dir string) (*estimator.Encoder, *estimator.Manifest, error) {
+	b, err := estimator.ReadBundle(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := &b.Manifest
+	enc := &estimator.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: m.Pf,
+		Sampler: estimator.SamplerConfig{N: m.N, K: m.K, C: m.C}}
+	return enc, m, nil
+}
+
+// Eval prepares the workdir (EvalPrepare) and runs trainer.eval.
+func Eval(cfg *EvalConfig) error {
+	log := cfg.Log
+	if log == nil {
+		log = os.Stderr
+	}
+	trainWork := ""
+	if len(cfg.TrainWorkdirs) > 0 {
+		trainWork = cfg.TrainWorkdirs[0]
+	}
+	if err := EvalPrepare(log, cfg.Bundle, cfg.Data, cfg.Split, cfg.Workdir, trainWork); err != nil {
+		return err
+	}
+	args := []string{"-m", "trainer.eval", "--bundle", cfg.Bundle, "--workdir", cfg.Workdir,
+		"--report", cfg.Report, "--baselines", cfg.Baselines, "--seed", fmt.Sprint(cfg.Seed)}
+	if cfg.Quick {
+		args = append(args, "--quick")
+	}
+	for _, w := range cfg.TrainWorkdirs {
+		args = append(args, "--train-workdir", w)
+	}
+	python := cfg.Python
+	if python == "" {
+		python = DefaultPython()
+	}
+	return RunPython(log, log, python, args...)
+}
+
+// EvalPrepare writes queries.jsonl (all splits, for the baselines),
+// meta.json and the test split's tensors encoded with the bundle into
+// workdir. With trainWork, the queries are exactly that training run's.
+func EvalPrepare(log io.Writer, bundle string, paths []string, splitPath, workdir, trainWork string) error {
+	enc, m, err := LoadBundleEncoder(bundle)
+	if err != nil {
+		return err
+	}
+	if m.Kind != "" && m.Kind != "subtree" {
+		return fmt.Errorf("bundle kind %q: eval handles sub-tree bundles", m.Kind)
+	}
+	qs, st, err := LoadQueries(paths, splitPath)
+	if err != nil {
+		return err
+	}
+	if trainWork != "" {
+		// the training run's snapshot: same queries, same hash and counts
+		if qs, err = sameQueries(filepath.Join(trainWork, "queries.jsonl"), qs); err != nil {
+			return err
+		}
+		st = &LoadStats{}
+		if err := readJSON(filepath.Join(trainWork, "meta.json"), st); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(workdir, 0o755); err != nil {
+		return err
+	}
+	if err := WriteQueries(filepath.Join(workdir, "queries.jsonl"), qs); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(workdir, "meta.json"), st); err != nil {
+		return err
+	}
+	var test []*Query
+	for _, q := range qs {
+		if q.Split == "test" {
+			test = append(test, q)
+		}
+	}
+	if len(test) == 0 {
+		return errors.New("no test-split queries in the records")
+	}
+	tgt := Target{Min: m.Target.Min, Max: m.Target.Max}
+	meta := estimator.BatchMeta{N: m.N, K: m.K, C: m.C}
+	if err := writeSplitTensors(workdir, "test", enc, meta, test, tgt); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(map[string]any{"records": st.Records, "usable": st.Usable, "per_split": st.PerSplit})
+	fmt.Fprintf(log, "eval: %s; test queries encoded with bundle %s\n", b, m.ModelID)
+	return nil
+}
+
+// EnsembleConfig is one `prestroid ensemble`: a bundle whose model is the
+// mean of the member bundles' outputs (trainer/trainer/ensemble.py).
+type EnsembleConfig struct {
+	// Out is the bundle directory to write (replaced). Required.
+	Out string
+	// Workdir, when set, is the members' `prestroid train` workdir: the
+	// bundle's test metrics and parity are computed on its test split.
+	Workdir string
+	// Python is the interpreter with the trainer package; empty means
+	// DefaultPython().
+	Python string
+	// Bundles are the members, two or more, from one training workdir.
+	Bundles []string
+	// Log receives the Python child's output. Nil means os.Stderr.
+	Log io.Writer
+}
+
+// Ensemble checks the members with the serving side's reader, runs
+// trainer.ensemble and reads the result back the same way.
+func Ensemble(cfg *EnsembleConfig) error {
+	if cfg.Out == "" {
+		return errors.New("--out is required")
+	}
+	if len(cfg.Bundles) < 2 {
+		return fmt.Errorf("need two or more bundles, have %d", len(cfg.Bundles))
+	}
+	for _, b := range cfg.Bundles {
+		if _, _, err := LoadBundleEncoder(b); err != nil { // the serving side's reader
+			return fmt.Errorf("member %s: %w", b, err)
+		}
+	}
+	python := cfg.Python
+	if python == "" {
+		python = DefaultPython()
+	}
+	log := cfg.Log
+	if log == nil {
+		log = os.Stderr
+	}
+	args := []string{"-m", "trainer.ensemble", "--out", cfg.Out}
+	if cfg.Workdir != "" {
+		args = append(args, "--workdir", cfg.Workdir)
+	}
+	if err := RunPython(log, log, python, append(args, cfg.Bundles...)...); err != nil {
+		return err
+	}
+	_, _, err := LoadBundleEncoder(cfg.Out)
+	return err
+}

@@ -1,0 +1,55 @@
+package training
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Featurize is the featurize step: it loads the records (LoadQueries) and
+// writes queries.jsonl, the Word2Vec corpus corpus.txt and meta.json (the
+// LoadStats) into the workdir.
+func Featurize(cfg *Config) error {
+	qs, st, err := LoadQueries(cfg.Data, cfg.Split)
+	if err != nil {
+		return err
+	}
+	if st.PerSplit["train"] == 0 {
+		return fmt.Errorf("no usable training queries in %d records (dropped: %v)", st.Records, st.Dropped)
+	}
+	if err := WriteQueries(filepath.Join(cfg.Workdir, "queries.jsonl"), qs); err != nil {
+		return err
+	}
+	// The Word2Vec corpus: the training split's predicates only (serving
+	// sees no test predicates either), one sentence per PRED node; join
+	// criteria are not PRED nodes in the default encoding (DESIGN §2.2).
+	f, err := os.Create(filepath.Join(cfg.Workdir, "corpus.txt"))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	sentences := 0
+	for _, q := range qs {
+		if q.Split != "train" {
+			continue
+		}
+		for _, s := range q.Preds {
+			fmt.Fprintln(w, strings.Join(s, " "))
+			sentences++
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(cfg.Workdir, "meta.json"), st); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.log(), "featurize: %d records, %d usable (train %d, val %d, test %d), dropped %v; corpus %d sentences\n",
+		st.Records, st.Usable, st.PerSplit["train"], st.PerSplit["val"], st.PerSplit["test"], st.Dropped, sentences)
+	return nil
+}

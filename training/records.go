@@ -1,0 +1,307 @@
+package training
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/estimator"
+)
+
+// Query is one usable query record with everything the steps and the
+// baselines need. The JSON form is a line of queries.jsonl.
+type Query struct {
+	Key      string `json:"key"`
+	Template string `json:"template"`
+	Split    string `json:"split"` // train, val or test
+	Family   string `json:"family,omitempty"`
+	Scale    string `json:"scale,omitempty"`
+	File     string `json:"file"`
+	CPUMs    int64  `json:"cpu_ms"`
+	// LnCPU is ln(CPU seconds), the unnormalized target.
+	LnCPU float64 `json:"ln_cpu_s"`
+	SQL   string  `json:"sql"`
+	// Session is the query's explicit session properties.
+	Session map[string]string `json:"session,omitempty"`
+	// TrinoCPUCost is the sum of the optimizer's cpuCost estimates over
+	// every plan node (NaN estimates skipped); CostKnown counts the
+	// estimates that were known.
+	TrinoCPUCost float64 `json:"trino_cpu_cost"`
+	// TrinoCPUCostMax is the largest single cpuCost estimate (the root's,
+	// if Trino's estimates are cumulative).
+	TrinoCPUCostMax float64 `json:"trino_cpu_cost_max"`
+	CostKnown       int     `json:"trino_cost_known"`
+	PlanNodes       int     `json:"plan_nodes"`
+	OTPNodes        int     `json:"otp_nodes"`
+	MaxDepth        int     `json:"max_depth"`
+	// Ops counts OPR values of the O-T-P tree; Tables lists TBL values
+	// (with repeats); Preds holds each PRED node's token sentence; Joins
+	// each join OPR's value with its criteria tokens.
+	Ops    map[string]int `json:"ops"`
+	Tables []string       `json:"tables"`
+	Preds  [][]string     `json:"preds"`
+	Joins  []Join         `json:"joins"`
+
+	root *estimator.OTPNode
+}
+
+// Root is the query's O-T-P tree (not part of the JSON form).
+func (q *Query) Root() *estimator.OTPNode { return q.root }
+
+// Join is a join operator of a query's O-T-P tree with its criteria tokens.
+type Join struct {
+	Op     string   `json:"op"`
+	Tokens []string `json:"tokens,omitempty"`
+}
+
+// splitNames maps split.json's part names to file names.
+var splitNames = map[string]string{"train": "train", "validation": "val", "test": "test"}
+
+// LoadStats says what LoadQueries kept and dropped.
+type LoadStats struct {
+	Files     []string       `json:"files"`
+	SHA256    string         `json:"training_data_sha256"`
+	Records   int            `json:"records"`
+	Usable    int            `json:"usable"`
+	Dropped   map[string]int `json:"dropped"`
+	PerSplit  map[string]int `json:"per_split"`
+	Truncated bool           `json:"truncated_tail,omitempty"`
+}
+
+// LoadQueries reads the records, keeps the usable ones (FINISHED, CPU > 0,
+// a plan that converts to an O-T-P tree, a template in the split, or none: live traffic) and
+// featurizes their plans. Duplicate keys keep the first record.
+func LoadQueries(paths []string, splitPath string) ([]*Query, *LoadStats, error) {
+	if len(paths) == 0 {
+		return nil, nil, errors.New("no --data given")
+	}
+	var split collector.Split
+	b, err := os.ReadFile(splitPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(b, &split); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", splitPath, err)
+	}
+	files, err := collector.RecordFiles(paths...)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &LoadStats{Files: files, Dropped: map[string]int{}, PerSplit: map[string]int{}}
+	h := sha256.New()
+	seen := map[string]bool{}
+	var out []*Query
+	for _, f := range files {
+		// The hash covers the bytes of the files in order. A collector may
+		// append while we read; the hash is then of a slightly longer file.
+		if err := hashFile(h, f); err != nil {
+			return nil, nil, err
+		}
+		err := collector.ReadRecords(f, func(r *collector.Record) error {
+			st.Records++
+			q, why := makeQuery(r, &split)
+			if q == nil {
+				st.Dropped[why]++
+				return nil
+			}
+			if seen[q.Key] {
+				st.Dropped["duplicate key"]++
+				return nil
+			}
+			seen[q.Key] = true
+			q.File = filepath.Base(f)
+			out = append(out, q)
+			st.PerSplit[q.Split]++
+			return nil
+		})
+		if errors.Is(err, collector.ErrTruncated) {
+			st.Truncated = true // a file being written: keep its complete records
+		} else if err != nil {
+			return nil, nil, err
+		}
+	}
+	st.Usable = len(out)
+	st.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return out, st, nil
+}
+
+func hashFile(h io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(h, f)
+	return err
+}
+
+// liveTemplate names a record that has no workload template (live traffic
+// from the proxy's feedback log) by its SQL fingerprint, so statements that
+// differ only in literals are one template and stay on one side of the
+// template-level split (collector.HashPart).
+func liveTemplate(sql string) string {
+	sum := sha256.Sum256([]byte(estimator.Fingerprint(sql)))
+	return "live/" + hex.EncodeToString(sum[:6])
+}
+
+// makeQuery converts one record, or says why it is not usable. Records of
+// the collector are placed by split.json; live traffic by collector.HashPart.
+func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
+	switch {
+	case r.Status != collector.StatusFinished:
+		return nil, "status " + r.Status
+	case r.Stats == nil || r.Stats.CPUMillis <= 0:
+		return nil, "no CPU time"
+	case r.Plan == nil || len(r.Plan.JSON) == 0:
+		return nil, "no plan"
+	}
+	var template, part, family, scale string
+	if r.Workload != nil {
+		var ok bool
+		template, family, scale = r.Workload.Template, r.Workload.Family, r.Workload.Scale
+		if part, ok = split.ByTemplate[template]; !ok {
+			return nil, "template not in split"
+		}
+	} else {
+		template, family = liveTemplate(r.SQL), "live"
+		part = collector.HashPart(template)
+	}
+	plan, err := estimator.ParsePlan(r.Plan.JSON)
+	if err != nil {
+		return nil, "plan parse error"
+	}
+	root, err := estimator.BuildOTP(plan)
+	if err != nil {
+		return nil, "O-T-P error"
+	}
+	stats := estimator.Stats(root)
+	q := &Query{
+		Key: r.Key, Template: template, Split: splitNames[part],
+		Family: family, Scale: scale,
+		CPUMs: r.Stats.CPUMillis, LnCPU: math.Log(float64(r.Stats.CPUMillis) / 1000),
+		SQL: r.SQL, Session: r.SessionProperties,
+		PlanNodes: plan.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,
+		Ops: map[string]int{}, Tables: []string{}, Preds: [][]string{}, Joins: []Join{},
+		root: root,
+	}
+	plan.Root.Walk(func(n *estimator.PlanNode) {
+		for _, e := range n.Estimates {
+			if !math.IsNaN(e.CPUCost) && !math.IsInf(e.CPUCost, 0) {
+				q.TrinoCPUCost += e.CPUCost
+				q.TrinoCPUCostMax = math.Max(q.TrinoCPUCostMax, e.CPUCost)
+				q.CostKnown++
+			}
+		}
+	})
+	root.Walk(func(n *estimator.OTPNode) {
+		switch n.Kind {
+		case estimator.OTPOperator:
+			q.Ops[n.Value]++
+			if estimator.IsJoin(opName(n.Value)) {
+				j := Join{Op: n.Value}
+				if n.Pred != nil {
+					j.Tokens = n.Pred.Tokens()
+				}
+				q.Joins = append(q.Joins, j)
+			}
+		case estimator.OTPTable:
+			q.Tables = append(q.Tables, n.Value)
+		case estimator.OTPPredicate:
+			if n.Pred != nil {
+				if toks := n.Pred.Tokens(); len(toks) > 0 {
+					q.Preds = append(q.Preds, toks)
+				}
+			}
+		}
+	})
+	return q, ""
+}
+
+// opName strips the distribution suffix: "InnerJoin(REPLICATED)" → "InnerJoin".
+func opName(v string) string {
+	if i := strings.IndexByte(v, '('); i >= 0 {
+		return v[:i]
+	}
+	return v
+}
+
+// WriteQueries writes queries.jsonl.
+func WriteQueries(path string, qs []*Query) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, q := range qs {
+		if err := enc.Encode(q); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// sameQueries keeps the queries listed in queries.jsonl, in its order, and
+// fails when one of them is missing from the records.
+func sameQueries(path string, qs []*Query) ([]*Query, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run the featurize step first)", err)
+	}
+	defer f.Close()
+	byKey := make(map[string]*Query, len(qs))
+	for _, q := range qs {
+		byKey[q.Key] = q
+	}
+	var out []*Query
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var line struct {
+			Key string `json:"key"`
+		}
+		if err := dec.Decode(&line); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		q := byKey[line.Key]
+		if q == nil {
+			return nil, fmt.Errorf("query %s of %s is not in the records any more", line.Key, path)
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
