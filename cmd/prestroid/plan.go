@@ -70,48 +70,53 @@ func runPlan(args []string) int {
 	out := planOutput{w: os.Stdout, subtrees: *subtrees, stats: *stats, json: *asJSON, cfg: cfg, sentences: *sentences, joins: *joins}
 
 	if *server != "" {
-		sql := strings.Join(fs.Args(), " ")
-		if strings.TrimSpace(sql) == "" {
-			fmt.Fprintln(os.Stderr, "prestroid plan: --server needs a SQL argument")
-			return 2
-		}
-		if !estimator.Explainable(sql) {
-			fmt.Fprintf(os.Stderr, "prestroid plan: a %s statement gets no EXPLAIN\n", estimator.Classify(sql))
-			return 1
-		}
 		h := http.Header{}
-		if *user != "" {
-			h.Set("X-Trino-User", *user)
+		for name, v := range map[string]string{"X-Trino-User": *user, "X-Trino-Catalog": *catalog, "X-Trino-Schema": *schema} {
+			if v != "" {
+				h.Set(name, v)
+			}
 		}
-		if *catalog != "" {
-			h.Set("X-Trino-Catalog", *catalog)
-		}
-		if *schema != "" {
-			h.Set("X-Trino-Schema", *schema)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		defer cancel()
-		res, err := (&estimator.ExplainClient{}).Explain(ctx, *server, sql, h)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
-			return 1
-		}
-		fmt.Fprintf(os.Stderr, "EXPLAIN %s: elapsed %d ms, analysis %d ms, wall %s\n", res.QueryID, res.ElapsedMillis, res.AnalysisMillis, res.Wall.Round(time.Millisecond))
-		return out.one("query", res.PlanJSON)
+		return out.explain(*server, strings.Join(fs.Args(), " "), h, *timeout)
 	}
 
 	if fs.NArg() > 1 {
 		fmt.Fprintln(os.Stderr, "prestroid plan: one FILE, DIR or - at most")
 		return 2
 	}
-	arg := fs.Arg(0)
+	return out.path(fs.Arg(0))
+}
+
+// explain runs the EXPLAIN of sql on server as the caller h and prints its plan.
+func (o planOutput) explain(server, sql string, h http.Header, timeout time.Duration) int {
+	if strings.TrimSpace(sql) == "" {
+		fmt.Fprintln(os.Stderr, "prestroid plan: --server needs a SQL argument")
+		return 2
+	}
+	if !estimator.Explainable(sql) {
+		fmt.Fprintf(os.Stderr, "prestroid plan: a %s statement gets no EXPLAIN\n", estimator.Classify(sql))
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := (&estimator.ExplainClient{}).Explain(ctx, server, sql, h)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prestroid plan:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "EXPLAIN %s: elapsed %d ms, analysis %d ms, wall %s\n", res.QueryID, res.ElapsedMillis, res.AnalysisMillis, res.Wall.Round(time.Millisecond))
+	return o.one("query", res.PlanJSON)
+}
+
+// path prints the plan of a file, of every *.json in a directory, or of
+// stdin (arg "" or "-").
+func (o planOutput) path(arg string) int {
 	if arg == "" || arg == "-" {
 		b, err := io.ReadAll(io.LimitReader(os.Stdin, estimator.DefaultMaxPlanBytes+1))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 			return 1
 		}
-		return out.one("stdin", b)
+		return o.one("stdin", b)
 	}
 	st, err := os.Stat(arg)
 	if err != nil {
@@ -119,14 +124,14 @@ func runPlan(args []string) int {
 		return 1
 	}
 	if st.IsDir() {
-		return out.dir(arg)
+		return o.dir(arg)
 	}
 	b, err := os.ReadFile(arg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 		return 1
 	}
-	return out.one(arg, b)
+	return o.one(arg, b)
 }
 
 type planOutput struct {
@@ -142,29 +147,9 @@ type planOutput struct {
 // writeSentences prints one token sentence per PRED node (and per join
 // criteria with joins), pre-order.
 func (o planOutput) writeSentences(root *estimator.OTPNode) {
-	stack := []*estimator.OTPNode{root}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if n == nil {
-			continue
-		}
-		if n.Pred != nil && (n.Kind == estimator.OTPPredicate || o.joins && n.Kind == estimator.OTPOperator) {
-			if toks := n.Pred.Tokens(); len(toks) > 0 {
-				fmt.Fprintln(o.w, strings.Join(toks, " "))
-			}
-		}
-		stack = append(stack, n.Right, n.Left)
+	for _, toks := range estimator.PredicateSentences(root, o.joins) {
+		fmt.Fprintln(o.w, strings.Join(toks, " "))
 	}
-}
-
-type statsJSON struct {
-	Name     string   `json:"name,omitempty"`
-	Workload string   `json:"workload,omitempty"`
-	Nodes    int      `json:"nodes"`
-	MaxDepth int      `json:"max_depth"`
-	Preds    int      `json:"preds"`
-	Tables   []string `json:"tables"`
 }
 
 type otpJSON struct {
@@ -204,7 +189,7 @@ func (o planOutput) one(name string, planJSON []byte) int {
 		fmt.Fprintf(os.Stderr, "prestroid plan: %s: %v\n", name, err)
 		return 1
 	}
-	s := estimator.Stats(root)
+	s := estimator.NewPlanStat("", root)
 	var sts []estimator.SubTree
 	if o.subtrees {
 		if sts, err = estimator.SampleSubTrees(root, o.cfg); err != nil {
@@ -217,28 +202,7 @@ func (o planOutput) one(name string, planJSON []byte) int {
 		return 0
 	}
 	if o.json {
-		v := map[string]any{"stats": statsJSON{Nodes: s.Nodes, MaxDepth: s.MaxDepth, Preds: s.Preds, Tables: nonNil(s.Tables)}}
-		switch {
-		case o.subtrees:
-			var list [][]subtreeNodeJSON
-			for _, st := range sts {
-				nodes := make([]subtreeNodeJSON, st.Len())
-				for i, n := range st.Nodes {
-					nodes[i] = subtreeNodeJSON{Kind: n.Kind.String(), Value: n.Value, Left: st.Left[i] + 1, Right: st.Right[i] + 1, Vote: st.Vote[i]}
-				}
-				list = append(list, nodes)
-			}
-			v["subtrees"] = list
-			v["n"], v["k"], v["c"] = o.cfg.N, o.cfg.K, o.cfg.C
-		case !o.stats:
-			v["otp"] = toOTPJSON(root)
-		}
-		enc := json.NewEncoder(o.w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
-			return 1
-		}
-		return 0
+		return o.oneJSON(root, s, sts)
 	}
 	switch {
 	case o.stats:
@@ -251,11 +215,32 @@ func (o planOutput) one(name string, planJSON []byte) int {
 	return 0
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
+// oneJSON prints one plan's --json object: its stats, and the sub-trees
+// (--subtrees) or the O-T-P tree (unless --stats).
+func (o planOutput) oneJSON(root *estimator.OTPNode, s estimator.PlanStat, sts []estimator.SubTree) int {
+	s.Name, s.Workload = "", ""
+	v := map[string]any{"stats": s}
+	switch {
+	case o.subtrees:
+		var list [][]subtreeNodeJSON
+		for _, st := range sts {
+			nodes := make([]subtreeNodeJSON, st.Len())
+			for i, n := range st.Nodes {
+				nodes[i] = subtreeNodeJSON{Kind: n.Kind.String(), Value: n.Value, Left: st.Left[i] + 1, Right: st.Right[i] + 1, Vote: st.Vote[i]}
+			}
+			list = append(list, nodes)
+		}
+		v["subtrees"] = list
+		v["n"], v["k"], v["c"] = o.cfg.N, o.cfg.K, o.cfg.C
+	case !o.stats:
+		v["otp"] = toOTPJSON(root)
 	}
-	return s
+	enc := json.NewEncoder(o.w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return 1
+	}
+	return 0
 }
 
 // dir prints per-plan stats, the node count × max depth distribution and the
@@ -267,7 +252,7 @@ func (o planOutput) dir(dir string) int {
 		fmt.Fprintf(os.Stderr, "prestroid plan: no *.json in %s\n", dir)
 		return 1
 	}
-	var rows []statsJSON
+	var rows []estimator.PlanStat
 	failed := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -278,108 +263,58 @@ func (o planOutput) dir(dir string) int {
 				continue
 			}
 			if err == nil {
-				s := estimator.Stats(root)
-				name := strings.TrimSuffix(filepath.Base(f), ".json")
-				wl := name
-				if i := strings.IndexByte(name, '-'); i > 0 {
-					wl = name[:i]
-				}
-				rows = append(rows, statsJSON{Name: name, Workload: wl, Nodes: s.Nodes, MaxDepth: s.MaxDepth, Preds: s.Preds, Tables: nonNil(s.Tables)})
+				rows = append(rows, estimator.NewPlanStat(strings.TrimSuffix(filepath.Base(f), ".json"), root))
 				continue
 			}
 		}
 		fmt.Fprintf(os.Stderr, "prestroid plan: %s: %v\n", f, err)
 		failed++
 	}
-	if o.sentences {
-		if failed > 0 {
-			return 1
-		}
-		return 0
-	}
-	type wmax struct {
-		Workload string `json:"workload"`
-		Plans    int    `json:"plans"`
-		MaxNodes int    `json:"max_nodes"`
-		MaxDepth int    `json:"max_depth"`
-	}
-	byWL := map[string]*wmax{}
-	var wls []string
-	for _, r := range rows {
-		m := byWL[r.Workload]
-		if m == nil {
-			m = &wmax{Workload: r.Workload}
-			byWL[r.Workload] = m
-			wls = append(wls, r.Workload)
-		}
-		m.Plans++
-		m.MaxNodes, m.MaxDepth = max(m.MaxNodes, r.Nodes), max(m.MaxDepth, r.MaxDepth)
-	}
-	sort.Strings(wls)
-	if o.json {
-		var maxima []*wmax
-		for _, w := range wls {
-			maxima = append(maxima, byWL[w])
-		}
-		enc := json.NewEncoder(o.w)
-		enc.SetIndent("", "  ")
-		enc.Encode(map[string]any{"plans": rows, "workloads": maxima, "failed": failed})
-	} else {
-		fmt.Fprintf(o.w, "%-28s %7s %6s %6s %7s\n", "plan", "nodes", "depth", "preds", "tables")
-		for _, r := range rows {
-			fmt.Fprintf(o.w, "%-28s %7d %6d %6d %7d\n", r.Name, r.Nodes, r.MaxDepth, r.Preds, len(r.Tables))
-		}
-		fmt.Fprintln(o.w, "\nnode count vs max depth (plans per cell)")
-		nodeEdges := []int{25, 50, 100, 200, 400, 800, 1600}
-		depthEdges := []int{10, 20, 30, 40, 50, 60, 80}
-		grid := make([][]int, len(depthEdges)+1)
-		for i := range grid {
-			grid[i] = make([]int, len(nodeEdges)+1)
-		}
-		bucket := func(v int, edges []int) int {
-			for i, e := range edges {
-				if v < e {
-					return i
-				}
-			}
-			return len(edges)
-		}
-		for _, r := range rows {
-			grid[bucket(r.MaxDepth, depthEdges)][bucket(r.Nodes, nodeEdges)]++
-		}
-		label := func(i int, edges []int) string {
-			switch {
-			case i == 0:
-				return fmt.Sprintf("<%d", edges[0])
-			case i == len(edges):
-				return fmt.Sprintf("≥%d", edges[i-1])
-			}
-			return fmt.Sprintf("%d-%d", edges[i-1], edges[i]-1)
-		}
-		fmt.Fprintf(o.w, "%-10s", "depth\\nodes")
-		for j := range nodeEdges {
-			fmt.Fprintf(o.w, " %8s", label(j, nodeEdges))
-		}
-		fmt.Fprintf(o.w, " %8s\n", label(len(nodeEdges), nodeEdges))
-		for i := len(grid) - 1; i >= 0; i-- {
-			fmt.Fprintf(o.w, "%-10s", label(i, depthEdges))
-			for _, v := range grid[i] {
-				if v == 0 {
-					fmt.Fprintf(o.w, " %8s", ".")
-				} else {
-					fmt.Fprintf(o.w, " %8d", v)
-				}
-			}
-			fmt.Fprintln(o.w)
-		}
-		fmt.Fprintf(o.w, "\n%-12s %6s %10s %10s\n", "workload", "plans", "max nodes", "max depth")
-		for _, w := range wls {
-			m := byWL[w]
-			fmt.Fprintf(o.w, "%-12s %6d %10d %10d\n", w, m.Plans, m.MaxNodes, m.MaxDepth)
-		}
+	if !o.sentences {
+		o.printDir(rows, failed)
 	}
 	if failed > 0 {
 		return 1
 	}
 	return 0
+}
+
+// printDir prints dir's table, grid and workload maxima (or their JSON).
+func (o planOutput) printDir(rows []estimator.PlanStat, failed int) {
+	maxima := estimator.WorkloadMaxima(rows)
+	if o.json {
+		enc := json.NewEncoder(o.w)
+		enc.SetIndent("", "  ")
+		if len(maxima) == 0 {
+			maxima = nil
+		}
+		enc.Encode(map[string]any{"plans": rows, "workloads": maxima, "failed": failed})
+		return
+	}
+	fmt.Fprintf(o.w, "%-28s %7s %6s %6s %7s\n", "plan", "nodes", "depth", "preds", "tables")
+	for _, r := range rows {
+		fmt.Fprintf(o.w, "%-28s %7d %6d %6d %7d\n", r.Name, r.Nodes, r.MaxDepth, r.Preds, len(r.Tables))
+	}
+	fmt.Fprintln(o.w, "\nnode count vs max depth (plans per cell)")
+	g := estimator.NewSizeDepthGrid(rows, estimator.DefaultNodeEdges, estimator.DefaultDepthEdges)
+	fmt.Fprintf(o.w, "%-10s", "depth\\nodes")
+	for j := range g.NodeEdges {
+		fmt.Fprintf(o.w, " %8s", estimator.BucketLabel(j, g.NodeEdges))
+	}
+	fmt.Fprintf(o.w, " %8s\n", estimator.BucketLabel(len(g.NodeEdges), g.NodeEdges))
+	for i := len(g.Counts) - 1; i >= 0; i-- {
+		fmt.Fprintf(o.w, "%-10s", estimator.BucketLabel(i, g.DepthEdges))
+		for _, v := range g.Counts[i] {
+			if v == 0 {
+				fmt.Fprintf(o.w, " %8s", ".")
+			} else {
+				fmt.Fprintf(o.w, " %8d", v)
+			}
+		}
+		fmt.Fprintln(o.w)
+	}
+	fmt.Fprintf(o.w, "\n%-12s %6s %10s %10s\n", "workload", "plans", "max nodes", "max depth")
+	for _, m := range maxima {
+		fmt.Fprintf(o.w, "%-12s %6d %10d %10d\n", m.Workload, m.Plans, m.MaxNodes, m.MaxDepth)
+	}
 }
