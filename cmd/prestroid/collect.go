@@ -24,90 +24,113 @@ func init() {
 	register("collect", "run SQL workloads against Trino and record plans and CPU times", runCollect)
 }
 
-func runCollect(args []string) int {
+// collectFlags are collect's flags.
+type collectFlags struct {
+	server, user, workloads, out, domains string
+	seed                                  int64
+	scales, templates, genScales          string
+	variants, genVariants, reps           int
+	sessionShare                          float64
+	limit, concurrency                    int
+	timeout                               time.Duration
+	dryRun, noPlan                        bool
+	splitOut                              string
+}
+
+func collectFlagSet(f *collectFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("collect", flag.ContinueOnError)
-	server := fs.String("server", "http://127.0.0.1:8083", "Trino coordinator URL")
-	user := fs.String("user", "prestroid-collect", "Trino user (X-Trino-User)")
-	workloads := fs.String("workloads", "../shared/workloads", "directory with tpcds/*.sql and tpch/*.sql")
-	out := fs.String("out", "data/records/collect.jsonl.gz", "record file (appended to; resumable)")
-	domainsPath := fs.String("domains", "data/domains.json", "column domain cache (created from the server if missing)")
-	seed := fs.Int64("seed", 1, "generator seed")
-	scales := fs.String("scales", "tiny", "comma-separated schemas for the TPC templates, in order")
-	variants := fs.Int("variants", 10, "variants per template and scale (variant 0: the file's own values)")
-	sessionShare := fs.Float64("session-share", 0.5, "share of variants run with a varied session")
-	templates := fs.String("templates", "", "comma-separated template names to keep (e.g. tpcds/q03,tpch/q06); all if empty")
-	genScales := fs.String("gen-scales", "tiny", "comma-separated schemas for generated large queries; none if empty")
-	genVariants := fs.Int("gen-variants", 20, "generated queries per generator kind and scale")
-	reps := fs.Int("reps", 1, "runs per query (noise measurement)")
-	limit := fs.Int("limit", 0, "run at most this many new queries (0: all)")
-	concurrency := fs.Int("concurrency", 1, "queries in flight")
-	timeout := fs.Duration("timeout", 5*time.Minute, "per-query execution timeout (cancels the query on Trino)")
-	dryRun := fs.Bool("dry-run", false, "print the planned queries as JSON lines and exit")
-	noPlan := fs.Bool("no-plan", false, "do not take EXPLAIN plans")
-	splitOut := fs.String("write-split", "", "write the seeded template-level 8/1/1 split to this file and exit")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&f.server, "server", "http://127.0.0.1:8083", "Trino coordinator URL")
+	fs.StringVar(&f.user, "user", "prestroid-collect", "Trino user (X-Trino-User)")
+	fs.StringVar(&f.workloads, "workloads", "../shared/workloads", "directory with tpcds/*.sql and tpch/*.sql")
+	fs.StringVar(&f.out, "out", "data/records/collect.jsonl.gz", "record file (appended to; resumable)")
+	fs.StringVar(&f.domains, "domains", "data/domains.json", "column domain cache (created from the server if missing)")
+	fs.Int64Var(&f.seed, "seed", 1, "generator seed")
+	fs.StringVar(&f.scales, "scales", "tiny", "comma-separated schemas for the TPC templates, in order")
+	fs.IntVar(&f.variants, "variants", 10, "variants per template and scale (variant 0: the file's own values)")
+	fs.Float64Var(&f.sessionShare, "session-share", 0.5, "share of variants run with a varied session")
+	fs.StringVar(&f.templates, "templates", "", "comma-separated template names to keep (e.g. tpcds/q03,tpch/q06); all if empty")
+	fs.StringVar(&f.genScales, "gen-scales", "tiny", "comma-separated schemas for generated large queries; none if empty")
+	fs.IntVar(&f.genVariants, "gen-variants", 20, "generated queries per generator kind and scale")
+	fs.IntVar(&f.reps, "reps", 1, "runs per query (noise measurement)")
+	fs.IntVar(&f.limit, "limit", 0, "run at most this many new queries (0: all)")
+	fs.IntVar(&f.concurrency, "concurrency", 1, "queries in flight")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "per-query execution timeout (cancels the query on Trino)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the planned queries as JSON lines and exit")
+	fs.BoolVar(&f.noPlan, "no-plan", false, "do not take EXPLAIN plans")
+	fs.StringVar(&f.splitOut, "write-split", "", "write the seeded template-level 8/1/1 split to this file and exit")
+	return fs
+}
+
+func collectLogf(format string, a ...any) { fmt.Fprintf(os.Stderr, "collect: "+format+"\n", a...) }
+
+func runCollect(args []string) int {
+	var f collectFlags
+	if err := collectFlagSet(&f).Parse(args); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logf := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "collect: "+format+"\n", a...) }
+	if err := collect(ctx, &f); err != nil {
+		collectLogf("%v", err)
+		return 1
+	}
+	return 0
+}
 
-	ts, err := collector.LoadTemplates(*workloads)
+// collect plans the queries (templates, domains from the server) and runs
+// them, or writes the split (--write-split) or the plan (--dry-run).
+func collect(ctx context.Context, f *collectFlags) error {
+	ts, err := collector.LoadTemplates(f.workloads)
 	if err != nil {
-		logf("%v", err)
-		return 1
+		return err
 	}
-	if *splitOut != "" {
-		if err := collector.MakeSplit(collector.AllTemplateNames(ts), *seed).WriteFile(*splitOut); err != nil {
-			logf("%v", err)
-			return 1
-		}
-		return 0
+	if f.splitOut != "" {
+		return collector.MakeSplit(collector.AllTemplateNames(ts), f.seed).WriteFile(f.splitOut)
 	}
-	dom, err := collector.LoadDomains(*domainsPath)
+	dom, err := collector.LoadDomains(f.domains)
 	if err != nil {
-		logf("%v", err)
-		return 1
+		return err
 	}
-	conn, err := trino.NewConnector(&trino.Config{ServerURI: strings.Replace(*server, "://", "://"+*user+"@", 1), Source: "prestroid-collect"})
+	conn, err := trino.NewConnector(&trino.Config{ServerURI: strings.Replace(f.server, "://", "://"+f.user+"@", 1), Source: "prestroid-collect"})
 	if err != nil {
-		logf("%v", err)
-		return 1
+		return err
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
-	db.SetMaxIdleConns(*concurrency + 1)
+	db.SetMaxIdleConns(f.concurrency + 1)
 
 	cfg := collector.GenConfig{
-		Seed: *seed, Scales: splitList(*scales), Variants: *variants, SessionShare: *sessionShare,
-		Templates: splitList(*templates), GenScales: splitList(*genScales), GenVariants: *genVariants, Reps: *reps,
+		Seed: f.seed, Scales: splitList(f.scales), Variants: f.variants, SessionShare: f.sessionShare,
+		Templates: splitList(f.templates), GenScales: splitList(f.genScales), GenVariants: f.genVariants, Reps: f.reps,
 	}
 	if err := fetchDomains(ctx, db, dom, ts, cfg); err != nil {
-		logf("%v", err)
-		return 1
+		return err
 	}
-	if err := dom.Save(*domainsPath); err != nil {
-		logf("%v", err)
-		return 1
+	if err := dom.Save(f.domains); err != nil {
+		return err
 	}
 	items := collector.Generate(cfg, ts, dom)
-	if *dryRun {
+	if f.dryRun {
 		enc := json.NewEncoder(os.Stdout)
 		for _, it := range items {
 			enc.Encode(it)
 		}
-		return 0
+		return nil
 	}
-	w, err := collector.OpenWriter(*out)
+	return runItems(ctx, f, db, items)
+}
+
+// runItems runs the items not yet in the record file (at most --limit).
+func runItems(ctx context.Context, f *collectFlags, db *sql.DB, items []collector.Item) error {
+	w, err := collector.OpenWriter(f.out)
 	if err != nil {
-		logf("%v", err)
-		return 1
+		return err
 	}
 	defer w.Close()
-	if *limit > 0 {
+	if f.limit > 0 {
 		var todo []collector.Item
 		for _, it := range items {
-			if !w.Has(it.Key) && len(todo) < *limit {
+			if !w.Has(it.Key) && len(todo) < f.limit {
 				todo = append(todo, it)
 			}
 		}
@@ -115,21 +138,17 @@ func runCollect(args []string) int {
 	}
 	host, _ := os.Hostname()
 	r := &collector.Runner{
-		Server: strings.TrimRight(*server, "/"), DB: db, User: *user, Concurrency: *concurrency, Timeout: *timeout,
+		Server: strings.TrimRight(f.server, "/"), DB: db, User: f.user, Concurrency: f.concurrency, Timeout: f.timeout,
 		Writer: w, Progress: os.Stderr, HTTP: &http.Client{Timeout: 2 * time.Minute},
-		Info: collector.RunInfo{Host: host, Concurrency: *concurrency, TimeoutMs: timeout.Milliseconds(), Run: time.Now().UTC().Format(time.RFC3339)},
+		Info: collector.RunInfo{Host: host, Concurrency: f.concurrency, TimeoutMs: f.timeout.Milliseconds(), Run: time.Now().UTC().Format(time.RFC3339)},
 	}
-	if !*noPlan {
+	if !f.noPlan {
 		r.Plan = explainPlan(&estimator.ExplainClient{HTTP: &http.Client{Timeout: 2 * time.Minute}})
 	}
-	logf("%d planned queries (%d already in %s), concurrency %d, timeout %s", len(items), w.Len(), *out, *concurrency, *timeout)
+	collectLogf("%d planned queries (%d already in %s), concurrency %d, timeout %s", len(items), w.Len(), f.out, f.concurrency, f.timeout)
 	sum, err := r.Run(ctx, items)
-	logf("done %d, skipped %d, by status %v, in %s", sum.Done, sum.Skipped, sum.ByStatus, sum.Elapsed.Truncate(time.Second))
-	if err != nil {
-		logf("%v", err)
-		return 1
-	}
-	return 0
+	collectLogf("done %d, skipped %d, by status %v, in %s", sum.Done, sum.Skipped, sum.ByStatus, sum.Elapsed.Truncate(time.Second))
+	return err
 }
 
 // explainPlan adapts the serving EXPLAIN client and featurizer to the

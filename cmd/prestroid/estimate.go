@@ -61,13 +61,9 @@ binary). SQL "-" reads the statement from standard input.`)
 	switch {
 	case *plan != "" && fs.NArg() == 0:
 	case *plan == "" && fs.NArg() == 1:
-		sql = fs.Arg(0)
-		if sql == "-" {
-			b, err := io.ReadAll(io.LimitReader(os.Stdin, 16<<20))
-			if err != nil {
-				return fail(2, err)
-			}
-			sql = string(b)
+		var err error
+		if sql, err = readSQL(fs.Arg(0)); err != nil {
+			return fail(2, err)
 		}
 	default:
 		fs.Usage()
@@ -85,65 +81,90 @@ binary). SQL "-" reads the statement from standard input.`)
 	}
 	defer svc.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	var e *estimator.CostEstimate
-	if *plan != "" {
-		js, err := os.ReadFile(*plan)
-		if err != nil {
-			return fail(1, err)
-		}
-		e, err = svc.EstimatePlan(ctx, js)
-		if err != nil {
-			return fail(1, err)
-		}
-	} else {
-		h := http.Header{}
-		if *user != "" {
-			h.Set("X-Trino-User", *user)
-		}
-		if *catalog != "" {
-			h.Set("X-Trino-Catalog", *catalog)
-		}
-		if *schema != "" {
-			h.Set("X-Trino-Schema", *schema)
-		}
-		for _, s := range session {
-			if !strings.Contains(s, "=") {
-				return fail(2, fmt.Errorf("--session %q: want NAME=VALUE", s))
-			}
-			h.Add("X-Trino-Session", s)
-		}
-		if *password != "" {
-			req, _ := http.NewRequest("GET", "/", nil)
-			req.SetBasicAuth(*user, os.Getenv(*password))
-			h.Set("Authorization", req.Header.Get("Authorization"))
-		}
-		e, err = svc.Estimate(ctx, *server, sql, h)
-		if err != nil {
-			return fail(1, err)
+	var h http.Header
+	if *plan == "" {
+		if h, err = callerHeader(*user, *catalog, *schema, *password, session); err != nil {
+			return fail(2, err)
 		}
 	}
+	e, err := estimateOne(svc, *plan, *server, sql, h, *timeout)
+	if err != nil {
+		return fail(1, err)
+	}
+	if err := printEstimate(e, *asJSON); err != nil {
+		return fail(1, err)
+	}
+	return 0
+}
 
+// estimateOne estimates the saved plan file, or sql on server as h.
+func estimateOne(svc *estimator.Service, plan, server, sql string, h http.Header, timeout time.Duration) (*estimator.CostEstimate, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if plan != "" {
+		js, err := os.ReadFile(plan)
+		if err != nil {
+			return nil, err
+		}
+		return svc.EstimatePlan(ctx, js)
+	}
+	return svc.Estimate(ctx, server, sql, h)
+}
+
+// callerHeader is the identity and session the EXPLAIN runs as; password
+// names an environment variable holding the user's password.
+func callerHeader(user, catalog, schema, password string, session []string) (http.Header, error) {
+	h := http.Header{}
+	if user != "" {
+		h.Set("X-Trino-User", user)
+	}
+	if catalog != "" {
+		h.Set("X-Trino-Catalog", catalog)
+	}
+	if schema != "" {
+		h.Set("X-Trino-Schema", schema)
+	}
+	for _, s := range session {
+		if !strings.Contains(s, "=") {
+			return nil, fmt.Errorf("--session %q: want NAME=VALUE", s)
+		}
+		h.Add("X-Trino-Session", s)
+	}
+	if password != "" {
+		req, _ := http.NewRequest("GET", "/", nil)
+		req.SetBasicAuth(user, os.Getenv(password))
+		h.Set("Authorization", req.Header.Get("Authorization"))
+	}
+	return h, nil
+}
+
+// printEstimate prints e as a line or as the --json object.
+func printEstimate(e *estimator.CostEstimate, asJSON bool) error {
 	out := proxy.NewEstimateJSON(toProxyEstimate(e))
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(estimateOutput{out, e.Untrained}); err != nil {
-			return fail(1, err)
-		}
-		return 0
+		return enc.Encode(estimateOutput{out, e.Untrained})
 	}
 	if !e.Estimated {
 		fmt.Println("not estimated:", e.Reason)
-		return 0
+		return nil
 	}
 	fmt.Printf("%.3f CPU seconds (CPU_TIME=%s)  model %s  explain %.1f ms  featurize %d µs  infer %d µs\n",
 		e.CPUSeconds, out.CPUTime, e.ModelID, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros)
 	if e.Untrained {
 		fmt.Println("warning: the model is UNTRAINED (random weights); the number means nothing")
 	}
-	return 0
+	return nil
+}
+
+// readSQL is arg, or standard input when arg is "-".
+func readSQL(arg string) (string, error) {
+	if arg != "-" {
+		return arg, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, 16<<20))
+	return string(b), err
 }
 
 // estimateOutput is the --json object: the endpoint's fields plus whether
