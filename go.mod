@@ -7,7 +7,7 @@ require (
 	github.com/trinodb/trino-go-client v1.1.0
 	github.com/valyala/fasthttp v1.78.0
 	github.com/yalue/onnxruntime_go v1.27.0
-	gopkg.in/yaml.v3 v3.0.1
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (
