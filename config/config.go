@@ -1,8 +1,11 @@
 // Package config holds Prestroid's configuration: one YAML file, overridden by
 // environment variables (PRESTROID_*), overridden by command-line flags.
 //
-// Every field documents its zero-value behaviour. Load fills in defaults;
-// Validate names the offending key and value. The package imports no other
+// Every field documents its zero-value behaviour; the defaults are named
+// constants in defaults.go, the one place they are written (FillDefaults
+// applies them, and the packages configured from here use the same
+// constants for their own zero values). Validate names the offending key
+// and value. The package imports no other
 // project package.
 package config
 
@@ -120,8 +123,9 @@ func (d Duration) String() string { return time.Duration(d).String() }
 var ErrInvalid = errors.New("config: invalid")
 
 // Load reads the YAML file at path (empty path: no file), then applies
-// environment overrides (see ApplyEnv), then fills defaults. It does not
-// validate: call Validate after applying flags.
+// environment overrides (see ApplyEnv). It neither fills defaults nor
+// validates: apply flags, then call FillDefaults (defaults.go) and
+// Validate.
 func Load(path string) (*Config, error) {
 	c := &Config{}
 	if path != "" {
