@@ -1,0 +1,63 @@
+package config
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
+	c := &Config{}
+	c.FillDefaults()
+	for _, tc := range []struct {
+		key      string
+		got, set any
+	}{
+		{"listen", c.Listen, DefaultListen},
+		{"max_request_body_bytes", c.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes},
+		{"max_header_bytes", c.MaxHeaderBytes, DefaultMaxHeaderBytes},
+		{"upstream_timeout", time.Duration(c.UpstreamTimeout), DefaultUpstreamTimeout},
+		{"query_map_size", c.QueryMapSize, DefaultQueryMapSize},
+		{"log_level", c.LogLevel, DefaultLogLevel},
+		{"routing.fallback", c.Routing.Fallback, DefaultFallback},
+		{"routing.estimate_timeout", time.Duration(c.Routing.EstimateTimeout), DefaultEstimateTimeout},
+		{"routing.monitor_interval", time.Duration(c.Routing.MonitorInterval), DefaultMonitorInterval},
+		{"routing.monitor_user", c.Routing.MonitorUser, DefaultMonitorUser},
+		{"admission.queue_size", c.Admission.QueueSize, DefaultQueueSize},
+		{"admission.max_wait", time.Duration(c.Admission.MaxWait), DefaultMaxWait},
+		{"feedback.rotate_records", c.Feedback.RotateRecords, DefaultFeedbackRotateRecords},
+		{"feedback.rotate_every", time.Duration(c.Feedback.RotateEvery), DefaultFeedbackRotateEvery},
+		{"estimator.max_batch", c.Estimator.MaxBatch, DefaultMaxBatch},
+		{"estimator.explain_timeout", time.Duration(c.Estimator.ExplainTimeout), DefaultExplainTimeout},
+		{"estimator.cache_ttl", time.Duration(c.Estimator.CacheTTL), DefaultCacheTTL},
+		{"estimator.cache_entries", c.Estimator.CacheEntries, DefaultCacheEntries},
+		{"estimator.plan_cache_bytes", c.Estimator.PlanCacheBytes, int64(DefaultPlanCacheBytes)},
+		{"estimator.vector_cache_bytes", c.Estimator.VectorCacheBytes, int64(DefaultVectorCacheBytes)},
+		{"estimator.reload_interval", time.Duration(c.Estimator.ReloadInterval), DefaultReloadInterval},
+		{"estimator.ort_lib (machine-dependent: left empty)", c.Estimator.ORTLib, ""},
+		{"estimator.workers (zero is GOMAXPROCS)", c.Estimator.Workers, 0},
+	} {
+		if tc.got != tc.set {
+			t.Errorf("%s = %v after FillDefaults, want %v", tc.key, tc.got, tc.set)
+		}
+	}
+	// "Off" values and explicit settings survive.
+	c = &Config{Listen: "0.0.0.0:1", Routing: Routing{MonitorInterval: -1},
+		Estimator: Estimator{CacheTTL: -1, VectorCacheBytes: -1, PlanCacheBytes: -1, MaxBatch: 1}}
+	c.FillDefaults()
+	if c.Listen != "0.0.0.0:1" || c.Routing.MonitorInterval != -1 || c.Estimator.CacheTTL != -1 ||
+		c.Estimator.VectorCacheBytes != -1 || c.Estimator.PlanCacheBytes != -1 || c.Estimator.MaxBatch != 1 {
+		t.Errorf("FillDefaults changed set values: %+v", c)
+	}
+	c = &Config{Clusters: []Cluster{{Name: "a", URL: "http://h:1"}}}
+	c.FillDefaults()
+	if err := c.Validate(); err != nil {
+		t.Errorf("a filled minimal config does not validate: %v", err)
+	}
+}
+
+func TestDefaultORTLibFollowsPrestroidCache(t *testing.T) {
+	t.Setenv("PRESTROID_CACHE", "/opt/cache")
+	if got, want := DefaultORTLib(), "/opt/cache/ort/"+ORTVersion+"/libonnxruntime.so.1"; got != want {
+		t.Errorf("DefaultORTLib() = %q, want %q", got, want)
+	}
+}
