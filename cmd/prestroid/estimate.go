@@ -21,12 +21,6 @@ func init() {
 	register("estimate", "predict a query's CPU time with the cost model (EXPLAIN on Trino, no execution)", runEstimate)
 }
 
-// sessionFlags collects a repeatable flag.
-type sessionFlags []string
-
-func (m *sessionFlags) String() string     { return strings.Join(*m, ",") }
-func (m *sessionFlags) Set(v string) error { *m = append(*m, v); return nil }
-
 func runEstimate(args []string) int {
 	fs := flag.NewFlagSet("estimate", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -43,7 +37,7 @@ binary). SQL "-" reads the statement from standard input.`)
 	catalog := fs.String("catalog", "", "default catalog (X-Trino-Catalog)")
 	schema := fs.String("schema", "", "default schema (X-Trino-Schema)")
 	password := fs.String("password-env", "", "name of an environment variable holding the user's password (Basic auth; needs https)")
-	var session sessionFlags
+	var session multiFlag
 	fs.Var(&session, "session", "session property NAME=VALUE (repeatable)")
 	model := fs.String("model", os.Getenv("PRESTROID_MODEL"), "model bundle directory (default: the embedded bundle; env PRESTROID_MODEL)")
 	ortLib := fs.String("ort-lib", os.Getenv("PRESTROID_ORT_LIB"), "ONNX Runtime library libonnxruntime.so.1 (env PRESTROID_ORT_LIB; default: where `make ort` installs it)")
