@@ -274,3 +274,46 @@ func TestNetworkArgsCarryEveryNetworkSetting(t *testing.T) {
 		}
 	}
 }
+
+func TestEvalPrepareEncodesTheTestSplitWithTheBundle(t *testing.T) {
+	bundle := filepath.Join("..", "estimator", "testdata", "bundle-fixture")
+	work := t.TempDir()
+	var log strings.Builder
+	if err := EvalPrepare(&log, bundle, []string{noiseRecords}, splitFile, work, ""); err != nil {
+		t.Fatal(err)
+	}
+	var meta LoadStats
+	if err := readJSON(filepath.Join(work, "meta.json"), &meta); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := os.ReadFile(filepath.Join(work, "test.keys.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(keys), "\n"); n == 0 || n != meta.PerSplit["test"] {
+		t.Errorf("%d test keys, meta says %d", n, meta.PerSplit["test"])
+	}
+	for _, f := range []string{"queries.jsonl", "test.npz"} {
+		if _, err := os.Stat(filepath.Join(work, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if !strings.Contains(log.String(), "test queries encoded with bundle") {
+		t.Errorf("log %q", log.String())
+	}
+}
+
+func TestEnsembleChecksItsMembersFirst(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  EnsembleConfig
+		want string
+	}{
+		{EnsembleConfig{Bundles: []string{"a", "b"}}, "--out"},
+		{EnsembleConfig{Out: t.TempDir(), Bundles: []string{"a"}}, "two or more"},
+		{EnsembleConfig{Out: t.TempDir(), Bundles: []string{"nope-a", "nope-b"}, Python: "/bin/false"}, "member nope-a"},
+	} {
+		if err := Ensemble(&tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
