@@ -213,7 +213,7 @@ func TestRulePolicy(t *testing.T) {
 			want: Decision{Kind: KindFailOpen, Cluster: "s", Reason: ReasonEstimateOverBudget}, header: "fail-open: estimate over budget"},
 		{name: "a rule's class with no healthy cluster falls back by the cost policy",
 			policy: rp, in: Input{Outcome: o, Estimate: e, Group: "analysts"}, clusters: []string{"s:small:up:0", "m:medium:down:0", "l:large:up:0"},
-			want: Decision{Kind: KindFallback, Cluster: "l", Class: "medium", Fallback: FallbackLarger, FallbackClass: "large", Rule: "rules[2]"},
+			want:   Decision{Kind: KindFallback, Cluster: "l", Class: "medium", Fallback: FallbackLarger, FallbackClass: "large", Rule: "rules[2]"},
 			header: "fallback: no healthy medium cluster; class large; rule rules[2]"},
 		{name: "a rule in shadow mode only reports",
 			policy: shadow, in: Input{Outcome: o, Estimate: e, ClientTags: []string{"etl"}}, clusters: all,
