@@ -135,11 +135,14 @@ type Server struct {
 	registry *prometheus.Registry
 	selector Selector
 	serveMx  fasthttp.RequestHandler // GET /metrics
-	admit    *admission              // nil without admission control
-	log      *slog.Logger
-	srv      *fasthttp.Server
-	stop     context.CancelFunc
-	done     chan struct{}
+	// probeConns are the monitor's open connections, closed when it stops
+	// so that Shutdown does not wait out a hanging probe.
+	probeConns connSet
+	admit      *admission // nil without admission control
+	log        *slog.Logger
+	srv        *fasthttp.Server
+	stop       context.CancelFunc
+	done       chan struct{}
 }
 
 // New validates o and builds a Server.
@@ -244,7 +247,8 @@ func New(o Options) (*Server, error) {
 			},
 			probeClient: &fasthttp.HostClient{
 				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https",
-				MaxResponseBodySize: 64 << 20, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+				MaxResponseBodySize: 64 << 20, ReadTimeout: probeTimeout, WriteTimeout: probeTimeout,
+				Dial: s.probeConns.dial,
 			},
 		}
 		s.clusters = append(s.clusters, c)
