@@ -8,8 +8,9 @@ import "strings"
 // glue around it (transaction stickiness, estimating, failover, admission)
 // lives in route.go and server.go.
 
-// Selector is a routing policy. Select must not keep in past its return,
-// and must return a Decision whose Cluster names one of in.Clusters.
+// Selector is a routing policy. Select may read in but must not keep its
+// slices past its return, and must return a Decision whose Cluster names
+// one of in.Clusters. It is called concurrently.
 type Selector interface {
 	Select(in Input) Decision
 }
