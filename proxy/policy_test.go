@@ -274,3 +274,33 @@ func TestDecisionString(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkCostPolicySelect(b *testing.B) {
+	p := &CostPolicy{Classes: threeClasses}
+	in := Input{Outcome: Estimated, Estimate: Estimate{Estimated: true, CPUSeconds: 50}, User: "alice",
+		Clusters: []ClusterState{{Name: "s", Class: "small", Healthy: true, Default: true},
+			{Name: "m1", Class: "medium", Healthy: true, Load: 3}, {Name: "m2", Class: "medium", Healthy: true, Load: 1},
+			{Name: "l", Class: "large", Healthy: true}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := p.Select(in); d.Cluster != "m2" {
+			b.Fatal(d)
+		}
+	}
+}
+
+func BenchmarkRulePolicySelect(b *testing.B) {
+	p, err := NewRulePolicy([]RoutingRule{{User: "etl-.*", Class: "large"}, {ClientTags: []string{"etl"}, Class: "large"}},
+		&CostPolicy{Classes: threeClasses})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := Input{Outcome: Estimated, Estimate: Estimate{Estimated: true, CPUSeconds: 1}, User: "alice", ClientTags: []string{"a", "b"},
+		Clusters: []ClusterState{{Name: "s", Class: "small", Healthy: true, Default: true}, {Name: "l", Class: "large", Healthy: true}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := p.Select(in); d.Cluster != "s" {
+			b.Fatal(d)
+		}
+	}
+}
