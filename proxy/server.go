@@ -104,7 +104,9 @@ type Options struct {
 	// Registry receives the proxy's metrics, served at GET /metrics
 	// together with every other collector registered on it (see
 	// Server.Registry). Nil means the server makes its own; either way
-	// the Go runtime and process collectors are on it.
+	// the Go runtime and process collectors are on it (added unless
+	// already there). One Server per registry: a second one's metrics
+	// collide and New fails.
 	Registry *prometheus.Registry
 	// EstimatorStats, when set, is called at each scrape for the
 	// estimator's cache and batcher figures (prestroid_estimator_*). Nil
