@@ -16,6 +16,11 @@ type Routing struct {
 	// whose bound is at least its predicted CPU seconds; clusters name the
 	// class they serve. Empty means no routing by cost.
 	Classes []CostClass `yaml:"classes"`
+	// Rules route queries by who sent them before cost (rules.go): the
+	// first rule whose conditions all hold fixes the query's class, then
+	// the cost policy picks the cluster within it (and its fallback and
+	// shadow mode apply). Empty means routing by cost alone.
+	Rules []RoutingRule `yaml:"rules"`
 	// Fallback when a class has no healthy cluster: "larger" (the next
 	// larger class; the default), "default" (the first cluster) or "any"
 	// (the least loaded healthy cluster).
@@ -118,6 +123,9 @@ func (c *Config) validateRouting() error {
 		if strings.Contains(cl.Name, "~") {
 			return bad(fmt.Sprintf("clusters[%d].name", i), strconv.Quote(cl.Name), "must not contain ~")
 		}
+	}
+	if err := validateRules(r.Rules, names); err != nil {
+		return err
 	}
 	switch r.Fallback {
 	case "", "larger", "default", "any":

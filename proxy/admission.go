@@ -110,15 +110,7 @@ func newAdmission(o AdmissionOptions) *admission {
 }
 
 func (a *admission) groupOf(ctx *fasthttp.RequestCtx, user string) string {
-	if a.o.GroupHeader != "" {
-		if g := string(ctx.Request.Header.Peek(a.o.GroupHeader)); g != "" {
-			return g
-		}
-	}
-	if g, ok := a.o.UserGroups[user]; ok {
-		return g
-	}
-	return user
+	return userGroup(&ctx.Request.Header, &a.o, user)
 }
 
 // fits reports whether t can start now. A scope with nothing in flight
@@ -391,8 +383,8 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (*ticket, b
 		t.req = nil
 		return t, true
 	}
-	d.why += "; queued"
-	s.metrics.add("prestroid_queued_total", 1)
+	d.Queued = true
+	s.metrics.queued.Inc()
 	s.queuedPage(ctx, t, 1)
 	decisionHeaders(&ctx.Response.Header, d)
 	return nil, false
@@ -452,7 +444,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 		s.queuedPage(ctx, t, token+1)
 		return
 	}
-	s.metrics.observeDuration("prestroid_queue_wait_seconds", time.Since(t.enqueued))
+	s.metrics.queueWait.Observe(time.Since(t.enqueued).Seconds())
 	if t.failed != "" {
 		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES", "prestroid: query not run: "+t.failed)
 		return

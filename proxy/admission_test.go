@@ -246,11 +246,14 @@ func TestFeedbackAndMetrics(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{
 		`prestroid_decisions_total{class="",cluster="default",kind="estimated"} 1`,
-		`prestroid_completed_queries_total{state="FINISHED",cluster="default"} 1`,
+		// Prometheus writes label names in sorted order.
+		`prestroid_completed_queries_total{cluster="default",state="FINISHED"} 1`,
 		`prestroid_qerror_bucket{le="+Inf"} 1`,
 		`prestroid_estimate_cache_total{result="miss"} 1`,
 		`prestroid_cluster_healthy{cluster="default"} 1`,
 		"# TYPE prestroid_estimate_seconds histogram",
+		"# TYPE go_goroutines gauge",
+		"# TYPE process_start_time_seconds gauge",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s\n%s", want, body)

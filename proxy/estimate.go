@@ -18,7 +18,9 @@ type Estimator interface {
 // (X-Trino-* headers, Authorization), which the EXPLAIN must carry.
 type Query struct {
 	SQL string
-	// Header is the client's request headers.
+	// Header is the caller's identity and session: the request's
+	// X-Trino-* headers and Authorization as callerhdr.Forward admits them,
+	// hop-by-hop headers dropped (callerHeaders in headers.go).
 	Header http.Header
 	// Server is the base URL of the cluster to plan on.
 	Server string

@@ -89,19 +89,6 @@ type GatewayResponse struct {
 	ExternalHeaders map[string]string `json:"externalHeaders"`
 }
 
-// callerHeaders copies the request's X-Trino-* headers and Authorization
-// (every value): the identity and session the EXPLAIN must carry.
-func callerHeaders(ctx *fasthttp.RequestCtx) http.Header {
-	h := http.Header{}
-	for k, v := range ctx.Request.Header.All() {
-		name := http.CanonicalHeaderKey(string(k))
-		if strings.HasPrefix(name, "X-Trino-") || name == "Authorization" {
-			h.Add(name, string(v))
-		}
-	}
-	return h
-}
-
 func (s *Server) estimateFor(sql string, h http.Header) (Estimate, error) {
 	if s.opts.Estimator == nil {
 		return Estimate{}, errors.New("proxy: no estimator configured")
@@ -121,7 +108,7 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 
 // serveEstimate answers POST /v1/estimate.
 func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
-	h := callerHeaders(ctx)
+	h := callerHeaders(&ctx.Request.Header)
 	body := bytes.TrimSpace(ctx.Request.Body())
 	sql := string(body)
 	if len(body) > 0 && body[0] == '{' {
@@ -176,7 +163,7 @@ func (s *Server) serveRouting(ctx *fasthttp.RequestCtx) {
 		resp.Errors = append(resp.Errors, "prestroid: no query text in trinoQueryProperties.body (enable the gateway's requestAnalyzerConfig.analyzeRequest)")
 		return
 	}
-	h := callerHeaders(ctx)
+	h := callerHeaders(&ctx.Request.Header)
 	// The gateway reads the catalog and schema from these headers too;
 	// fill them in if it only sent its analysis.
 	if p := req.TrinoQueryProperties; h.Get("X-Trino-Catalog") == "" && p.DefaultCatalog != nil && *p.DefaultCatalog != "" {

@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"bytes"
+	"net/http"
 	"strings"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/prestroid/prestroid/internal/callerhdr"
 )
 
 // hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1 plus the legacy
@@ -90,4 +93,21 @@ func copyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
 			out.AddBytesKV(k, v)
 		}
 	}
+}
+
+// callerHeaders is the caller's identity and session that an estimate's
+// EXPLAIN carries (DESIGN §2.1), for routing estimates and the estimate
+// endpoints alike: the end-to-end headers of in (hop-by-hop ones and those
+// named in Connection dropped first) that callerhdr.Forward lets through,
+// every value of a repeated header in order. The result is a fresh copy
+// the estimator may keep; in is only read.
+func callerHeaders(in *fasthttp.RequestHeader) http.Header {
+	h := http.Header{}
+	conn := connectionTokens(in.PeekAll("Connection"))
+	for k, v := range in.All() {
+		if !isHop(k, conn) && callerhdr.Forward(string(k)) {
+			h.Add(string(k), string(v))
+		}
+	}
+	return h
 }

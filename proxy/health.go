@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,21 +25,62 @@ type clusterState struct {
 	Until time.Time
 }
 
+// probeTimeout bounds one cluster's check (both of its requests).
+const probeTimeout = 5 * time.Second
+
 // monitor polls every cluster's /v1/info (health) and /v1/query (running
 // and queued queries, from the cluster's own bookkeeping) every interval.
-// It recovers from errors, logs state changes, and stops on ctx.
+// Clusters are checked concurrently, each within probeTimeout, and a round
+// skips a cluster whose previous check is still running: a cluster that
+// hangs delays no other cluster's state. The loop recovers from panics
+// (logged), stops on ctx, and returns only when every check it started has
+// ended, so Shutdown waits for them.
 func (s *Server) monitor(ctx context.Context, interval time.Duration) {
+	var checks sync.WaitGroup
+	defer checks.Wait()
+	stop := context.AfterFunc(ctx, s.probeConns.closeAll) // a pending probe fails at once
+	defer stop()
+	for ctx.Err() == nil {
+		s.monitorLoop(ctx, interval, &checks)
+	}
+}
+
+// monitorLoop is monitor's loop; a panic ends it (logged) and monitor
+// starts it again.
+func (s *Server) monitorLoop(ctx context.Context, interval time.Duration, checks *sync.WaitGroup) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("health monitor panicked; restarting it", "panic", r)
+			select {
+			case <-ctx.Done():
+			case <-time.After(interval):
+			}
+		}
+	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		for _, c := range s.clusters {
-			s.checkCluster(c)
-		}
+		s.probeRound(checks)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// probeRound starts a check of every cluster that has none running.
+func (s *Server) probeRound(checks *sync.WaitGroup) {
+	for _, c := range s.clusters {
+		if !c.probing.CompareAndSwap(false, true) {
+			continue // still waiting for the last answer
+		}
+		checks.Add(1)
+		go func() {
+			defer checks.Done()
+			defer c.probing.Store(false)
+			s.checkCluster(c)
+		}()
 	}
 }
 
@@ -47,10 +91,11 @@ func (s *Server) checkCluster(c *cluster) {
 		}
 	}()
 	st := &clusterState{Checked: time.Now()}
+	deadline := st.Checked.Add(probeTimeout)
 	var info struct {
 		Starting bool `json:"starting"`
 	}
-	if status, body, err := s.probe(c, "/v1/info"); err != nil {
+	if status, body, err := s.probe(c, "/v1/info", deadline); err != nil {
 		st.Err = err.Error()
 	} else if status != 200 || json.Unmarshal(body, &info) != nil {
 		st.Err = "bad /v1/info answer"
@@ -60,7 +105,7 @@ func (s *Server) checkCluster(c *cluster) {
 		st.Healthy = true
 	}
 	if st.Healthy {
-		if status, body, err := s.probe(c, "/v1/query"); err == nil && status == 200 {
+		if status, body, err := s.probe(c, "/v1/query", deadline); err == nil && status == 200 {
 			var qs []struct {
 				State string `json:"state"`
 			}
@@ -94,8 +139,8 @@ func (c *cluster) markDown(err error) {
 	c.state.Store(&clusterState{Checked: now, Err: err.Error(), Until: now.Add(markDownFor)})
 }
 
-// probe GETs path on c with the monitor's identity.
-func (s *Server) probe(c *cluster, path string) (int, []byte, error) {
+// probe GETs path on c with the monitor's identity, by deadline.
+func (s *Server) probe(c *cluster, path string, deadline time.Time) (int, []byte, error) {
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -104,7 +149,7 @@ func (s *Server) probe(c *cluster, path string) (int, []byte, error) {
 	req.Header.SetHost(c.host)
 	req.Header.Set("X-Trino-User", s.opts.MonitorUser)
 	resp.StreamBody = false
-	if err := c.probeClient.DoTimeout(req, resp, 5*time.Second); err != nil {
+	if err := c.probeClient.DoDeadline(req, resp, deadline); err != nil {
 		return 0, nil, err
 	}
 	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
@@ -130,6 +175,59 @@ func (c *cluster) load() int64 {
 
 // clusterRuntime is the mutable part of a cluster.
 type clusterRuntime struct {
-	state atomic.Pointer[clusterState]
-	sent  atomic.Int64
+	state   atomic.Pointer[clusterState]
+	sent    atomic.Int64
+	probing atomic.Bool // a health check is running
+}
+
+// connSet tracks the monitor's connections so that stopping the monitor
+// can end a probe that waits on a cluster that never answers (fasthttp's
+// client takes no context).
+type connSet struct {
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+type trackedConn struct {
+	net.Conn
+	set *connSet
+}
+
+func (c *trackedConn) Close() error {
+	c.set.mu.Lock()
+	delete(c.set.conns, c)
+	c.set.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// dial is the probe clients' fasthttp.DialFunc.
+func (cs *connSet) dial(addr string) (net.Conn, error) {
+	conn, err := fasthttp.DialTimeout(addr, probeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		conn.Close()
+		return nil, errors.New("proxy: health monitor stopped")
+	}
+	if cs.conns == nil {
+		cs.conns = map[*trackedConn]struct{}{}
+	}
+	tc := &trackedConn{Conn: conn, set: cs}
+	cs.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+// closeAll closes every tracked connection and refuses new ones.
+func (cs *connSet) closeAll() {
+	cs.mu.Lock()
+	conns := cs.conns
+	cs.conns, cs.closed = nil, true
+	cs.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
 }

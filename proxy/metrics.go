@@ -1,153 +1,228 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
-	"io"
-	"math"
-	"sort"
-	"strings"
-	"sync"
-	"time"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
-// A small Prometheus text-format registry: counters by label set and
-// fixed-bucket histograms. Served at GET /metrics.
+// The proxy's Prometheus metrics, served at GET /metrics. Each metric is a
+// typed field (no metric names at call sites); each Server has its own
+// registry (Options.Registry), so many servers can live in one process.
+// Names are documented in README.md ("Metrics").
 
 type metrics struct {
-	mu         sync.Mutex
-	counters   map[string]map[string]float64 // name -> labels -> value
-	histograms map[string]*histogram
-	help       map[string]string
-}
+	decisions       *prometheus.CounterVec // class, cluster, kind
+	failOpen        *prometheus.CounterVec // reason: error | timeout
+	failover        *prometheus.CounterVec // cluster (the unreachable one)
+	estimateCache   *prometheus.CounterVec // result: hit | miss
+	queued          prometheus.Counter
+	completed       *prometheus.CounterVec // state, cluster
+	scannedTables   *prometheus.CounterVec // known: true | false
+	queueWait       prometheus.Histogram
+	estimateSeconds prometheus.Histogram
+	explainSeconds  prometheus.Histogram
+	qerror          prometheus.Histogram
 
-type histogram struct {
-	bounds []float64
-	counts []uint64 // per bucket, plus +Inf at the end
-	sum    float64
-	n      uint64
+	// known and unknown mirror scannedTables for the unseen-table share.
+	known, unknown atomic.Uint64
 }
 
 func newMetrics() *metrics {
-	m := &metrics{counters: map[string]map[string]float64{}, histograms: map[string]*histogram{}, help: map[string]string{}}
-	for name, h := range map[string]string{
-		"prestroid_decisions_total":          "Placement decisions of new queries, by class, cluster and kind.",
-		"prestroid_fail_open_total":          "Queries forwarded unestimated because the estimate failed or was slow.",
-		"prestroid_failover_total":           "New queries sent to another cluster because theirs refused the connection, by the unreachable cluster.",
-		"prestroid_estimate_cache_total":     "Estimates served from the estimate cache (result=hit) or computed (miss).",
-		"prestroid_queued_total":             "Queries that waited in the admission queue.",
-		"prestroid_completed_queries_total":  "Queries whose last page passed through the proxy, by final state.",
-		"prestroid_scanned_tables_total":     "Tables scanned by estimated queries, by whether the model knows them (the drift signal).",
-		"prestroid_queue_wait_seconds":       "Time queries waited in the admission queue.",
-		"prestroid_estimate_seconds":         "Time to estimate a query (EXPLAIN, featurize, infer).",
-		"prestroid_explain_seconds":          "EXPLAIN latency.",
-		"prestroid_qerror":                   "q-error of completed queries: max(pred/actual, actual/pred) of CPU time.",
-		"prestroid_queue_length":             "Queries waiting in the admission queue.",
-		"prestroid_inflight_queries":         "Admitted queries in flight (admission control).",
-		"prestroid_cluster_healthy":          "1 when the cluster's /v1/info says it is up.",
-		"prestroid_cluster_queries":          "Running plus queued queries on the cluster at the last check.",
-		"prestroid_unseen_table_share_ratio": "Share of scanned tables the model has never seen, over all estimated queries.",
-	} {
-		m.help[name] = h
-	}
 	lat := []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
-	m.histograms["prestroid_estimate_seconds"] = newHistogram(lat)
-	m.histograms["prestroid_explain_seconds"] = newHistogram(lat)
-	m.histograms["prestroid_queue_wait_seconds"] = newHistogram([]float64{.1, .5, 1, 5, 10, 30, 60, 300, 600})
-	m.histograms["prestroid_qerror"] = newHistogram([]float64{1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100})
-	return m
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	}
+	return &metrics{
+		decisions: counter("prestroid_decisions_total",
+			"Placement decisions of new queries, by class, cluster and kind.", "class", "cluster", "kind"),
+		failOpen: counter("prestroid_fail_open_total",
+			"Queries forwarded unestimated because the estimate failed (reason=error) or was slow (timeout).", "reason"),
+		failover: counter("prestroid_failover_total",
+			"New queries sent to another cluster because theirs refused the connection, by the unreachable cluster.", "cluster"),
+		estimateCache: counter("prestroid_estimate_cache_total",
+			"Estimates served from the estimate cache (result=hit) or computed (miss).", "result"),
+		queued: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_queued_total",
+			Help: "Queries that waited in the admission queue."}),
+		completed: counter("prestroid_completed_queries_total",
+			"Queries whose last page passed through the proxy, by final state.", "state", "cluster"),
+		scannedTables: counter("prestroid_scanned_tables_total",
+			"Tables scanned by estimated queries, by whether the model knows them (the drift signal).", "known"),
+		queueWait: hist("prestroid_queue_wait_seconds", "Time queries waited in the admission queue.",
+			[]float64{.1, .5, 1, 5, 10, 30, 60, 300, 600}),
+		estimateSeconds: hist("prestroid_estimate_seconds", "Time to estimate a query (EXPLAIN, featurize, infer).", lat),
+		explainSeconds:  hist("prestroid_explain_seconds", "EXPLAIN latency.", lat),
+		qerror: hist("prestroid_qerror",
+			"q-error of completed queries: max(pred/actual, actual/pred) of CPU time.",
+			[]float64{1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100}),
+	}
 }
 
-func newHistogram(b []float64) *histogram {
-	return &histogram{bounds: b, counts: make([]uint64, len(b)+1)}
-}
-
-// labels renders alternating key, value pairs.
-func labels(kv ...string) string {
-	var b strings.Builder
-	for i := 0; i+1 < len(kv); i += 2 {
-		if i > 0 {
-			b.WriteByte(',')
+// register adds the proxy's metrics, the gauges read from s at scrape
+// time, and the Go runtime and process collectors to reg.
+func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
+	cs := []prometheus.Collector{
+		m.decisions, m.failOpen, m.failover, m.estimateCache, m.queued, m.completed, m.scannedTables,
+		m.queueWait, m.estimateSeconds, m.explainSeconds, m.qerror,
+		&stateCollector{s: s},
+	}
+	if s.opts.EstimatorStats != nil {
+		cs = append(cs, &estimatorCollector{stats: s.opts.EstimatorStats})
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("proxy: metrics: %w", err)
 		}
-		fmt.Fprintf(&b, "%s=%q", kv[i], kv[i+1])
 	}
-	return b.String()
+	// A registry handed in by the caller may already hold the runtime
+	// collectors; one copy is enough.
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		var dup prometheus.AlreadyRegisteredError
+		if err := reg.Register(c); err != nil && !errors.As(err, &dup) {
+			return fmt.Errorf("proxy: metrics: %w", err)
+		}
+	}
+	return nil
 }
 
-func (m *metrics) add(name string, v float64, kv ...string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := m.counters[name]
-	if c == nil {
-		c = map[string]float64{}
-		m.counters[name] = c
-	}
-	c[labels(kv...)] += v
-}
-
-func (m *metrics) observe(name string, v float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	h := m.histograms[name]
-	if h == nil || math.IsNaN(v) {
+// tables counts the tables an estimated query scans.
+func (m *metrics) tables(total, unknown int) {
+	if total <= 0 {
 		return
 	}
-	i := sort.SearchFloat64s(h.bounds, v)
-	h.counts[i]++
-	h.sum += v
-	h.n++
+	m.scannedTables.WithLabelValues("true").Add(float64(total - unknown))
+	m.scannedTables.WithLabelValues("false").Add(float64(unknown))
+	m.known.Add(uint64(total - unknown))
+	m.unknown.Add(uint64(unknown))
 }
 
-func (m *metrics) observeDuration(name string, d time.Duration) { m.observe(name, d.Seconds()) }
+// stateCollector reports, at scrape time, the gauges that describe the
+// server's state: cluster health and load, the admission queue, and the
+// share of scanned tables the model never saw (absent until a query
+// scanned one).
+type stateCollector struct{ s *Server }
 
-// write renders every metric; gauges come from g.
-func (m *metrics) write(w io.Writer, gauges map[string]map[string]float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	emit := func(name, typ string, series map[string]float64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, m.help[name], name, typ)
-		keys := make([]string, 0, len(series))
-		for k := range series {
-			keys = append(keys, k)
+var (
+	descClusterHealthy = prometheus.NewDesc("prestroid_cluster_healthy",
+		"1 when the cluster's /v1/info says it is up.", []string{"cluster"}, nil)
+	descClusterQueries = prometheus.NewDesc("prestroid_cluster_queries",
+		"Running plus queued queries on the cluster at the last check.", []string{"cluster"}, nil)
+	descQueueLength = prometheus.NewDesc("prestroid_queue_length",
+		"Queries waiting in the admission queue.", nil, nil)
+	descInflight = prometheus.NewDesc("prestroid_inflight_queries",
+		"Admitted queries in flight (admission control).", nil, nil)
+	descUnseenShare = prometheus.NewDesc("prestroid_unseen_table_share_ratio",
+		"Share of scanned tables the model has never seen, over all estimated queries.", nil, nil)
+)
+
+var _ prometheus.Collector = (*stateCollector)(nil)
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descClusterHealthy
+	ch <- descClusterQueries
+	ch <- descQueueLength
+	ch <- descInflight
+	ch <- descUnseenShare
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	for _, cl := range s.clusters {
+		h := 0.0
+		if cl.healthy() {
+			h = 1
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if k == "" {
-				fmt.Fprintf(w, "%s %g\n", name, series[k])
-			} else {
-				fmt.Fprintf(w, "%s{%s} %g\n", name, k, series[k])
-			}
-		}
+		ch <- prometheus.MustNewConstMetric(descClusterHealthy, prometheus.GaugeValue, h, cl.name)
+		ch <- prometheus.MustNewConstMetric(descClusterQueries, prometheus.GaugeValue, float64(cl.load()), cl.name)
 	}
-	names := make([]string, 0, len(m.counters))
-	for n := range m.counters {
-		names = append(names, n)
+	if s.admit != nil {
+		q, in := s.admit.lengths()
+		ch <- prometheus.MustNewConstMetric(descQueueLength, prometheus.GaugeValue, float64(q))
+		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(in))
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		emit(n, "counter", m.counters[n])
-	}
-	gnames := make([]string, 0, len(gauges))
-	for n := range gauges {
-		gnames = append(gnames, n)
-	}
-	sort.Strings(gnames)
-	for _, n := range gnames {
-		emit(n, "gauge", gauges[n])
-	}
-	hnames := make([]string, 0, len(m.histograms))
-	for n := range m.histograms {
-		hnames = append(hnames, n)
-	}
-	sort.Strings(hnames)
-	for _, n := range hnames {
-		h := m.histograms[n]
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", n, m.help[n], n)
-		var cum uint64
-		for i, b := range h.bounds {
-			cum += h.counts[i]
-			fmt.Fprintf(w, "%s_bucket{le=\"%g\"} %d\n", n, b, cum)
-		}
-		cum += h.counts[len(h.bounds)]
-		fmt.Fprintf(w, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %g\n%s_count %d\n", n, cum, n, h.sum, n, h.n)
+	known, unknown := s.metrics.known.Load(), s.metrics.unknown.Load()
+	if known+unknown > 0 {
+		ch <- prometheus.MustNewConstMetric(descUnseenShare, prometheus.GaugeValue, float64(unknown)/float64(known+unknown))
 	}
 }
+
+// EstimatorStats is what the estimator reports for /metrics: its caches and
+// its inference batcher. Counters are totals since the estimator started.
+// cmd/prestroid fills it (Options.EstimatorStats); the proxy only exports
+// it.
+type EstimatorStats struct {
+	Caches []CacheStats
+	// BatchQueueDepth is the number of inferences waiting for a batch.
+	BatchQueueDepth int
+}
+
+// CacheStats are one named cache's counters.
+type CacheStats struct {
+	Name                    string // e.g. "estimate", "predicate"
+	Hits, Misses, Evictions uint64
+}
+
+var (
+	descCacheHits = prometheus.NewDesc("prestroid_estimator_cache_hits_total",
+		"Estimator cache lookups that hit, by cache.", []string{"cache"}, nil)
+	descCacheMisses = prometheus.NewDesc("prestroid_estimator_cache_misses_total",
+		"Estimator cache lookups that missed, by cache.", []string{"cache"}, nil)
+	descCacheEvictions = prometheus.NewDesc("prestroid_estimator_cache_evictions_total",
+		"Entries evicted from an estimator cache, by cache.", []string{"cache"}, nil)
+	descBatchQueue = prometheus.NewDesc("prestroid_estimator_batch_queue_depth",
+		"Inferences waiting for the estimator's micro-batcher.", nil, nil)
+)
+
+// estimatorCollector exports Options.EstimatorStats at scrape time.
+type estimatorCollector struct{ stats func() EstimatorStats }
+
+var _ prometheus.Collector = (*estimatorCollector)(nil)
+
+// Describe implements prometheus.Collector.
+func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descCacheHits
+	ch <- descCacheMisses
+	ch <- descCacheEvictions
+	ch <- descBatchQueue
+}
+
+// Collect implements prometheus.Collector.
+func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	for _, cs := range st.Caches {
+		ch <- prometheus.MustNewConstMetric(descCacheHits, prometheus.CounterValue, float64(cs.Hits), cs.Name)
+		ch <- prometheus.MustNewConstMetric(descCacheMisses, prometheus.CounterValue, float64(cs.Misses), cs.Name)
+		ch <- prometheus.MustNewConstMetric(descCacheEvictions, prometheus.CounterValue, float64(cs.Evictions), cs.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(descBatchQueue, prometheus.GaugeValue, float64(st.BatchQueueDepth))
+}
+
+// metricsHandler serves reg in the Prometheus exposition format (content
+// negotiated by promhttp) through fasthttp's net/http adaptor.
+func metricsHandler(reg *prometheus.Registry, log *slog.Logger) fasthttp.RequestHandler {
+	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      promLogger{log},
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      reg, // promhttp_metric_handler_errors_total
+	}))
+}
+
+// promLogger hands promhttp's errors (a collector that failed) to slog.
+type promLogger struct{ l *slog.Logger }
+
+func (p promLogger) Println(v ...any) { p.l.Error("metrics: " + fmt.Sprint(v...)) }

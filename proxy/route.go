@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -28,25 +27,15 @@ const (
 	FallbackAny     = "any"     // the least loaded healthy cluster of any class
 )
 
-// decision is how one query was placed.
+// decision is how one query was placed: the policy's Decision and what
+// the glue around it needs.
 type decision struct {
+	Decision
 	cluster  *cluster
-	class    string
 	est      Estimate
 	estimate bool          // est holds a model estimate
-	why      string        // X-Prestroid-Decision
 	ticket   *ticket       // admission ticket, when admission control is on
 	took     time.Duration // deciding, estimate included (Server-Timing)
-}
-
-// classify maps an estimate to a class index.
-func (s *Server) classOf(cpu float64) int {
-	for i, c := range s.opts.Classes {
-		if c.MaxCPUSeconds <= 0 || cpu <= c.MaxCPUSeconds {
-			return i
-		}
-	}
-	return len(s.opts.Classes) - 1
 }
 
 // leastLoaded returns the healthy cluster of class (all clusters when class
@@ -82,8 +71,8 @@ func (s *Server) defaultCluster() *cluster {
 // cluster; nil when only failed itself is left. failed must already be
 // marked down.
 func (s *Server) failover(d *decision, failed *cluster) *cluster {
-	if d.class != "" {
-		if c := s.leastLoaded(d.class); c != nil && c != failed {
+	if d.Class != "" {
+		if c := s.leastLoaded(d.Class); c != nil && c != failed {
 			return c
 		}
 	}
@@ -93,89 +82,91 @@ func (s *Server) failover(d *decision, failed *cluster) *cluster {
 	return nil
 }
 
-// decide places a new query: transactions stick to their cluster; without
-// an estimator (or in shadow mode) the default cluster serves; otherwise the
-// query is estimated as the caller within the budget and routed by class.
-// Any estimator failure fails open to the default cluster.
+// decide places a new query. It is the glue between fasthttp and the
+// policy (Options.Selector): transactions stick to their cluster without
+// asking the policy; otherwise the query is estimated as the caller within
+// the budget (an estimator failure is an Outcome, which the policy turns
+// into fail-open) and the policy chooses from plain values.
 func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 	if name, ok := transactionCluster(ctx); ok {
 		c, found := s.byName[name]
 		if !found {
 			return nil, fmt.Errorf("%w: transaction of unknown cluster %q", ErrBadRequest, name)
 		}
-		return &decision{cluster: c, why: "transaction"}, nil
+		return &decision{Decision: Decision{Kind: KindTransaction, Cluster: name}, cluster: c}, nil
 	}
 	def := s.defaultCluster()
-	if s.opts.Estimator == nil {
-		return &decision{cluster: def, why: "no-estimator"}, nil
-	}
-	est, err := s.estimate(ctx, def)
-	if err != nil {
-		reason, kind := "fail-open: estimate failed", "error"
-		if errors.Is(err, context.DeadlineExceeded) {
-			reason, kind = "fail-open: estimate over budget", "timeout"
+	in := s.policyInput(&ctx.Request.Header, def)
+	if s.opts.Estimator != nil {
+		est, err := s.estimate(ctx, def)
+		switch {
+		case err != nil && errors.Is(err, context.DeadlineExceeded):
+			in.Outcome = EstimateTimedOut
+			s.metrics.failOpen.WithLabelValues("timeout").Inc()
+		case err != nil:
+			in.Outcome = EstimateFailed
+			s.metrics.failOpen.WithLabelValues("error").Inc()
+		case !est.Estimated:
+			in.Outcome, in.Estimate = NotEstimated, est
+		default:
+			in.Outcome, in.Estimate = Estimated, est
 		}
-		s.metrics.add("prestroid_fail_open_total", 1, "reason", kind)
-		s.log.Warn("estimate failed; failing open", "error", err)
-		return &decision{cluster: def, why: reason}, nil
-	}
-	if !est.Estimated {
-		return &decision{cluster: def, est: est, why: "not-estimated: " + est.Reason}, nil
-	}
-	d := &decision{est: est, estimate: true}
-	if len(s.opts.Classes) == 0 {
-		d.cluster, d.why = def, "estimated"
-		return d, nil
-	}
-	ci := s.classOf(est.CPUSeconds)
-	d.class = s.opts.Classes[ci].Name
-	if s.opts.Shadow {
-		want := s.leastLoaded(d.class)
-		name := "none"
-		if want != nil {
-			name = want.name
+		if err != nil {
+			s.log.Warn("estimate failed; failing open", "error", err)
 		}
-		d.cluster, d.why = def, "shadow: would route to "+name
-		return d, nil
 	}
-	if c := s.leastLoaded(d.class); c != nil {
-		d.cluster, d.why = c, "routed: class "+d.class
-		return d, nil
+	pd := s.selector.Select(in)
+	c, ok := s.byName[pd.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("proxy: routing policy chose unknown cluster %q", pd.Cluster)
 	}
-	switch s.opts.Fallback {
-	case FallbackDefault:
-		d.cluster, d.why = def, "fallback: no healthy "+d.class+" cluster; default"
-	case FallbackAny:
-		d.cluster = s.leastLoaded("")
-		d.why = "fallback: no healthy " + d.class + " cluster; any"
-	default:
-		for i := ci + 1; i < len(s.opts.Classes) && d.cluster == nil; i++ {
-			if c := s.leastLoaded(s.opts.Classes[i].Name); c != nil {
-				d.cluster, d.why = c, "fallback: no healthy "+d.class+" cluster; class "+s.opts.Classes[i].Name
+	return &decision{Decision: pd, cluster: c, est: in.Estimate, estimate: in.Outcome == Estimated}, nil
+}
+
+// policyInput is the plain value the policy sees; the request header is
+// read here and nothing of it is kept.
+func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) Input {
+	in := Input{
+		User:     string(h.Peek("X-Trino-User")),
+		Source:   string(h.Peek("X-Trino-Source")),
+		Clusters: make([]ClusterState, len(s.clusters)),
+	}
+	in.Group = userGroup(h, s.opts.Admission, in.User)
+	for _, v := range h.PeekAll("X-Trino-Client-Tags") {
+		for _, t := range strings.Split(string(v), ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				in.ClientTags = append(in.ClientTags, t)
 			}
 		}
 	}
-	if d.cluster == nil {
-		d.cluster, d.why = def, "fallback: no healthy cluster; default"
+	for i, c := range s.clusters {
+		in.Clusters[i] = ClusterState{Name: c.name, Class: c.class, Healthy: c.healthy(), Load: c.load(), Default: c == def}
 	}
-	return d, nil
+	return in
+}
+
+// userGroup is the user's group: the GroupHeader's value when set and
+// present, else UserGroups' entry, else the user. o may be nil.
+func userGroup(h *fasthttp.RequestHeader, o *AdmissionOptions, user string) string {
+	if o == nil {
+		return user
+	}
+	if o.GroupHeader != "" {
+		if g := string(h.Peek(o.GroupHeader)); g != "" {
+			return g
+		}
+	}
+	if g, ok := o.UserGroups[user]; ok {
+		return g
+	}
+	return user
 }
 
 // estimate asks the estimator as the calling user, within the budget.
 func (s *Server) estimate(ctx *fasthttp.RequestCtx, planner *cluster) (Estimate, error) {
-	h := http.Header{}
-	conn := connectionTokens(ctx.Request.Header.PeekAll("Connection"))
-	for k, v := range ctx.Request.Header.All() {
-		if !isHop(k, conn) {
-			h.Add(string(k), string(v))
-		}
-	}
-	if tx := h.Get("X-Trino-Transaction-Id"); tx != "" {
-		h.Del("X-Trino-Transaction-Id")
-	}
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()
-	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: h, Server: planner.url})
+	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: callerHeaders(&ctx.Request.Header), Server: planner.url})
 }
 
 // annotate adds the estimate to the upstream request: Trino's own
@@ -190,9 +181,9 @@ func (s *Server) annotate(req *fasthttp.Request, d *decision) {
 		req.Header.Del("X-Trino-Resource-Estimate")
 		req.Header.Set("X-Trino-Resource-Estimate", "CPU_TIME="+TrinoDuration(d.est.CPUSeconds))
 	}
-	if s.opts.ClassTag != "" && d.class != "" {
+	if s.opts.ClassTag != "" && d.Class != "" {
 		tags := string(req.Header.Peek("X-Trino-Client-Tags"))
-		tag := s.opts.ClassTag + d.class
+		tag := s.opts.ClassTag + d.Class
 		if tags != "" {
 			tags += "," + tag
 		} else {
@@ -205,7 +196,7 @@ func (s *Server) annotate(req *fasthttp.Request, d *decision) {
 // decisionHeaders tells the client what the proxy did.
 func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 	h.Set("X-Prestroid-Cluster", d.cluster.name)
-	h.Set("X-Prestroid-Decision", d.why)
+	h.Set("X-Prestroid-Decision", d.String())
 	// Server-Timing (W3C): where the proxy spent the submission's time.
 	st := make([]byte, 0, 128)
 	st = appendTiming(st, "prestroid", d.took)

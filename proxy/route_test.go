@@ -258,3 +258,46 @@ func TestFailoverWhenAClusterRefusesConnections(t *testing.T) {
 		t.Fatalf("status %s, want 503 (nothing was sent)", resp.Status)
 	}
 }
+
+// TestRoutingRulesBeforeCost: with Options.Rules the server routes by the
+// first matching rule's class, then by cost; metrics count the rule kind.
+func TestRoutingRulesBeforeCost(t *testing.T) {
+	small, large := newCoordinator(t), newCoordinator(t)
+	p := routingProxy(t, Options{
+		Clusters:  []ClusterConfig{{Name: "small", URL: small.URL, Class: "small"}, {Name: "large", URL: large.URL, Class: "large"}},
+		Estimator: &fixedEstimator{}, EstimateTimeout: 200 * time.Millisecond,
+		Classes: []CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}},
+		Rules:   []RoutingRule{{Name: "etl", ClientTags: []string{"etl"}, Class: "large"}, {Source: "dashboards", Class: "small"}},
+	})
+	for _, tc := range []struct {
+		name     string
+		sql      string
+		h        map[string]string
+		cluster  string
+		decision string
+	}{
+		{"a tagged light query goes where its rule says", "SELECT 1 -- cpu=0.5", map[string]string{"X-Trino-Client-Tags": "nightly, etl"}, "large", "rule: etl; class large"},
+		{"a heavy query from a source rule goes to its class", "SELECT 2 -- cpu=900", map[string]string{"X-Trino-Source": "dashboards"}, "small", "rule: rules[1]; class small"},
+		{"a query no rule matches is routed by cost", "SELECT 3 -- cpu=900", nil, "large", "routed: class large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := sendSQL(t, p, tc.sql, tc.h)
+			if c, d := resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"); c != tc.cluster || d != tc.decision {
+				t.Errorf("cluster %q decision %q, want %q %q", c, d, tc.cluster, tc.decision)
+			}
+		})
+	}
+	resp, err := http.Get(p + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `prestroid_decisions_total{class="large",cluster="large",kind="rule"} 1`; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	if _, err := New(Options{Clusters: []ClusterConfig{{Name: "a", URL: small.URL}}, Classes: []CostClass{{Name: "small"}},
+		Rules: []RoutingRule{{User: "x", Class: "huge"}}}); err == nil {
+		t.Error("New accepted a rule naming an unknown class")
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/prestroid/prestroid/config"
@@ -93,6 +94,26 @@ type Options struct {
 	// Feedback receives every completed query (the feedback log). Nil
 	// means none is recorded.
 	Feedback FeedbackSink
+
+	// Rules route queries by who sent them before cost (RulePolicy): the
+	// first matching rule fixes the class. Empty means routing by cost
+	// alone (CostPolicy). Ignored when Selector is set.
+	Rules []RoutingRule
+	// Selector is the routing policy. Nil means a CostPolicy built from
+	// Classes, Fallback and Shadow, wrapped in a RulePolicy when Rules are
+	// set. Shadow still governs annotation and admission either way.
+	Selector Selector
+	// Registry receives the proxy's metrics, served at GET /metrics
+	// together with every other collector registered on it (see
+	// Server.Registry). Nil means the server makes its own; either way
+	// the Go runtime and process collectors are on it (added unless
+	// already there). One Server per registry: a second one's metrics
+	// collide and New fails.
+	Registry *prometheus.Registry
+	// EstimatorStats, when set, is called at each scrape for the
+	// estimator's cache and batcher figures (prestroid_estimator_*). Nil
+	// means they are not exported.
+	EstimatorStats func() EstimatorStats
 }
 
 type cluster struct {
@@ -115,11 +136,17 @@ type Server struct {
 	queries  *boundedMap[string]   // query id -> cluster name
 	tracked  *boundedMap[*tracked] // query id -> what the proxy knows of it, until its last page
 	metrics  *metrics
-	admit    *admission // nil without admission control
-	log      *slog.Logger
-	srv      *fasthttp.Server
-	stop     context.CancelFunc
-	done     chan struct{}
+	registry *prometheus.Registry
+	selector Selector
+	serveMx  fasthttp.RequestHandler // GET /metrics
+	// probeConns are the monitor's open connections, closed when it stops
+	// so that Shutdown does not wait out a hanging probe.
+	probeConns connSet
+	admit      *admission // nil without admission control
+	log        *slog.Logger
+	srv        *fasthttp.Server
+	stop       context.CancelFunc
+	done       chan struct{}
 }
 
 // New validates o and builds a Server.
@@ -170,7 +197,18 @@ func New(o Options) (*Server, error) {
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: newBoundedMap[string](o.QueryMapSize),
-		tracked: newBoundedMap[*tracked](10000), metrics: newMetrics(), log: o.Logger}
+		tracked: newBoundedMap[*tracked](10000), metrics: newMetrics(), log: o.Logger, selector: o.Selector}
+	if s.selector == nil {
+		cost := &CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow}
+		s.selector = cost
+		if len(o.Rules) > 0 {
+			rp, err := NewRulePolicy(o.Rules, cost)
+			if err != nil {
+				return nil, err
+			}
+			s.selector = rp
+		}
+	}
 	for _, cc := range o.Clusters {
 		u, err := url.Parse(cc.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -214,7 +252,8 @@ func New(o Options) (*Server, error) {
 			},
 			probeClient: &fasthttp.HostClient{
 				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https",
-				MaxResponseBodySize: 64 << 20, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+				MaxResponseBodySize: 64 << 20, ReadTimeout: probeTimeout, WriteTimeout: probeTimeout,
+				Dial: s.probeConns.dial,
 			},
 		}
 		s.clusters = append(s.clusters, c)
@@ -236,6 +275,14 @@ func New(o Options) (*Server, error) {
 	if o.Admission.enabled() {
 		s.admit = newAdmission(*o.Admission)
 	}
+	s.registry = o.Registry
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+	}
+	if err := s.metrics.register(s.registry, s); err != nil {
+		return nil, err
+	}
+	s.serveMx = metricsHandler(s.registry, o.Logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop, s.done = cancel, make(chan struct{})
 	go func() {
@@ -271,6 +318,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	return err
 }
+
+// Registry is the registry GET /metrics serves (Options.Registry, or the
+// server's own). Callers may register more collectors on it, e.g. the
+// estimator's.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
 // DefaultCluster is the name of the first configured cluster.
 func (s *Server) DefaultCluster() string { return s.clusters[0].name }
@@ -308,7 +360,7 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	case path == "/v1/routing" && method == fasthttp.MethodPost:
 		s.serveRouting(ctx)
 	case path == "/metrics" && method == fasthttp.MethodGet:
-		s.serveMetrics(ctx)
+		s.serveMx(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
 		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
 	case path == "/ui" || strings.HasPrefix(path, "/ui/"):
@@ -332,7 +384,7 @@ func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 	}
 	d.took = time.Since(start)
 	s.recordDecision(d)
-	if s.admit != nil && !s.opts.Shadow && d.why != "transaction" {
+	if s.admit != nil && !s.opts.Shadow && d.Kind != KindTransaction {
 		t, now := s.admitOrQueue(ctx, d)
 		if !now {
 			return // queued (or refused): the client has its answer
@@ -505,7 +557,7 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	// class first, then the default.
 	for err != nil && notSent(err) {
 		c.markDown(err)
-		if d == nil || d.why == "transaction" {
+		if d == nil || d.Kind == KindTransaction {
 			break
 		}
 		next := s.failover(d, c)
@@ -513,8 +565,9 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 			break
 		}
 		s.log.Warn("cluster unreachable; query sent to another", "cluster", c.name, "to", next.name, "error", err)
-		s.metrics.add("prestroid_failover_total", 1, "cluster", c.name)
-		d.why += "; failover: " + c.name + " unreachable"
+		s.metrics.failover.WithLabelValues(c.name).Inc()
+		d.Failovers = append(d.Failovers, c.name)
+		d.Cluster = next.name
 		d.cluster, c = next, next
 		c.sent.Add(1)
 		req.SetRequestURI(c.url + target)

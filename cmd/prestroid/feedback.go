@@ -59,7 +59,7 @@ func toRecord(c proxy.Completed) *collector.Record {
 		if len(c.Estimate.Plan) > 0 && json.Valid(c.Estimate.Plan) {
 			r.Plan = &collector.Plan{JSON: json.RawMessage(c.Estimate.Plan), ElapsedMillis: c.Estimate.Explain.Milliseconds()}
 		}
-	} else if strings.HasPrefix(c.Decision, "fail-open") {
+	} else if c.Kind == proxy.KindFailOpen {
 		r.Estimate = &collector.Estimate{FailOpen: c.Decision}
 	}
 	return r

@@ -177,6 +177,10 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		classes[i] = proxy.CostClass{Name: c.Name, MaxCPUSeconds: c.MaxCPUSeconds}
 	}
 	r, a := cfg.Routing, cfg.Admission
+	rules := make([]proxy.RoutingRule, len(r.Rules))
+	for i, ru := range r.Rules {
+		rules[i] = proxy.RoutingRule{Name: ru.Name, User: ru.User, Group: ru.Group, Source: ru.Source, ClientTags: ru.ClientTags, Class: ru.Class}
+	}
 	return proxy.Options{
 		Clusters:            clusters,
 		Signer:              signer,
@@ -189,6 +193,7 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		Logger:              logger,
 		Classes:             classes,
 		Fallback:            r.Fallback,
+		Rules:               rules,
 		Shadow:              r.Shadow,
 		EstimateTimeout:     time.Duration(r.EstimateTimeout),
 		KeepClientEstimate:  r.KeepClientEstimate,

@@ -1,0 +1,105 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+func scrape(t *testing.T, o Options) (string, *Server) {
+	t.Helper()
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o.MonitorInterval = -1
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET /metrics: %s %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	return string(b), s
+}
+
+func TestMetricsRegistry(t *testing.T) {
+	t.Run("each server has its own registry, so many can live in one process", func(t *testing.T) {
+		_, a := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}}})
+		_, b := scrape(t, Options{Clusters: []ClusterConfig{{Name: "b", URL: "http://127.0.0.1:1"}}})
+		if a.Registry() == b.Registry() || a.Registry() == nil {
+			t.Error("servers share a registry")
+		}
+	})
+	t.Run("a registry handed in serves the caller's collectors too, even one holding the Go collector", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector())
+		extra := prometheus.NewCounter(prometheus.CounterOpts{Name: "cmd_extra_total", Help: "From cmd."})
+		reg.MustRegister(extra)
+		extra.Inc()
+		body, s := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}}, Registry: reg})
+		if s.Registry() != reg {
+			t.Error("Registry() is not the one handed in")
+		}
+		for _, want := range []string{"cmd_extra_total 1", "# TYPE go_goroutines gauge", `prestroid_cluster_healthy{cluster="a"} 1`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+	})
+	t.Run("label values use Prometheus escaping", func(t *testing.T) {
+		body, _ := scrape(t, Options{Clusters: []ClusterConfig{{Name: `a"b\c`, URL: "http://127.0.0.1:1"}}})
+		if want := `prestroid_cluster_healthy{cluster="a\"b\\c"} 1`; !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s\n%s", want, body)
+		}
+	})
+	t.Run("the estimator's cache and batcher figures are exported when wired", func(t *testing.T) {
+		body, _ := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}},
+			EstimatorStats: func() EstimatorStats {
+				return EstimatorStats{Caches: []CacheStats{{Name: "predicate", Hits: 7, Misses: 3, Evictions: 1}}, BatchQueueDepth: 2}
+			}})
+		for _, want := range []string{
+			`prestroid_estimator_cache_hits_total{cache="predicate"} 7`,
+			`prestroid_estimator_cache_misses_total{cache="predicate"} 3`,
+			`prestroid_estimator_cache_evictions_total{cache="predicate"} 1`,
+			"prestroid_estimator_batch_queue_depth 2",
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
+	t.Run("the unseen-table share appears once a table was scanned", func(t *testing.T) {
+		body, s := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}}})
+		if strings.Contains(body, "prestroid_unseen_table_share_ratio ") {
+			t.Error("share reported before any table was scanned")
+		}
+		s.metrics.tables(4, 1)
+		g, err := s.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range g {
+			if mf.GetName() == "prestroid_unseen_table_share_ratio" {
+				if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 0.25 {
+					t.Errorf("share %g, want 0.25", v)
+				}
+				return
+			}
+		}
+		t.Error("no prestroid_unseen_table_share_ratio after a scan")
+	})
+}
