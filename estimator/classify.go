@@ -2,6 +2,8 @@ package estimator
 
 import (
 	"strings"
+
+	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
 // StatementKind classifies a SQL statement (DESIGN §2.1): which statements get
@@ -136,31 +138,16 @@ func Classify(sql string) StatementKind {
 // space, comments and opening parentheses before the first one.
 func firstWords(sql string, n int) []string {
 	var out []string
-	i := 0
-	for i < len(sql) && len(out) < n {
-		c := sql[i]
+	sc := sqllex.NewScanner(sqllex.Statement, sql)
+	for len(out) < n {
+		t := sc.NextTrivia()
 		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
-			i++
-		case c == '(' && len(out) == 0:
-			i++
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			for i < len(sql) && sql[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			end := strings.Index(sql[i+2:], "*/")
-			if end < 0 {
-				return out
-			}
-			i += end + 4
-		case isIdentStart(c) && c != '$' && c != '#':
-			j := i + 1
-			for j < len(sql) && isIdentPart(sql[j]) {
-				j++
-			}
-			out = append(out, strings.ToUpper(sql[i:j]))
-			i = j
+		case t.Kind == sqllex.Comment && t.Unterminated:
+			return out
+		case t.Trivia():
+		case t.Kind == sqllex.Punct && t.Text == "(" && len(out) == 0:
+		case t.Kind == sqllex.Word:
+			out = append(out, strings.ToUpper(t.Text))
 		default:
 			return out
 		}
@@ -170,60 +157,27 @@ func firstWords(sql string, n int) []string {
 
 // createHasQuery reports whether a CREATE TABLE statement has a top-level
 // "AS" followed by a query (SELECT, WITH, VALUES, TABLE or a parenthesis).
+// A statement with an unterminated string or quoted identifier has none.
 func createHasQuery(sql string) bool {
-	toks, err := lex(stripComments(sql), nil)
-	if err != nil {
-		return false
-	}
-	depth := 0
-	for i, t := range toks {
+	sc := sqllex.NewScanner(sqllex.Statement, sql)
+	depth, afterAS, found := 0, false, false
+	for t := sc.Next(); t.Kind != sqllex.EOF; t = sc.Next() {
+		if t.Unterminated {
+			return false
+		}
+		if afterAS && (t.Kind == sqllex.Punct && t.Text == "(" ||
+			t.Is("SELECT") || t.Is("WITH") || t.Is("VALUES") || t.Is("TABLE")) {
+			found = true
+		}
+		afterAS = false
 		switch {
-		case t.kind == tOp && t.text == "(":
+		case t.Kind == sqllex.Punct && t.Text == "(":
 			depth++
-		case t.kind == tOp && t.text == ")":
+		case t.Kind == sqllex.Punct && t.Text == ")":
 			depth--
-		case depth == 0 && t.kind == tIdent && strings.EqualFold(t.text, "AS") && i+1 < len(toks):
-			n := toks[i+1]
-			if n.kind == tOp && n.text == "(" {
-				return true
-			}
-			if n.kind == tIdent {
-				switch strings.ToUpper(n.text) {
-				case "SELECT", "WITH", "VALUES", "TABLE":
-					return true
-				}
-			}
+		case depth == 0 && t.Is("AS"):
+			afterAS = true
 		}
 	}
-	return false
-}
-
-// stripComments replaces -- and /* */ comments outside string literals and
-// quoted identifiers with spaces.
-func stripComments(sql string) string {
-	if !strings.Contains(sql, "--") && !strings.Contains(sql, "/*") {
-		return sql
-	}
-	b := []byte(sql)
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '\'' || c == '"':
-			for i++; i < len(b) && b[i] != c; i++ {
-			}
-		case c == '-' && i+1 < len(b) && b[i+1] == '-':
-			for ; i < len(b) && b[i] != '\n'; i++ {
-				b[i] = ' '
-			}
-		case c == '/' && i+1 < len(b) && b[i+1] == '*':
-			j := i
-			for ; j < len(b) && !(b[j] == '*' && j+1 < len(b) && b[j+1] == '/'); j++ {
-				b[j] = ' '
-			}
-			if j+1 < len(b) {
-				b[j], b[j+1] = ' ', ' '
-			}
-			i = j + 1
-		}
-	}
-	return string(b)
+	return found
 }

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/prestroid/prestroid/internal/callerhdr"
+	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
 // ExplainClient runs `EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) <sql>` over the
@@ -80,24 +83,21 @@ const explainPrefix = "EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON)\n"
 // removed; Trino's protocol takes one statement without it).
 func ExplainSQL(sql string) string {
 	s := strings.TrimRight(sql, " \t\r\n")
-	if strings.HasSuffix(s, ";") && !strings.HasSuffix(stripComments(s), " ") {
+	if strings.HasSuffix(s, ";") && endsWithSemicolon(s) {
 		s = strings.TrimRight(strings.TrimSuffix(s, ";"), " \t\r\n")
 	}
 	return explainPrefix + s
 }
 
-// forwardHeader reports whether a request header is copied to the EXPLAIN:
-// Authorization and every X-Trino-* header, except X-Trino-Query-Data-Encoding
-// (it would turn on the spooling protocol, whose segments this client does
-// not read; the plan is one small row anyway).
-func forwardHeader(name string) bool {
-	if strings.EqualFold(name, "Authorization") {
-		return true
+// endsWithSemicolon reports whether the last token of s is a ";" (not one
+// at the end of a comment or an unterminated string).
+func endsWithSemicolon(s string) bool {
+	var last sqllex.Token
+	sc := sqllex.NewScanner(sqllex.Statement, s)
+	for t := sc.NextTrivia(); t.Kind != sqllex.EOF; t = sc.NextTrivia() {
+		last = t
 	}
-	if len(name) < 8 || !strings.EqualFold(name[:8], "X-Trino-") {
-		return false
-	}
-	return !strings.EqualFold(name, "X-Trino-Query-Data-Encoding")
+	return last.Kind == sqllex.Punct && last.Text == ";"
 }
 
 var defaultExplainHTTP = &http.Client{
@@ -240,7 +240,7 @@ func (c *ExplainClient) Explain(ctx context.Context, server string, sql string, 
 	}
 	hdr := make(http.Header, len(h)+3)
 	for k, vs := range h {
-		if forwardHeader(k) {
+		if callerhdr.Forward(k) {
 			hdr[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 		}
 	}

@@ -257,6 +257,9 @@ func TestExplainCopiesCallerHeaders(t *testing.T) {
 	h.Set("X-Trino-Extra-Credential", "k=v")
 	h.Set("X-Trino-Client-Tags", "etl,nightly")
 	h.Set("X-Trino-Query-Data-Encoding", "json+zstd")
+	// The caller's transaction id is the proxy's "cluster~id" form, and a
+	// plan needs no transaction (internal/callerhdr).
+	h.Set("X-Trino-Transaction-Id", "c1~20260101_000000_00001_abcde")
 	h.Set("Authorization", "Bearer secret")
 	h.Set("Cookie", "not-forwarded")
 	res, err := (&ExplainClient{}).Explain(context.Background(), srv.URL, "SELECT 1", h)
@@ -278,7 +281,7 @@ func TestExplainCopiesCallerHeaders(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, post.Get(k), h.Get(k))
 		}
 	}
-	if post.Get("Cookie") != "" || post.Get("X-Trino-Query-Data-Encoding") != "" {
+	if post.Get("Cookie") != "" || post.Get("X-Trino-Query-Data-Encoding") != "" || post.Get("X-Trino-Transaction-Id") != "" {
 		t.Errorf("forwarded a header it should not: %v", post)
 	}
 	if h.Get("Cookie") == "" {
