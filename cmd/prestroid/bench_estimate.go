@@ -27,7 +27,7 @@ import (
 
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/config"
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/proxy"
 )
 
@@ -96,7 +96,7 @@ func runBenchEstimate(trino, workloads, scale string, rounds int, model, ortLib 
 	proxyURL := "http://" + ln.Addr().String()
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}}
-	explain := &estimator.ExplainClient{HTTP: client}
+	explain := &plan.ExplainClient{HTTP: client}
 	// proxyExplain and proxyDecide are the proxy's own EXPLAIN and decision
 	// times for the miss (its Server-Timing header): the overhead beyond
 	// EXPLAIN is miss − direct − proxyExplain, free of EXPLAIN's variance.

@@ -15,6 +15,7 @@ import (
 	"github.com/prestroid/prestroid/cache"
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
 )
 
 // BenchmarkRepeatedWorkloadOnTrino replays a dashboard-like workload
@@ -57,7 +58,7 @@ func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 	}
 	vc, _ := cache.NewVectors(0)
 	ec, _ := cache.NewTTL[estimator.CostEstimate](0, time.Hour)
-	m, err := loadModel(e, rt, estimator.ModelOptions{PredicateCache: vc})
+	m, err := loadModel(e, rt, bundle.ModelOptions{PredicateCache: vc})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,7 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 func init() {
@@ -37,14 +38,14 @@ flags:
 // loadBundleEncoder reads a bundle with the serving side's reader
 // (estimator.ReadBundle: every check but the model's outputs) and builds
 // its encoder.
-func loadBundleEncoder(dir string) (*estimator.Encoder, *estimator.Manifest, error) {
-	b, err := estimator.ReadBundle(dir)
+func loadBundleEncoder(dir string) (*featurize.Encoder, *bundle.Manifest, error) {
+	b, err := bundle.Read(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	m := &b.Manifest
-	enc := &estimator.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: m.Pf,
-		Sampler: estimator.SamplerConfig{N: m.N, K: m.K, C: m.C}}
+	enc := &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: m.Pf,
+		Sampler: featurize.SamplerConfig{N: m.N, K: m.K, C: m.C}}
 	return enc, m, nil
 }
 
@@ -151,7 +152,7 @@ func evalPrepare(bundle string, paths []string, splitPath, workdir, trainWork st
 	if err := writeJSON(filepath.Join(workdir, "meta.json"), st); err != nil {
 		return err
 	}
-	var batch []*estimator.Features
+	var batch []*featurize.Features
 	var targets []float32
 	var keys []string
 	for _, q := range qs {
@@ -170,7 +171,7 @@ func evalPrepare(bundle string, paths []string, splitPath, workdir, trainWork st
 		return errors.New("no test-split queries in the records")
 	}
 	if err := writeNPZFile(filepath.Join(workdir, "test.npz"), batch,
-		estimator.BatchMeta{N: m.N, K: m.K, C: m.C}, targets); err != nil {
+		featurize.BatchMeta{N: m.N, K: m.K, C: m.C}, targets); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(workdir, "test.keys.txt"), []byte(strings.Join(keys, "\n")+"\n"), 0o644); err != nil {

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 func init() {
@@ -60,7 +61,7 @@ func runPlan(args []string) int {
 		}
 		return 2
 	}
-	cfg := estimator.SamplerConfig{N: *n, K: *k, C: *c}
+	cfg := featurize.SamplerConfig{N: *n, K: *k, C: *c}
 	if *subtrees {
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
@@ -75,8 +76,8 @@ func runPlan(args []string) int {
 			fmt.Fprintln(os.Stderr, "prestroid plan: --server needs a SQL argument")
 			return 2
 		}
-		if !estimator.Explainable(sql) {
-			fmt.Fprintf(os.Stderr, "prestroid plan: a %s statement gets no EXPLAIN\n", estimator.Classify(sql))
+		if !plan.Explainable(sql) {
+			fmt.Fprintf(os.Stderr, "prestroid plan: a %s statement gets no EXPLAIN\n", plan.Classify(sql))
 			return 1
 		}
 		h := http.Header{}
@@ -91,7 +92,7 @@ func runPlan(args []string) int {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 		defer cancel()
-		res, err := (&estimator.ExplainClient{}).Explain(ctx, *server, sql, h)
+		res, err := (&plan.ExplainClient{}).Explain(ctx, *server, sql, h)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 			return 1
@@ -106,7 +107,7 @@ func runPlan(args []string) int {
 	}
 	arg := fs.Arg(0)
 	if arg == "" || arg == "-" {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, estimator.DefaultMaxPlanBytes+1))
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, plan.DefaultMaxPlanBytes+1))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 			return 1
@@ -136,20 +137,20 @@ type planOutput struct {
 	json      bool
 	sentences bool
 	joins     bool
-	cfg       estimator.SamplerConfig
+	cfg       featurize.SamplerConfig
 }
 
 // writeSentences prints one token sentence per PRED node (and per join
 // criteria with joins), pre-order.
-func (o planOutput) writeSentences(root *estimator.OTPNode) {
-	stack := []*estimator.OTPNode{root}
+func (o planOutput) writeSentences(root *featurize.OTPNode) {
+	stack := []*featurize.OTPNode{root}
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if n == nil {
 			continue
 		}
-		if n.Pred != nil && (n.Kind == estimator.OTPPredicate || o.joins && n.Kind == estimator.OTPOperator) {
+		if n.Pred != nil && (n.Kind == featurize.OTPPredicate || o.joins && n.Kind == featurize.OTPOperator) {
 			if toks := n.Pred.Tokens(); len(toks) > 0 {
 				fmt.Fprintln(o.w, strings.Join(toks, " "))
 			}
@@ -175,7 +176,7 @@ type otpJSON struct {
 	Right *otpJSON `json:"right,omitempty"`
 }
 
-func toOTPJSON(n *estimator.OTPNode) *otpJSON {
+func toOTPJSON(n *featurize.OTPNode) *otpJSON {
 	if n == nil {
 		return nil
 	}
@@ -190,12 +191,12 @@ type subtreeNodeJSON struct {
 	Vote  uint8  `json:"vote"`
 }
 
-func build(planJSON []byte) (*estimator.OTPNode, error) {
-	p, err := estimator.ParsePlan(planJSON)
+func build(planJSON []byte) (*featurize.OTPNode, error) {
+	p, err := plan.Parse(planJSON)
 	if err != nil {
 		return nil, err
 	}
-	return estimator.BuildOTP(p)
+	return featurize.BuildOTP(p)
 }
 
 func (o planOutput) one(name string, planJSON []byte) int {
@@ -204,10 +205,10 @@ func (o planOutput) one(name string, planJSON []byte) int {
 		fmt.Fprintf(os.Stderr, "prestroid plan: %s: %v\n", name, err)
 		return 1
 	}
-	s := estimator.Stats(root)
-	var sts []estimator.SubTree
+	s := featurize.Stats(root)
+	var sts []featurize.SubTree
 	if o.subtrees {
-		if sts, err = estimator.SampleSubTrees(root, o.cfg); err != nil {
+		if sts, err = featurize.SampleSubTrees(root, o.cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 			return 2
 		}
@@ -244,9 +245,9 @@ func (o planOutput) one(name string, planJSON []byte) int {
 	case o.stats:
 		fmt.Fprintf(o.w, "nodes %d\nmax depth %d\npreds %d\ntables %s\n", s.Nodes, s.MaxDepth, s.Preds, strings.Join(s.Tables, ", "))
 	case o.subtrees:
-		fmt.Fprint(o.w, estimator.RenderSubTrees(sts))
+		fmt.Fprint(o.w, featurize.RenderSubTrees(sts))
 	default:
-		fmt.Fprint(o.w, estimator.RenderOTP(root))
+		fmt.Fprint(o.w, featurize.RenderOTP(root))
 	}
 	return 0
 }
@@ -272,13 +273,13 @@ func (o planOutput) dir(dir string) int {
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err == nil {
-			var root *estimator.OTPNode
+			var root *featurize.OTPNode
 			if root, err = build(b); err == nil && o.sentences {
 				o.writeSentences(root)
 				continue
 			}
 			if err == nil {
-				s := estimator.Stats(root)
+				s := featurize.Stats(root)
 				name := strings.TrimSuffix(filepath.Base(f), ".json")
 				wl := name
 				if i := strings.IndexByte(name, '-'); i > 0 {

@@ -42,6 +42,8 @@ import (
 
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 func init() {
@@ -232,7 +234,7 @@ type trainQuery struct {
 	Preds  [][]string     `json:"preds"`
 	Joins  []trainJoin    `json:"joins"`
 
-	root *estimator.OTPNode
+	root *featurize.OTPNode
 }
 
 type trainJoin struct {
@@ -352,25 +354,25 @@ func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string
 		template, family = liveTemplate(r.SQL), "live"
 		part = collector.HashPart(template)
 	}
-	plan, err := estimator.ParsePlan(r.Plan.JSON)
+	pl, err := plan.Parse(r.Plan.JSON)
 	if err != nil {
 		return nil, "plan parse error"
 	}
-	root, err := estimator.BuildOTP(plan)
+	root, err := featurize.BuildOTP(pl)
 	if err != nil {
 		return nil, "O-T-P error"
 	}
-	stats := estimator.Stats(root)
+	stats := featurize.Stats(root)
 	q := &trainQuery{
 		Key: r.Key, Template: template, Split: splitNames[part],
 		Family: family, Scale: scale,
 		CPUMs: r.Stats.CPUMillis, LnCPU: math.Log(float64(r.Stats.CPUMillis) / 1000),
 		SQL: r.SQL, Session: r.SessionProperties,
-		PlanNodes: plan.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,
+		PlanNodes: pl.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,
 		Ops: map[string]int{}, Tables: []string{}, Preds: [][]string{}, Joins: []trainJoin{},
 		root: root,
 	}
-	plan.Root.Walk(func(n *estimator.PlanNode) {
+	pl.Root.Walk(func(n *plan.PlanNode) {
 		for _, e := range n.Estimates {
 			if !math.IsNaN(e.CPUCost) && !math.IsInf(e.CPUCost, 0) {
 				q.TrinoCPUCost += e.CPUCost
@@ -379,20 +381,20 @@ func makeQuery(r *collector.Record, split *collector.Split) (*trainQuery, string
 			}
 		}
 	})
-	root.Walk(func(n *estimator.OTPNode) {
+	root.Walk(func(n *featurize.OTPNode) {
 		switch n.Kind {
-		case estimator.OTPOperator:
+		case featurize.OTPOperator:
 			q.Ops[n.Value]++
-			if estimator.IsJoin(opName(n.Value)) {
+			if featurize.IsJoin(opName(n.Value)) {
 				j := trainJoin{Op: n.Value}
 				if n.Pred != nil {
 					j.Tokens = n.Pred.Tokens()
 				}
 				q.Joins = append(q.Joins, j)
 			}
-		case estimator.OTPTable:
+		case featurize.OTPTable:
 			q.Tables = append(q.Tables, n.Value)
-		case estimator.OTPPredicate:
+		case featurize.OTPPredicate:
 			if n.Pred != nil {
 				if toks := n.Pred.Tokens(); len(toks) > 0 {
 					q.Preds = append(q.Preds, toks)
@@ -538,7 +540,7 @@ func stepTensors(tf *trainFlags) error {
 	if err != nil {
 		return err
 	}
-	vecs, err := estimator.LoadWord2VecText(vf)
+	vecs, err := featurize.LoadWord2VecText(vf)
 	vf.Close()
 	if err != nil {
 		return err
@@ -547,7 +549,7 @@ func stepTensors(tf *trainFlags) error {
 		return fmt.Errorf("tokens.vec has dimension %d, --pf is %d", vecs.Dim, tf.pf)
 	}
 	// Vocabularies and normalization from the training split only.
-	var trainRoots []*estimator.OTPNode
+	var trainRoots []*featurize.OTPNode
 	tgt := targetInfo{Transform: "ln_cpu_seconds_minmax", Min: math.Inf(1), Max: math.Inf(-1)}
 	for _, q := range qs {
 		if q.Split == "train" {
@@ -562,9 +564,9 @@ func stepTensors(tf *trainFlags) error {
 	if tgt.Max <= tgt.Min {
 		tgt.Max = tgt.Min + 1
 	}
-	ops, tables := estimator.BuildVocabs(trainRoots)
-	enc := &estimator.Encoder{Ops: ops, Tables: tables, Vectors: vecs, Dim: vecs.Dim,
-		Sampler: estimator.SamplerConfig{N: tf.n, K: tf.k, C: tf.c}}
+	ops, tables := featurize.BuildVocabs(trainRoots)
+	enc := &featurize.Encoder{Ops: ops, Tables: tables, Vectors: vecs, Dim: vecs.Dim,
+		Sampler: featurize.SamplerConfig{N: tf.n, K: tf.k, C: tf.c}}
 	if err := enc.Sampler.Validate(); err != nil {
 		return err
 	}
@@ -574,7 +576,7 @@ func stepTensors(tf *trainFlags) error {
 	info := tensorInfo{N: tf.n, K: tf.k, C: tf.c, Pf: vecs.Dim, Global: vecs.Global,
 		Counts: map[string]int{}, FullChunks: map[string]int{}}
 	for _, part := range []string{"train", "val", "test"} {
-		var batch []*estimator.Features
+		var batch []*featurize.Features
 		var targets []float32
 		var keys []string
 		var part_ []*trainQuery
@@ -596,7 +598,7 @@ func stepTensors(tf *trainFlags) error {
 			fmt.Fprintf(os.Stderr, "tensors: no %s queries\n", part)
 			continue
 		}
-		meta := estimator.BatchMeta{N: tf.n, K: tf.k, C: tf.c}
+		meta := featurize.BatchMeta{N: tf.n, K: tf.k, C: tf.c}
 		if err := writeNPZFile(filepath.Join(tf.workdir, part+".npz"), batch, meta, targets); err != nil {
 			return err
 		}
@@ -626,7 +628,7 @@ func stepTensors(tf *trainFlags) error {
 // most --full-chunk queries (each padded to its own longest tree: one file
 // padded to the longest tree of the whole set would be huge). The trainer
 // re-pads (padded model) or packs (packed model) per batch.
-func writeFullChunks(tf *trainFlags, enc *estimator.Encoder, part string, qs []*trainQuery, targets []float32) (int, int, error) {
+func writeFullChunks(tf *trainFlags, enc *featurize.Encoder, part string, qs []*trainQuery, targets []float32) (int, int, error) {
 	old, _ := filepath.Glob(filepath.Join(tf.workdir, "full_"+part+"_*.npz"))
 	for _, p := range old {
 		os.Remove(p)
@@ -634,7 +636,7 @@ func writeFullChunks(tf *trainFlags, enc *estimator.Encoder, part string, qs []*
 	chunks, maxNodes := 0, 0
 	for lo := 0; lo < len(qs); lo += tf.fullChunk {
 		hi := min(lo+tf.fullChunk, len(qs))
-		var batch []*estimator.Features
+		var batch []*featurize.Features
 		for _, q := range qs[lo:hi] {
 			f, err := enc.EncodeFull(q.root, 0)
 			if err != nil {
@@ -644,7 +646,7 @@ func writeFullChunks(tf *trainFlags, enc *estimator.Encoder, part string, qs []*
 			batch = append(batch, f)
 		}
 		path := filepath.Join(tf.workdir, fmt.Sprintf("full_%s_%03d.npz", part, chunks))
-		if err := writeNPZFile(path, batch, estimator.BatchMeta{K: 1, C: tf.c, Full: true}, targets[lo:hi]); err != nil {
+		if err := writeNPZFile(path, batch, featurize.BatchMeta{K: 1, C: tf.c, Full: true}, targets[lo:hi]); err != nil {
 			return 0, 0, err
 		}
 		chunks++
@@ -685,7 +687,7 @@ func sameQueries(path string, qs []*trainQuery) ([]*trainQuery, error) {
 }
 
 // globalPredVector is the mean of the non-zero PRED vectors of the trees.
-func globalPredVector(enc *estimator.Encoder, roots []*estimator.OTPNode) []float32 {
+func globalPredVector(enc *featurize.Encoder, roots []*featurize.OTPNode) []float32 {
 	sum := make([]float64, enc.Dim)
 	n := 0
 	for _, r := range roots {
@@ -694,7 +696,7 @@ func globalPredVector(enc *estimator.Encoder, roots []*estimator.OTPNode) []floa
 			continue
 		}
 		for s, kind := range f.Kind {
-			if kind != estimator.SlotPRED {
+			if kind != featurize.SlotPRED {
 				continue
 			}
 			v := f.Pred[s*f.Dim : (s+1)*f.Dim]
@@ -723,13 +725,13 @@ func globalPredVector(enc *estimator.Encoder, roots []*estimator.OTPNode) []floa
 	return out
 }
 
-func writeNPZFile(path string, batch []*estimator.Features, meta estimator.BatchMeta, targets []float32) error {
+func writeNPZFile(path string, batch []*featurize.Features, meta featurize.BatchMeta, targets []float32) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	if err := estimator.WriteNPZ(w, batch, meta, targets); err != nil {
+	if err := featurize.WriteNPZ(w, batch, meta, targets); err != nil {
 		f.Close()
 		return err
 	}
