@@ -3,7 +3,6 @@ package estimator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -151,12 +150,14 @@ func (s *Service) acquire() (*bundle.Model, error) {
 
 // Estimate estimates sql for the caller described by h (read only; its
 // X-Trino-* headers and Authorization go to the EXPLAIN) against the Trino
-// coordinator at server. Statements that are not explainable get a
-// not-estimated result and a nil error, without contacting Trino.
+// coordinator at server. Statements that are not safe to explain
+// (plan.StatementKind.SafeToExplain: not explainable, or CREATE TABLE AS)
+// get a not-estimated result with the reason and a nil error, without
+// contacting Trino.
 func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Header) (*CostEstimate, error) {
 	kind := plan.Classify(sql)
-	if !kind.Explainable() {
-		return &CostEstimate{Statement: kind, Reason: fmt.Sprintf("a %s statement is not estimated", kind)}, nil
+	if ok, why := kind.SafeToExplain(); !ok {
+		return &CostEstimate{Statement: kind, Reason: why}, nil
 	}
 	m, err := s.acquire()
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/onnx"
-	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/models"
 	"github.com/prestroid/prestroid/proxy"
 )
@@ -31,14 +30,8 @@ type estimatorAdapter struct{ svc *estimator.Service }
 var _ proxy.Estimator = estimatorAdapter{}
 
 func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Estimate, error) {
-	// On Trino 476, EXPLAIN of CREATE TABLE ... AS creates the (empty)
-	// target table on some connectors (memory; trinodb/trino#130), and the
-	// client's own statement then fails with TABLE_ALREADY_EXISTS. The
-	// proxy must never change what a statement does, so it does not
-	// explain CTAS.
-	if plan.Classify(q.SQL) == plan.StmtCreateTableAs {
-		return proxy.Estimate{Reason: "CREATE TABLE AS is not explained (EXPLAIN creates the table on some connectors, trinodb/trino#130)"}, nil
-	}
+	// Statements that must not be explained (CREATE TABLE AS: see
+	// plan.StatementKind.SafeToExplain) come back not estimated, with the reason.
 	e, err := a.svc.Estimate(ctx, q.Server, q.SQL, q.Header)
 	if err != nil {
 		return proxy.Estimate{}, err

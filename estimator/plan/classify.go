@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/prestroid/prestroid/internal/sqllex"
@@ -63,6 +64,25 @@ func (k StatementKind) Explainable() bool {
 		return true
 	}
 	return false
+}
+
+// SafeToExplain reports whether Prestroid may EXPLAIN a statement of this
+// kind on a caller's behalf to estimate it, and when not, why not (a reason
+// for the caller, e.g. in the X-Prestroid-Decision header). It is
+// Explainable without CREATE TABLE AS: on Trino 476, EXPLAIN of CREATE TABLE
+// ... AS creates the (empty) target table on some connectors (memory;
+// trinodb/trino#130), and the client's own statement then fails with
+// TABLE_ALREADY_EXISTS. The proxy must never change what a statement does,
+// so it does not explain CTAS. (An EXECUTE of a prepared CTAS is not
+// recognized here.)
+func (k StatementKind) SafeToExplain() (ok bool, reason string) {
+	switch {
+	case k == StmtCreateTableAs:
+		return false, "CREATE TABLE AS is not explained (EXPLAIN creates the table on some connectors, trinodb/trino#130)"
+	case !k.Explainable():
+		return false, fmt.Sprintf("a %s statement is not estimated", k)
+	}
+	return true, ""
 }
 
 // Explainable reports whether sql gets an EXPLAIN (see StatementKind.Explainable).

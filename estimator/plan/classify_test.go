@@ -79,3 +79,29 @@ func TestClassifyWorkloads(t *testing.T) {
 		}
 	}
 }
+
+func TestSafeToExplain(t *testing.T) {
+	for _, tc := range []struct {
+		kind   StatementKind
+		ok     bool
+		reason string
+	}{
+		{StmtQuery, true, ""},
+		{StmtInsert, true, ""},
+		{StmtExecute, true, ""},
+		{StmtCreateTableAs, false, "CREATE TABLE AS is not explained (EXPLAIN creates the table on some connectors, trinodb/trino#130)"},
+		{StmtSetSession, false, "a set-session statement is not estimated"},
+		{StmtExplain, false, "a explain statement is not estimated"},
+		{StmtUnknown, false, "a unknown statement is not estimated"},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			ok, reason := tc.kind.SafeToExplain()
+			if ok != tc.ok || reason != tc.reason {
+				t.Errorf("SafeToExplain() = %v, %q; want %v, %q", ok, reason, tc.ok, tc.reason)
+			}
+			if ok && !tc.kind.Explainable() {
+				t.Error("safe to explain but not explainable")
+			}
+		})
+	}
+}
