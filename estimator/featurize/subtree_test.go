@@ -37,18 +37,7 @@ func randomOTP(r *rand.Rand, size int) *OTPNode {
 
 func allNodes(root *OTPNode) []*OTPNode {
 	var out []*OTPNode
-	stack := []*OTPNode{root}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		out = append(out, n)
-		if n.Right != nil {
-			stack = append(stack, n.Right)
-		}
-		if n.Left != nil {
-			stack = append(stack, n.Left)
-		}
-	}
+	root.Walk(func(n *OTPNode) { out = append(out, n) })
 	return out
 }
 
@@ -82,27 +71,11 @@ func checkSampler(t *testing.T, root *OTPNode, cfg SamplerConfig) {
 			}
 			votes[n]++
 			// descendants down to C levels are present
-			type item struct {
-				n *OTPNode
-				d int
-			}
-			stack := []item{{n, 0}}
-			for len(stack) > 0 {
-				it := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				if it.d == cfg.C {
-					continue
+			n.WalkTo(cfg.C, func(c *OTPNode, d int) {
+				if _, ok := idx[c]; !ok {
+					t.Fatalf("sub-tree %d: voter %q at %d misses a descendant %d levels down", si, n.Value, i, d)
 				}
-				for _, c := range []*OTPNode{it.n.Left, it.n.Right} {
-					if c == nil {
-						continue
-					}
-					if _, ok := idx[c]; !ok {
-						t.Fatalf("sub-tree %d: voter %q at %d misses a descendant %d levels down", si, n.Value, i, it.d+1)
-					}
-					stack = append(stack, item{c, it.d + 1})
-				}
-			}
+			})
 		}
 	}
 	for _, n := range allNodes(root) {

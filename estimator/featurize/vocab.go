@@ -131,7 +131,11 @@ func BuildVocabs(trees []*OTPNode) (ops, tables *Vocab) {
 func (n *OTPNode) Walk(f func(*OTPNode)) { n.WalkDepth(func(n *OTPNode, _ int) { f(n) }) }
 
 // WalkDepth is Walk with each node's depth below n (n itself is 0).
-func (n *OTPNode) WalkDepth(f func(n *OTPNode, depth int)) {
+func (n *OTPNode) WalkDepth(f func(n *OTPNode, depth int)) { n.WalkTo(-1, f) }
+
+// WalkTo is WalkDepth over the nodes at most maxDepth levels below n (all
+// of them when maxDepth < 0).
+func (n *OTPNode) WalkTo(maxDepth int, f func(n *OTPNode, depth int)) {
 	if n == nil {
 		return
 	}
@@ -144,6 +148,9 @@ func (n *OTPNode) WalkDepth(f func(n *OTPNode, depth int)) {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		f(it.n, it.d)
+		if it.d == maxDepth {
+			continue
+		}
 		if it.n.Right != nil {
 			stack = append(stack, item{it.n.Right, it.d + 1})
 		}
