@@ -177,23 +177,19 @@ var otpArenaPool sync.Pool
 const maxPooledOTPNodes = 1 << 16
 
 // otpSize is the exact number of O-T-P nodes BuildOTP makes for n's tree.
-func otpSize(n *plan.PlanNode) int {
+func otpSize(root *plan.PlanNode) int {
 	total := 0
-	stack := []*plan.PlanNode{n}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		stack = append(stack, n.Children...)
+	root.Walk(func(n *plan.PlanNode) {
 		switch n.Name {
 		case "ScanFilterProject":
 			total += 7
-			continue
+			return
 		case "ScanFilter", "ScanProject":
 			total += 5
-			continue
+			return
 		case "TableScan":
 			total += 3
-			continue
+			return
 		case "FilterProject":
 			total += 2 // Project + its ∅; the Filter part is counted below
 		}
@@ -207,7 +203,7 @@ func otpSize(n *plan.PlanNode) int {
 		default:
 			total += c - 1 // chain links
 		}
-	}
+	})
 	return total
 }
 

@@ -122,10 +122,7 @@ func TestEveryCapturedPredicateParses(t *testing.T) {
 	seen := map[string]bool{}
 	for _, f := range planFiles(t) {
 		p, _ := loadOTP(t, f)
-		stack := []*plan.PlanNode{p.Root}
-		for len(stack) > 0 {
-			n := stack[len(stack)-1]
-			stack = append(stack[:len(stack)-1], n.Children...)
+		p.Root.Walk(func(n *plan.PlanNode) {
 			for _, k := range []string{"filterPredicate", "criteria", "filter"} {
 				s := n.Descriptor[k]
 				if s == "" || seen[s] {
@@ -136,7 +133,7 @@ func TestEveryCapturedPredicateParses(t *testing.T) {
 					t.Errorf("%s: %q: %v", f, s, err)
 				}
 			}
-		}
+		})
 	}
 	t.Logf("%d distinct predicate strings", len(seen))
 }

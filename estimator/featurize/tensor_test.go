@@ -501,18 +501,13 @@ func TestEstimateFeatures(t *testing.T) {
 			t.Fatalf("%s: lean parse changes the estimate features", file)
 		}
 		var planSum float64
-		var walk func(n *plan.PlanNode)
-		walk = func(n *plan.PlanNode) {
+		p.Root.Walk(func(n *plan.PlanNode) {
 			for _, est := range n.Estimates {
 				if finite(est.CPUCost) && est.CPUCost >= 0 {
 					planSum += est.CPUCost
 				}
 			}
-			for _, c := range n.Children {
-				walk(c)
-			}
-		}
-		walk(p.Root)
+		})
 		if got, want := f.Plan[0], lnScaled(planSum); math.Abs(float64(got-want)) > 1e-6 {
 			t.Errorf("%s: plan Σ cpuCost feature %v, want %v (Σ=%g)", file, got, want, planSum)
 		}
