@@ -29,14 +29,14 @@ func (k Kind) String() string {
 // Token is one token of the input.
 type Token struct {
 	Kind Kind
+	// Unterminated marks a String, Quoted or block Comment that runs to the
+	// end of the input without its closing quote or */.
+	Unterminated bool
 	// Text is the token's source text, quotes included: the Text of all
 	// tokens (Space and Comment included) put together is the input.
 	Text string
 	// Pos is the byte offset of Text in the input.
 	Pos int
-	// Unterminated marks a String, Quoted or block Comment that runs to the
-	// end of the input without its closing quote or */.
-	Unterminated bool
 }
 
 // Value is the content of a String or Quoted token, quotes removed and
@@ -180,24 +180,18 @@ func (d *Dialect) Next(src string, i int) Token {
 	unterminated := false
 	switch {
 	case d.class[c]&cSpace != 0:
-		for j < len(src) && d.class[src[j]]&cSpace != 0 {
-			j++
-		}
-		k = Space
+		j, k = d.run(src, j, cSpace), Space
 	case c == '-' && d.comments && j < len(src) && src[j] == '-':
-		if e := strings.IndexByte(src[j:], '\n'); e < 0 {
-			j = len(src)
+		if e, found := through(src, j, "\n"); found {
+			j = e - 1 // the newline is not the comment's
 		} else {
-			j += e
+			j = e
 		}
 		k = Comment
 	case c == '/' && d.comments && j < len(src) && src[j] == '*':
-		if e := strings.Index(src[j+1:], "*/"); e < 0 {
-			j, unterminated = len(src), true
-		} else {
-			j += 1 + e + 2
-		}
-		k = Comment
+		var found bool
+		j, found = through(src, j+1, "*/")
+		k, unterminated = Comment, !found
 	case c == '\'' || c == '"':
 		unterminated = true
 		for j < len(src) {
@@ -220,16 +214,9 @@ func (d *Dialect) Next(src string, i int) Token {
 		j = d.numberEnd(src, i)
 		k = Number
 	case d.class[c]&cWordStart != 0:
-		for j < len(src) && d.class[src[j]]&cWordPart != 0 {
-			j++
-		}
-		k = Word
+		j, k = d.run(src, j, cWordPart), Word
 	case c == '$' && d.templates && j < len(src) && src[j] == '{':
-		if e := strings.IndexByte(src[j:], '}'); e < 0 {
-			j = len(src)
-		} else {
-			j += e + 1
-		}
+		j, _ = through(src, j, "}")
 		k = Word
 	case d.class[c]&cOp2First != 0 && j < len(src):
 		for _, op := range d.ops2 {
@@ -240,6 +227,23 @@ func (d *Dialect) Next(src string, i int) Token {
 		}
 	}
 	return Token{Kind: k, Text: src[i:j], Pos: i, Unterminated: unterminated}
+}
+
+// run is the end of the run of bytes of class c that starts at src[j].
+func (d *Dialect) run(src string, j int, c uint8) int {
+	for j < len(src) && d.class[src[j]]&c != 0 {
+		j++
+	}
+	return j
+}
+
+// through is the end of the first sep in src[j:], and true; or the end of
+// src and false when there is none.
+func through(src string, j int, sep string) (int, bool) {
+	if e := strings.Index(src[j:], sep); e >= 0 {
+		return j + e + len(sep), true
+	}
+	return len(src), false
 }
 
 // numberEnd is the end of the number that starts at src[i].
