@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -196,14 +197,16 @@ func (n *PlanNode) Walk(f func(*PlanNode)) {
 	if n == nil {
 		return
 	}
-	stack := []*PlanNode{n}
+	stack := append(make([]*PlanNode, 0, 32), n)
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		f(n)
-		for i := len(n.Children) - 1; i >= 0; i-- {
-			stack = append(stack, n.Children[i])
-		}
+		// Children go on in one append (a Union can have hundreds) and are
+		// then reversed, so that the first child comes off first.
+		top := len(stack)
+		stack = append(stack, n.Children...)
+		slices.Reverse(stack[top:])
 	}
 }
 
