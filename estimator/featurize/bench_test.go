@@ -78,7 +78,7 @@ func loadBench(b *testing.B, file string) benchInput {
 	b.Helper()
 	js, err := os.ReadFile(file)
 	if err != nil {
-		b.Skipf("%v (run go test ./estimator -run CaptureBench -update with PRESTROID_TRINO_URL)", err)
+		b.Skipf("%v (run go test ./estimator/featurize -run CaptureBench -update with PRESTROID_TRINO_URL)", err)
 	}
 	p, err := plan.Parse(js)
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 // Fuzz targets for the parsers of outside input. Run each for a short
 // while, e.g.:
 //
-//	go test ./estimator -run '^$' -fuzz FuzzParsePredicate -fuzztime 30s
-//	go test ./estimator -run '^$' -fuzz FuzzParsePlan -fuzztime 30s
-//	go test ./estimator -run '^$' -fuzz FuzzDecodeQueryResults -fuzztime 30s
+//	go test ./estimator/featurize -run '^$' -fuzz FuzzParsePredicate -fuzztime 30s
+//	go test ./estimator/featurize -run '^$' -fuzz FuzzParsePlan -fuzztime 30s
+//	go test ./estimator/plan -run '^$' -fuzz FuzzDecodeQueryResults -fuzztime 30s
 
 func FuzzParsePredicate(f *testing.F) {
 	for _, c := range predicateCases {

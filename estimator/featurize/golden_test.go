@@ -16,7 +16,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/plan"
 )
 
-// go test ./estimator -update refreshes the captured plans from the live
+// go test ./estimator/featurize -update refreshes the captured plans from the live
 // Trino at PRESTROID_TRINO_URL (when set) and rewrites every golden file.
 var update = flag.Bool("update", false, "refresh testdata/explain plans from PRESTROID_TRINO_URL and rewrite golden files")
 
@@ -83,7 +83,7 @@ func checkGolden(t *testing.T, golden string, got []byte) {
 	}
 	want, err := os.ReadFile(golden)
 	if err != nil {
-		t.Fatalf("%v (run go test ./estimator -update)", err)
+		t.Fatalf("%v (run go test ./estimator/featurize -update)", err)
 	}
 	if !bytes.Equal(want, got) {
 		os.WriteFile(golden+".actual", got, 0o644)
