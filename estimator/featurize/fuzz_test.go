@@ -3,11 +3,11 @@ package featurize
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prestroid/prestroid/estimator/internal/trinotest"
 	"github.com/prestroid/prestroid/estimator/plan"
-	"path/filepath"
 )
 
 // Fuzz targets for the parsers of outside input. Run each for a short
