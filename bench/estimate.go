@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 // EstimateOptions configure Estimate. The caller runs the estimating proxy
@@ -70,7 +70,7 @@ type sample struct{ explain, direct, miss, hit, featurize, proxyExplain, proxyDe
 // samples and the queries that could not be measured.
 func measureEstimate(o EstimateOptions, ts []collector.Template) (samples []sample, failed []string) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}}
-	explain := &estimator.ExplainClient{HTTP: client}
+	explain := &plan.ExplainClient{HTTP: client}
 	for r := 0; r < o.Rounds; r++ {
 		for i, t := range ts {
 			it := collector.TemplateVariant(t, o.Scale, 0, 1, 0, nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prestroid/prestroid/cache"
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/onnx"
 )
 
@@ -56,7 +57,7 @@ func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 	}
 	vc, _ := cache.NewVectors(0)
 	ec, _ := cache.NewTTL[estimator.CostEstimate](0, time.Hour)
-	m, err := estimator.LoadBundleDir(rt, estimator.ModelOptions{PredicateCache: vc})(model)
+	m, err := bundle.LoadDir(rt, bundle.ModelOptions{PredicateCache: vc})(model)
 	if err != nil {
 		b.Fatal(err)
 	}

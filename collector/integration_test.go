@@ -17,7 +17,8 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/trinodb/trino-go-client/trino"
 )
 
@@ -62,22 +63,22 @@ func workloads(t *testing.T) []collector.Template {
 // planFunc is the production wiring in miniature: the serving EXPLAIN client
 // and featurizer.
 func planFunc() collector.PlanFunc {
-	c := &estimator.ExplainClient{HTTP: &http.Client{Timeout: time.Minute}}
+	c := &plan.ExplainClient{HTTP: &http.Client{Timeout: time.Minute}}
 	return func(ctx context.Context, server string, it *collector.Item, h http.Header) (*collector.Plan, error) {
 		res, err := c.Explain(ctx, server, it.SQL, h)
 		if err != nil {
 			return nil, err
 		}
 		p := &collector.Plan{JSON: res.PlanJSON, QueryID: res.QueryID}
-		plan, err := estimator.ParsePlan(res.PlanJSON)
+		plan, err := plan.Parse(res.PlanJSON)
 		if err != nil {
 			return nil, err
 		}
-		root, err := estimator.BuildOTP(plan)
+		root, err := featurize.BuildOTP(plan)
 		if err != nil {
 			return nil, err
 		}
-		s := estimator.Stats(root)
+		s := featurize.Stats(root)
 		p.OTP = &collector.OTPSummary{Nodes: s.Nodes, MaxDepth: s.MaxDepth, Preds: s.Preds, Tables: s.Tables}
 		return p, nil
 	}

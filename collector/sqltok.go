@@ -2,6 +2,8 @@ package collector
 
 import (
 	"strings"
+
+	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
 // tokKind is the lexical class of a SQL token.
@@ -49,96 +51,27 @@ func quoteString(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
-// tokenize splits SQL into tokens. It never fails: an unterminated string or
-// comment runs to the end of the input.
+// tokenize splits SQL into tokens (internal/sqllex's Template dialect). It
+// never fails: an unterminated string or comment runs to the end of the
+// input.
 func tokenize(s string) []token {
 	var out []token
-	i := 0
-	for i < len(s) {
-		c := s[i]
-		j := i + 1
-		var k tokKind
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			for j < len(s) && strings.IndexByte(" \t\n\r", s[j]) >= 0 {
-				j++
-			}
-			k = tkSpace
-		case c == '-' && j < len(s) && s[j] == '-':
-			for j < len(s) && s[j] != '\n' {
-				j++
-			}
-			k = tkComment
-		case c == '/' && j < len(s) && s[j] == '*':
-			e := strings.Index(s[j+1:], "*/")
-			if e < 0 {
-				j = len(s)
-			} else {
-				j = j + 1 + e + 2
-			}
-			k = tkComment
-		case c == '\'' || c == '"':
-			for j < len(s) {
-				if s[j] == c {
-					if j+1 < len(s) && s[j+1] == c {
-						j += 2
-						continue
-					}
-					j++
-					break
-				}
-				j++
-			}
-			if c == '\'' {
-				k = tkString
-			} else {
-				k = tkIdent
-			}
-		case isDigit(c) || (c == '.' && j < len(s) && isDigit(s[j])):
-			for j < len(s) && (isDigit(s[j]) || s[j] == '.') {
-				j++
-			}
-			if j < len(s) && (s[j] == 'e' || s[j] == 'E') {
-				j++
-				if j < len(s) && (s[j] == '+' || s[j] == '-') {
-					j++
-				}
-				for j < len(s) && isDigit(s[j]) {
-					j++
-				}
-			}
-			k = tkNumber
-		case isIdentStart(c):
-			for j < len(s) && (isIdentStart(s[j]) || isDigit(s[j]) || s[j] == '$' || s[j] == '{' || s[j] == '}') {
-				j++
-			}
-			k = tkIdent
-		case c == '$' && j < len(s) && s[j] == '{':
-			e := strings.IndexByte(s[j:], '}')
-			if e < 0 {
-				j = len(s)
-			} else {
-				j += e + 1
-			}
-			k = tkIdent
-		default:
-			if j < len(s) {
-				two := s[i : j+1]
-				switch two {
-				case "<>", "!=", "<=", ">=", "||", "=>", "->":
-					j++
-				}
-			}
-			k = tkPunct
+	for i := 0; ; {
+		t := sqllex.Template.Next(s, i)
+		if t.Kind == sqllex.EOF {
+			return out
 		}
-		out = append(out, token{kind: k, text: s[i:j]})
-		i = j
+		i += len(t.Text)
+		out = append(out, token{kind: tokKinds[t.Kind], text: t.Text})
 	}
-	return out
 }
 
-func isDigit(c byte) bool      { return c >= '0' && c <= '9' }
-func isIdentStart(c byte) bool { return c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') }
+// tokKinds maps the scanner's kinds to the collector's (a quoted identifier
+// is an identifier).
+var tokKinds = [...]tokKind{
+	sqllex.Space: tkSpace, sqllex.Comment: tkComment, sqllex.Word: tkIdent, sqllex.Quoted: tkIdent,
+	sqllex.String: tkString, sqllex.Number: tkNumber, sqllex.Punct: tkPunct,
+}
 
 // sigIndex lists the indexes of the significant tokens (no space, no comment).
 func sigIndex(toks []token) []int {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 // batcher runs inference with micro-batching: concurrent requests queued
@@ -19,8 +22,8 @@ type batcher struct {
 }
 
 type inferReq struct {
-	m    *Model
-	f    *Features
+	m    *bundle.Model
+	f    *featurize.Features
 	y    float32
 	err  error
 	done chan struct{}
@@ -40,7 +43,7 @@ func newBatcher(workers, maxBatch int, maxWait time.Duration) *batcher {
 }
 
 // infer queues f for m and waits for its normalized prediction.
-func (b *batcher) infer(ctx context.Context, m *Model, f *Features) (float32, error) {
+func (b *batcher) infer(ctx context.Context, m *bundle.Model, f *featurize.Features) (float32, error) {
 	r := reqPool.Get().(*inferReq)
 	r.m, r.f, r.err = m, f, nil
 	select {
@@ -132,7 +135,7 @@ func (b *batcher) work() {
 // run predicts a batch, one model at a time (a reload may put requests
 // for two models in one batch).
 func (b *batcher) run(batch []*inferReq) {
-	fs := make([]*Features, 0, len(batch))
+	fs := make([]*featurize.Features, 0, len(batch))
 	for start := 0; start < len(batch); {
 		m := batch[start].m
 		end := start

@@ -1,23 +1,23 @@
-// Package estimator turns Trino queries into the cost model's inputs, the
-// same code for training and serving (DESIGN §2):
+// Package estimator is the estimate service (DESIGN §2, §5.1): classify →
+// EXPLAIN as the caller → featurize → micro-batched inference, with the
+// estimate cache key and bundle hot reload. The pipeline's stages live in
+// sub-packages, each importing only those before it:
 //
-//	Classify / Explainable      which statements get an EXPLAIN          classify.go
-//	ExplainClient.Explain       EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON)  explain.go
-//	                            as the caller, over the Trino protocol
-//	ParsePlan                   plan JSON → stitched plan tree           plan.go
-//	BuildOTP, Stats, RenderOTP  plan → Operator-Table-Predicate tree     otp.go
-//	ParsePredicate              Trino expression → AND/OR/NOT of clauses predicate.go, predicate_lex.go
-//	SampleSubTrees, FullTree    the sub-tree sampler (Algorithm 1)       subtree.go
-//	Encoder, WriteNPZ           tensors (layout: TENSORS.md)             tensor.go, vocab.go, predvec.go, npy.go
-//	ReadBundle, LoadModel       model bundles (BUNDLE.md), golden checks bundle.go, model.go
-//	Runtime, Session            the ONNX seam (cgo lives in estimator/onnx) runtime.go
-//	Service                     classify → EXPLAIN → featurize → micro-  service.go, batch.go,
-//	                            batched inference; estimate cache keys;  fingerprint.go, reload.go
-//	                            bundle hot reload (SIGHUP, file changes)
+//	estimator/plan       which statements get an EXPLAIN; the EXPLAIN client;
+//	                     plan JSON → plan tree
+//	estimator/featurize  plan → O-T-P tree → predicates → sub-trees → tensors
+//	estimator/npy        .npy/.npz files (training batches, golden cases)
+//	estimator/bundle     model bundles, golden checks, the Model; the
+//	                     Runtime/Session seam
+//	estimator/onnx       ONNX Runtime behind bundle.Runtime (the only cgo)
 //
-// Errors carry the "estimator:" prefix and wrap sentinel errors
-// (ErrBadPlan, ErrPlanTooLarge, ErrPlanCycle, ErrUnknownFragment,
-// ErrPredicate, ErrSamplerConfig, ErrEncoder) or are typed (*TrinoError,
-// *HTTPError): branch with errors.Is / errors.As. The package uses no cgo and
-// never imports proxy.
+// In this package:
+//
+//	Service                     Estimate / EstimatePlan / Reload           service.go, batch.go
+//	Fingerprint, EstimateKey    literal-insensitive text; cache keys       fingerprint.go
+//	Service.WatchBundle         reload on SIGHUP and file changes          watch.go
+//
+// Errors carry the "estimator:" prefix and wrap the stages' sentinel errors:
+// branch with errors.Is / errors.As. The package uses no cgo and never
+// imports proxy.
 package estimator

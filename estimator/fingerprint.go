@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
 // Fingerprint normalizes a SQL statement for caching: comments dropped,
@@ -22,72 +24,15 @@ func Fingerprint(sql string) string {
 		}
 		b.WriteString(s)
 	}
-	isIdent := func(c byte) bool {
-		return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
-	}
-	for i := 0; i < len(sql); {
-		c := sql[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
-			i++
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			for i < len(sql) && sql[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			end := strings.Index(sql[i+2:], "*/")
-			if end < 0 {
-				i = len(sql)
-			} else {
-				i += end + 4
-			}
-		case c == '\'':
-			i++
-			for i < len(sql) {
-				if sql[i] == '\'' {
-					if i+1 < len(sql) && sql[i+1] == '\'' {
-						i += 2
-						continue
-					}
-					i++
-					break
-				}
-				i++
-			}
+	sc := sqllex.NewScanner(sqllex.Statement, sql)
+	for t := sc.Next(); t.Kind != sqllex.EOF; t = sc.Next() {
+		switch t.Kind {
+		case sqllex.String, sqllex.Number:
 			emit("?")
-		case c == '"':
-			j := i + 1
-			for j < len(sql) {
-				if sql[j] == '"' {
-					if j+1 < len(sql) && sql[j+1] == '"' {
-						j += 2
-						continue
-					}
-					j++
-					break
-				}
-				j++
-			}
-			emit(sql[i:j])
-			i = j
-		case c >= '0' && c <= '9' || c == '.' && i+1 < len(sql) && sql[i+1] >= '0' && sql[i+1] <= '9':
-			j := i
-			for j < len(sql) && (isIdent(sql[j]) || sql[j] == '.' ||
-				(sql[j] == '+' || sql[j] == '-') && (sql[j-1] == 'e' || sql[j-1] == 'E')) {
-				j++
-			}
-			emit("?")
-			i = j
-		case isIdent(c):
-			j := i
-			for j < len(sql) && isIdent(sql[j]) {
-				j++
-			}
-			emit(strings.ToLower(sql[i:j]))
-			i = j
-		default:
-			emit(sql[i : i+1])
-			i++
+		case sqllex.Word:
+			emit(strings.ToLower(t.Text))
+		default: // quoted identifiers as written, punctuation
+			emit(t.Text)
 		}
 	}
 	out := b.String()

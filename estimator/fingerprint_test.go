@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"net/http"
 	"testing"
 	"unicode/utf8"
 )
@@ -20,4 +21,53 @@ func FuzzFingerprint(f *testing.F) {
 			t.Fatalf("Fingerprint(%q) = %q, refingerprinted %q", s, fp, again)
 		}
 	})
+}
+
+func TestFingerprint(t *testing.T) {
+	cases := []struct{ a, b string }{
+		{"SELECT * FROM t WHERE x = 1", "select *\n  from T where X = 42;"},
+		{"SELECT 'a''b', 1.5e3 -- comment\nFROM t", "SELECT 'zz', 7 /* other */ FROM t"},
+		{`SELECT "Mixed" FROM t WHERE d = DATE '2000-01-01'`, `select "Mixed" from t where d = date '2001-02-03'`},
+	}
+	for _, c := range cases {
+		if fa, fb := Fingerprint(c.a), Fingerprint(c.b); fa != fb {
+			t.Errorf("Fingerprint(%q) = %q\nFingerprint(%q) = %q", c.a, fa, c.b, fb)
+		}
+	}
+	if a, b := Fingerprint(`SELECT "Mixed" FROM t`), Fingerprint(`SELECT "mixed" FROM t`); a == b {
+		t.Errorf("quoted identifiers folded: %q", a)
+	}
+	if got := Fingerprint("SELECT a1, x FROM t2 WHERE y IN (1, 2)"); got != "select a1 , x from t2 where y in ( ? , ? )" {
+		t.Errorf("Fingerprint = %q", got)
+	}
+}
+
+func TestEstimateKey(t *testing.T) {
+	h := http.Header{"X-Trino-User": {"alice"}, "X-Trino-Catalog": {"tpch"}, "X-Trino-Schema": {"sf1"},
+		"X-Trino-Session": {"join_distribution_type=BROADCAST"}, "X-Trino-Trace-Token": {"t1"}}
+	base := EstimateKey("m1", "SELECT 1", h)
+	same := h.Clone()
+	same.Set("X-Trino-Trace-Token", "t2")
+	same.Set("X-Trino-Client-Info", "dashboards")
+	if EstimateKey("m1", "select  2", same) != base {
+		t.Error("key changed with literals, trace token or client info")
+	}
+	for name, mod := range map[string]func(http.Header){
+		"user":     func(h http.Header) { h.Set("X-Trino-User", "bob") },
+		"catalog":  func(h http.Header) { h.Set("X-Trino-Catalog", "tpcds") },
+		"schema":   func(h http.Header) { h.Set("X-Trino-Schema", "tiny") },
+		"session":  func(h http.Header) { h.Add("X-Trino-Session", "query_max_stage_count=200") },
+		"role":     func(h http.Header) { h.Set("X-Trino-Role", "system=ROLE{admin}") },
+		"prepared": func(h http.Header) { h.Set("X-Trino-Prepared-Statement", "q1=SELECT+1") },
+		"creds":    func(h http.Header) { h.Set("Authorization", "Basic YWxpY2U6eA==") },
+	} {
+		h2 := h.Clone()
+		mod(h2)
+		if EstimateKey("m1", "SELECT 1", h2) == base {
+			t.Errorf("key ignores the %s", name)
+		}
+	}
+	if EstimateKey("m2", "SELECT 1", h) == base {
+		t.Error("key ignores the model id")
+	}
 }

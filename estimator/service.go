@@ -3,12 +3,14 @@ package estimator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 // CostEstimate is the cost estimate of one statement.
@@ -17,7 +19,7 @@ type CostEstimate struct {
 	// SESSION, SHOW, DDL...; see Explainable): then Statement and Reason
 	// say why and the cost fields are zero.
 	Estimated bool
-	Statement StatementKind
+	Statement plan.StatementKind
 	Reason    string
 
 	CPUSeconds float64 // predicted CPU time of the query, seconds
@@ -57,7 +59,7 @@ type PlanCache interface {
 // ServiceOptions configure a Service. Zero values are documented per field.
 type ServiceOptions struct {
 	// Explain runs the EXPLAINs. Nil means a zero ExplainClient.
-	Explain *ExplainClient
+	Explain *plan.ExplainClient
 	// ExplainTimeout bounds one EXPLAIN. Zero means 30s.
 	ExplainTimeout time.Duration
 	// MaxBatch is the largest inference batch. Zero means 32; 1 turns
@@ -85,15 +87,15 @@ type ServiceOptions struct {
 // swapped while it serves (Swap, WatchBundle).
 type Service struct {
 	opts  ServiceOptions
-	model atomic.Pointer[Model]
+	model atomic.Pointer[bundle.Model]
 	b     *batcher
 	log   *slog.Logger
 }
 
 // NewService serves m (which the Service then owns and closes).
-func NewService(m *Model, o ServiceOptions) *Service {
+func NewService(m *bundle.Model, o ServiceOptions) *Service {
 	if o.Explain == nil {
-		o.Explain = &ExplainClient{}
+		o.Explain = &plan.ExplainClient{}
 	}
 	if o.ExplainTimeout <= 0 {
 		o.ExplainTimeout = 30 * time.Second
@@ -114,11 +116,11 @@ func NewService(m *Model, o ServiceOptions) *Service {
 }
 
 // Model returns the model being served.
-func (s *Service) Model() *Model { return s.model.Load() }
+func (s *Service) Model() *bundle.Model { return s.model.Load() }
 
 // Swap serves m from now on; the previous model closes once its in-flight
 // requests finish.
-func (s *Service) Swap(m *Model) {
+func (s *Service) Swap(m *bundle.Model) {
 	if old := s.model.Swap(m); old != nil && old != m {
 		old.Close()
 	}
@@ -133,13 +135,13 @@ func (s *Service) Close() {
 }
 
 // acquire returns the current model with a reference held.
-func (s *Service) acquire() (*Model, error) {
+func (s *Service) acquire() (*bundle.Model, error) {
 	for {
 		m := s.model.Load()
 		if m == nil {
 			return nil, errServiceClosed
 		}
-		if m.acquire() {
+		if m.Acquire() {
 			return m, nil
 		}
 		// Retired between Load and acquire: a newer model is in place.
@@ -148,18 +150,20 @@ func (s *Service) acquire() (*Model, error) {
 
 // Estimate estimates sql for the caller described by h (read only; its
 // X-Trino-* headers and Authorization go to the EXPLAIN) against the Trino
-// coordinator at server. Statements that are not explainable get a
-// not-estimated result and a nil error, without contacting Trino.
+// coordinator at server. Statements that are not safe to explain
+// (plan.StatementKind.SafeToExplain: not explainable, or CREATE TABLE AS)
+// get a not-estimated result with the reason and a nil error, without
+// contacting Trino.
 func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Header) (*CostEstimate, error) {
-	kind := Classify(sql)
-	if !kind.Explainable() {
-		return &CostEstimate{Statement: kind, Reason: fmt.Sprintf("a %s statement is not estimated", kind)}, nil
+	kind := plan.Classify(sql)
+	if ok, why := kind.SafeToExplain(); !ok {
+		return &CostEstimate{Statement: kind, Reason: why}, nil
 	}
 	m, err := s.acquire()
 	if err != nil {
 		return nil, err
 	}
-	defer m.release()
+	defer m.Release()
 	var key string
 	if s.opts.Cache != nil {
 		key = EstimateKey(m.ID(), sql, h)
@@ -200,11 +204,11 @@ func (s *Service) EstimatePlan(ctx context.Context, planJSON []byte) (*CostEstim
 	if err != nil {
 		return nil, err
 	}
-	defer m.release()
+	defer m.Release()
 	return s.estimatePlan(ctx, m, planJSON)
 }
 
-func (s *Service) estimatePlan(ctx context.Context, m *Model, planJSON []byte) (*CostEstimate, error) {
+func (s *Service) estimatePlan(ctx context.Context, m *bundle.Model, planJSON []byte) (*CostEstimate, error) {
 	t0 := time.Now()
 	f, err := m.Featurize(planJSON)
 	if err != nil {
@@ -217,7 +221,7 @@ func (s *Service) estimatePlan(ctx context.Context, m *Model, planJSON []byte) (
 	}
 	t2 := time.Now()
 	e := &CostEstimate{
-		Estimated: true, Statement: StmtQuery,
+		Estimated: true, Statement: plan.StmtQuery,
 		CPUSeconds: m.CPUSeconds(y), Normalized: y,
 		ModelID: m.ID(), Untrained: m.Manifest().Untrained(),
 		FeaturizeMicros: t1.Sub(t0).Microseconds(), InferMicros: t2.Sub(t1).Microseconds(),
@@ -229,7 +233,7 @@ func (s *Service) estimatePlan(ctx context.Context, m *Model, planJSON []byte) (
 
 // Reload loads a new model with load and swaps it in. A refused model
 // leaves the current one serving; the error says why.
-func (s *Service) Reload(load func() (*Model, error)) error {
+func (s *Service) Reload(load func() (*bundle.Model, error)) error {
 	m, err := load()
 	if err != nil {
 		return err

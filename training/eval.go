@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 // EvalConfig is one evaluation of a model bundle and the baselines on the
@@ -54,14 +55,14 @@ func DefaultReport(bundle string) string { return strings.TrimRight(bundle, "/")
 // LoadBundleEncoder reads a bundle with the serving side's reader
 // (estimator.ReadBundle: every check but the model's outputs) and builds
 // its encoder.
-func LoadBundleEncoder(dir string) (*estimator.Encoder, *estimator.Manifest, error) {
-	b, err := estimator.ReadBundle(dir)
+func LoadBundleEncoder(dir string) (*featurize.Encoder, *bundle.Manifest, error) {
+	b, err := bundle.Read(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	m := &b.Manifest
-	enc := &estimator.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: m.Pf,
-		Sampler: estimator.SamplerConfig{N: m.N, K: m.K, C: m.C}}
+	enc := &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: m.Pf,
+		Sampler: featurize.SamplerConfig{N: m.N, K: m.K, C: m.C}}
 	return enc, m, nil
 }
 
@@ -137,7 +138,7 @@ func EvalPrepare(log io.Writer, bundle string, paths []string, splitPath, workdi
 		return errors.New("no test-split queries in the records")
 	}
 	tgt := Target{Min: m.Target.Min, Max: m.Target.Max}
-	meta := estimator.BatchMeta{N: m.N, K: m.K, C: m.C}
+	meta := featurize.BatchMeta{N: m.N, K: m.K, C: m.C}
 	if err := writeSplitTensors(workdir, "test", enc, meta, test, tgt); err != nil {
 		return err
 	}

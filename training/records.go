@@ -15,6 +15,8 @@ import (
 
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 // Query is one usable query record with everything the steps and the
@@ -51,11 +53,11 @@ type Query struct {
 	Preds  [][]string     `json:"preds"`
 	Joins  []Join         `json:"joins"`
 
-	root *estimator.OTPNode
+	root *featurize.OTPNode
 }
 
 // Root is the query's O-T-P tree (not part of the JSON form).
-func (q *Query) Root() *estimator.OTPNode { return q.root }
+func (q *Query) Root() *featurize.OTPNode { return q.root }
 
 // Join is a join operator of a query's O-T-P tree with its criteria tokens.
 type Join struct {
@@ -175,25 +177,25 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 		template, family = liveTemplate(r.SQL), "live"
 		part = collector.HashPart(template)
 	}
-	plan, err := estimator.ParsePlan(r.Plan.JSON)
+	p, err := plan.Parse(r.Plan.JSON)
 	if err != nil {
 		return nil, "plan parse error"
 	}
-	root, err := estimator.BuildOTP(plan)
+	root, err := featurize.BuildOTP(p)
 	if err != nil {
 		return nil, "O-T-P error"
 	}
-	stats := estimator.Stats(root)
+	stats := featurize.Stats(root)
 	q := &Query{
 		Key: r.Key, Template: template, Split: splitNames[part],
 		Family: family, Scale: scale,
 		CPUMs: r.Stats.CPUMillis, LnCPU: math.Log(float64(r.Stats.CPUMillis) / 1000),
 		SQL: r.SQL, Session: r.SessionProperties,
-		PlanNodes: plan.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,
+		PlanNodes: p.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,
 		Ops: map[string]int{}, Tables: []string{}, Preds: [][]string{}, Joins: []Join{},
 		root: root,
 	}
-	plan.Root.Walk(func(n *estimator.PlanNode) {
+	p.Root.Walk(func(n *plan.PlanNode) {
 		for _, e := range n.Estimates {
 			if !math.IsNaN(e.CPUCost) && !math.IsInf(e.CPUCost, 0) {
 				q.TrinoCPUCost += e.CPUCost
@@ -202,20 +204,20 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 			}
 		}
 	})
-	root.Walk(func(n *estimator.OTPNode) {
+	root.Walk(func(n *featurize.OTPNode) {
 		switch n.Kind {
-		case estimator.OTPOperator:
+		case featurize.OTPOperator:
 			q.Ops[n.Value]++
-			if estimator.IsJoin(opName(n.Value)) {
+			if featurize.IsJoin(opName(n.Value)) {
 				j := Join{Op: n.Value}
 				if n.Pred != nil {
 					j.Tokens = n.Pred.Tokens()
 				}
 				q.Joins = append(q.Joins, j)
 			}
-		case estimator.OTPTable:
+		case featurize.OTPTable:
 			q.Tables = append(q.Tables, n.Value)
-		case estimator.OTPPredicate:
+		case featurize.OTPPredicate:
 			if n.Pred != nil {
 				if toks := n.Pred.Tokens(); len(toks) > 0 {
 					q.Preds = append(q.Preds, toks)

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 // Target is target.json: the normalization of ln(CPU seconds) into [0, 1].
@@ -72,7 +72,7 @@ func Tensors(cfg *Config) error {
 		return fmt.Errorf("tokens.vec has dimension %d, --pf is %d", vecs.Dim, cfg.Pf)
 	}
 	// Vocabularies and normalization from the training split only.
-	var trainRoots []*estimator.OTPNode
+	var trainRoots []*featurize.OTPNode
 	for _, q := range qs {
 		if q.Split == "train" {
 			trainRoots = append(trainRoots, q.root)
@@ -82,9 +82,9 @@ func Tensors(cfg *Config) error {
 		return errors.New("no training queries")
 	}
 	tgt := TrainTarget(qs)
-	ops, tables := estimator.BuildVocabs(trainRoots)
-	enc := &estimator.Encoder{Ops: ops, Tables: tables, Vectors: vecs, Dim: vecs.Dim,
-		Sampler: estimator.SamplerConfig{N: cfg.N, K: cfg.K, C: cfg.C}}
+	ops, tables := featurize.BuildVocabs(trainRoots)
+	enc := &featurize.Encoder{Ops: ops, Tables: tables, Vectors: vecs, Dim: vecs.Dim,
+		Sampler: featurize.SamplerConfig{N: cfg.N, K: cfg.K, C: cfg.C}}
 	if err := enc.Sampler.Validate(); err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func Tensors(cfg *Config) error {
 			fmt.Fprintf(cfg.log(), "tensors: no %s queries\n", part)
 			continue
 		}
-		meta := estimator.BatchMeta{N: cfg.N, K: cfg.K, C: cfg.C}
+		meta := featurize.BatchMeta{N: cfg.N, K: cfg.K, C: cfg.C}
 		if err := writeSplitTensors(cfg.Workdir, part, enc, meta, partQs, tgt); err != nil {
 			return err
 		}
@@ -129,19 +129,19 @@ func Tensors(cfg *Config) error {
 }
 
 // readVectors reads a Word2Vec text file (tokens.vec).
-func readVectors(path string) (*estimator.MapVectors, error) {
+func readVectors(path string) (*featurize.MapVectors, error) {
 	vf, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer vf.Close()
-	return estimator.LoadWord2VecText(vf)
+	return featurize.LoadWord2VecText(vf)
 }
 
 // writeSplitTensors encodes qs (one split, in order) and writes
 // DIR/PART.npz with the normalized targets and DIR/PART.keys.txt.
-func writeSplitTensors(dir, part string, enc *estimator.Encoder, meta estimator.BatchMeta, qs []*Query, tgt Target) error {
-	batch := make([]*estimator.Features, 0, len(qs))
+func writeSplitTensors(dir, part string, enc *featurize.Encoder, meta featurize.BatchMeta, qs []*Query, tgt Target) error {
+	batch := make([]*featurize.Features, 0, len(qs))
 	targets := make([]float32, 0, len(qs))
 	keys := make([]string, 0, len(qs))
 	for _, q := range qs {
@@ -163,7 +163,7 @@ func writeSplitTensors(dir, part string, enc *estimator.Encoder, meta estimator.
 // most FullChunk queries (each padded to its own longest tree: one file
 // padded to the longest tree of the whole set would be huge). The trainer
 // re-pads (padded model) or packs (packed model) per batch.
-func writeFullChunks(cfg *Config, enc *estimator.Encoder, part string, qs []*Query, tgt Target) (int, int, error) {
+func writeFullChunks(cfg *Config, enc *featurize.Encoder, part string, qs []*Query, tgt Target) (int, int, error) {
 	old, _ := filepath.Glob(filepath.Join(cfg.Workdir, "full_"+part+"_*.npz"))
 	for _, p := range old {
 		os.Remove(p)
@@ -171,7 +171,7 @@ func writeFullChunks(cfg *Config, enc *estimator.Encoder, part string, qs []*Que
 	chunks, maxNodes := 0, 0
 	for lo := 0; lo < len(qs); lo += cfg.FullChunk {
 		hi := min(lo+cfg.FullChunk, len(qs))
-		var batch []*estimator.Features
+		var batch []*featurize.Features
 		var targets []float32
 		for _, q := range qs[lo:hi] {
 			f, err := enc.EncodeFull(q.root, 0)
@@ -183,7 +183,7 @@ func writeFullChunks(cfg *Config, enc *estimator.Encoder, part string, qs []*Que
 			targets = append(targets, tgt.Normalize(q.LnCPU))
 		}
 		path := filepath.Join(cfg.Workdir, fmt.Sprintf("full_%s_%03d.npz", part, chunks))
-		if err := writeNPZFile(path, batch, estimator.BatchMeta{K: 1, C: cfg.C, Full: true}, targets); err != nil {
+		if err := writeNPZFile(path, batch, featurize.BatchMeta{K: 1, C: cfg.C, Full: true}, targets); err != nil {
 			return 0, 0, err
 		}
 		chunks++
@@ -193,7 +193,7 @@ func writeFullChunks(cfg *Config, enc *estimator.Encoder, part string, qs []*Que
 
 // GlobalPredVector is the mean of the non-zero PRED vectors of the trees
 // (the bundle's last-resort fallback vector, DESIGN §2.3).
-func GlobalPredVector(enc *estimator.Encoder, roots []*estimator.OTPNode) []float32 {
+func GlobalPredVector(enc *featurize.Encoder, roots []*featurize.OTPNode) []float32 {
 	sum := make([]float64, enc.Dim)
 	n := 0
 	for _, r := range roots {
@@ -202,7 +202,7 @@ func GlobalPredVector(enc *estimator.Encoder, roots []*estimator.OTPNode) []floa
 			continue
 		}
 		for s, kind := range f.Kind {
-			if kind != estimator.SlotPRED {
+			if kind != featurize.SlotPRED {
 				continue
 			}
 			v := f.Pred[s*f.Dim : (s+1)*f.Dim]
@@ -231,13 +231,13 @@ func GlobalPredVector(enc *estimator.Encoder, roots []*estimator.OTPNode) []floa
 	return out
 }
 
-func writeNPZFile(path string, batch []*estimator.Features, meta estimator.BatchMeta, targets []float32) error {
+func writeNPZFile(path string, batch []*featurize.Features, meta featurize.BatchMeta, targets []float32) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	if err := estimator.WriteNPZ(w, batch, meta, targets); err != nil {
+	if err := featurize.WriteNPZ(w, batch, meta, targets); err != nil {
 		f.Close()
 		return err
 	}

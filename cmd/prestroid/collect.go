@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/trinodb/trino-go-client/trino"
 )
 
@@ -143,7 +144,7 @@ func runItems(ctx context.Context, f *collectFlags, db *sql.DB, items []collecto
 		Info: collector.RunInfo{Host: host, Concurrency: f.concurrency, TimeoutMs: f.timeout.Milliseconds(), Run: time.Now().UTC().Format(time.RFC3339)},
 	}
 	if !f.noPlan {
-		r.Plan = explainPlan(&estimator.ExplainClient{HTTP: &http.Client{Timeout: 2 * time.Minute}})
+		r.Plan = explainPlan(&plan.ExplainClient{HTTP: &http.Client{Timeout: 2 * time.Minute}})
 	}
 	collectLogf("%d planned queries (%d already in %s), concurrency %d, timeout %s", len(items), w.Len(), f.out, f.concurrency, f.timeout)
 	sum, err := r.Run(ctx, items)
@@ -153,14 +154,14 @@ func runItems(ctx context.Context, f *collectFlags, db *sql.DB, items []collecto
 
 // explainPlan adapts the serving EXPLAIN client and featurizer to the
 // collector: the plan JSON (compacted) and its O-T-P summary.
-func explainPlan(c *estimator.ExplainClient) collector.PlanFunc {
+func explainPlan(c *plan.ExplainClient) collector.PlanFunc {
 	return func(ctx context.Context, server string, it *collector.Item, h http.Header) (*collector.Plan, error) {
-		if !estimator.Explainable(it.SQL) {
+		if !plan.Explainable(it.SQL) {
 			return nil, nil // not a query (SET SESSION, SHOW, ...): run it without a plan
 		}
 		res, err := c.Explain(ctx, server, it.SQL, h)
 		if err != nil {
-			var te *estimator.TrinoError
+			var te *plan.TrinoError
 			if !errors.As(err, &te) {
 				// Not a verdict on the query (network, HTTP status, a
 				// deadline): retry in a later run.
@@ -179,11 +180,11 @@ func explainPlan(c *estimator.ExplainClient) collector.PlanFunc {
 		} else {
 			p.JSON = buf.Bytes()
 		}
-		plan, err := estimator.ParsePlan(res.PlanJSON)
+		plan, err := plan.Parse(res.PlanJSON)
 		if err == nil {
-			var root *estimator.OTPNode
-			if root, err = estimator.BuildOTP(plan); err == nil {
-				s := estimator.Stats(root)
+			var root *featurize.OTPNode
+			if root, err = featurize.BuildOTP(plan); err == nil {
+				s := featurize.Stats(root)
 				p.OTP = &collector.OTPSummary{Nodes: s.Nodes, MaxDepth: s.MaxDepth, Preds: s.Preds, Tables: s.Tables}
 			}
 		}

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 func init() {
@@ -60,7 +61,7 @@ func runPlan(args []string) int {
 		}
 		return 2
 	}
-	cfg := estimator.SamplerConfig{N: *n, K: *k, C: *c}
+	cfg := featurize.SamplerConfig{N: *n, K: *k, C: *c}
 	if *subtrees {
 		if err := cfg.Validate(); err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
@@ -92,13 +93,13 @@ func (o planOutput) explain(server, sql string, h http.Header, timeout time.Dura
 		fmt.Fprintln(os.Stderr, "prestroid plan: --server needs a SQL argument")
 		return 2
 	}
-	if !estimator.Explainable(sql) {
-		fmt.Fprintf(os.Stderr, "prestroid plan: a %s statement gets no EXPLAIN\n", estimator.Classify(sql))
+	if !plan.Explainable(sql) {
+		fmt.Fprintf(os.Stderr, "prestroid plan: a %s statement gets no EXPLAIN\n", plan.Classify(sql))
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	res, err := (&estimator.ExplainClient{}).Explain(ctx, server, sql, h)
+	res, err := (&plan.ExplainClient{}).Explain(ctx, server, sql, h)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 		return 1
@@ -111,7 +112,7 @@ func (o planOutput) explain(server, sql string, h http.Header, timeout time.Dura
 // stdin (arg "" or "-").
 func (o planOutput) path(arg string) int {
 	if arg == "" || arg == "-" {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, estimator.DefaultMaxPlanBytes+1))
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, plan.DefaultMaxPlanBytes+1))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 			return 1
@@ -141,13 +142,13 @@ type planOutput struct {
 	json      bool
 	sentences bool
 	joins     bool
-	cfg       estimator.SamplerConfig
+	cfg       featurize.SamplerConfig
 }
 
 // writeSentences prints one token sentence per PRED node (and per join
 // criteria with joins), pre-order.
-func (o planOutput) writeSentences(root *estimator.OTPNode) {
-	for _, toks := range estimator.PredicateSentences(root, o.joins) {
+func (o planOutput) writeSentences(root *featurize.OTPNode) {
+	for _, toks := range featurize.PredicateSentences(root, o.joins) {
 		fmt.Fprintln(o.w, strings.Join(toks, " "))
 	}
 }
@@ -160,7 +161,7 @@ type otpJSON struct {
 	Right *otpJSON `json:"right,omitempty"`
 }
 
-func toOTPJSON(n *estimator.OTPNode) *otpJSON {
+func toOTPJSON(n *featurize.OTPNode) *otpJSON {
 	if n == nil {
 		return nil
 	}
@@ -175,12 +176,12 @@ type subtreeNodeJSON struct {
 	Vote  uint8  `json:"vote"`
 }
 
-func build(planJSON []byte) (*estimator.OTPNode, error) {
-	p, err := estimator.ParsePlan(planJSON)
+func build(planJSON []byte) (*featurize.OTPNode, error) {
+	p, err := plan.Parse(planJSON)
 	if err != nil {
 		return nil, err
 	}
-	return estimator.BuildOTP(p)
+	return featurize.BuildOTP(p)
 }
 
 func (o planOutput) one(name string, planJSON []byte) int {
@@ -189,10 +190,10 @@ func (o planOutput) one(name string, planJSON []byte) int {
 		fmt.Fprintf(os.Stderr, "prestroid plan: %s: %v\n", name, err)
 		return 1
 	}
-	s := estimator.NewPlanStat("", root)
-	var sts []estimator.SubTree
+	s := featurize.NewPlanStat("", root)
+	var sts []featurize.SubTree
 	if o.subtrees {
-		if sts, err = estimator.SampleSubTrees(root, o.cfg); err != nil {
+		if sts, err = featurize.SampleSubTrees(root, o.cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 			return 2
 		}
@@ -208,16 +209,16 @@ func (o planOutput) one(name string, planJSON []byte) int {
 	case o.stats:
 		fmt.Fprintf(o.w, "nodes %d\nmax depth %d\npreds %d\ntables %s\n", s.Nodes, s.MaxDepth, s.Preds, strings.Join(s.Tables, ", "))
 	case o.subtrees:
-		fmt.Fprint(o.w, estimator.RenderSubTrees(sts))
+		fmt.Fprint(o.w, featurize.RenderSubTrees(sts))
 	default:
-		fmt.Fprint(o.w, estimator.RenderOTP(root))
+		fmt.Fprint(o.w, featurize.RenderOTP(root))
 	}
 	return 0
 }
 
 // oneJSON prints one plan's --json object: its stats, and the sub-trees
 // (--subtrees) or the O-T-P tree (unless --stats).
-func (o planOutput) oneJSON(root *estimator.OTPNode, s estimator.PlanStat, sts []estimator.SubTree) int {
+func (o planOutput) oneJSON(root *featurize.OTPNode, s featurize.PlanStat, sts []featurize.SubTree) int {
 	s.Name, s.Workload = "", ""
 	v := map[string]any{"stats": s}
 	switch {
@@ -252,18 +253,18 @@ func (o planOutput) dir(dir string) int {
 		fmt.Fprintf(os.Stderr, "prestroid plan: no *.json in %s\n", dir)
 		return 1
 	}
-	var rows []estimator.PlanStat
+	var rows []featurize.PlanStat
 	failed := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err == nil {
-			var root *estimator.OTPNode
+			var root *featurize.OTPNode
 			if root, err = build(b); err == nil && o.sentences {
 				o.writeSentences(root)
 				continue
 			}
 			if err == nil {
-				rows = append(rows, estimator.NewPlanStat(strings.TrimSuffix(filepath.Base(f), ".json"), root))
+				rows = append(rows, featurize.NewPlanStat(strings.TrimSuffix(filepath.Base(f), ".json"), root))
 				continue
 			}
 		}
@@ -280,8 +281,8 @@ func (o planOutput) dir(dir string) int {
 }
 
 // printDir prints dir's table, grid and workload maxima (or their JSON).
-func (o planOutput) printDir(rows []estimator.PlanStat, failed int) {
-	maxima := estimator.WorkloadMaxima(rows)
+func (o planOutput) printDir(rows []featurize.PlanStat, failed int) {
+	maxima := featurize.WorkloadMaxima(rows)
 	if o.json {
 		enc := json.NewEncoder(o.w)
 		enc.SetIndent("", "  ")
@@ -296,14 +297,14 @@ func (o planOutput) printDir(rows []estimator.PlanStat, failed int) {
 		fmt.Fprintf(o.w, "%-28s %7d %6d %6d %7d\n", r.Name, r.Nodes, r.MaxDepth, r.Preds, len(r.Tables))
 	}
 	fmt.Fprintln(o.w, "\nnode count vs max depth (plans per cell)")
-	g := estimator.NewSizeDepthGrid(rows, estimator.DefaultNodeEdges, estimator.DefaultDepthEdges)
+	g := featurize.NewSizeDepthGrid(rows, featurize.DefaultNodeEdges, featurize.DefaultDepthEdges)
 	fmt.Fprintf(o.w, "%-10s", "depth\\nodes")
 	for j := range g.NodeEdges {
-		fmt.Fprintf(o.w, " %8s", estimator.BucketLabel(j, g.NodeEdges))
+		fmt.Fprintf(o.w, " %8s", featurize.BucketLabel(j, g.NodeEdges))
 	}
-	fmt.Fprintf(o.w, " %8s\n", estimator.BucketLabel(len(g.NodeEdges), g.NodeEdges))
+	fmt.Fprintf(o.w, " %8s\n", featurize.BucketLabel(len(g.NodeEdges), g.NodeEdges))
 	for i := len(g.Counts) - 1; i >= 0; i-- {
-		fmt.Fprintf(o.w, "%-10s", estimator.BucketLabel(i, g.DepthEdges))
+		fmt.Fprintf(o.w, "%-10s", featurize.BucketLabel(i, g.DepthEdges))
 		for _, v := range g.Counts[i] {
 			if v == 0 {
 				fmt.Fprintf(o.w, " %8s", ".")

@@ -13,6 +13,7 @@ import (
 	"github.com/prestroid/prestroid/cache"
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/onnx"
 	"github.com/prestroid/prestroid/models"
 	"github.com/prestroid/prestroid/proxy"
@@ -28,14 +29,8 @@ type estimatorAdapter struct{ svc *estimator.Service }
 var _ proxy.Estimator = estimatorAdapter{}
 
 func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Estimate, error) {
-	// On Trino 476, EXPLAIN of CREATE TABLE ... AS creates the (empty)
-	// target table on some connectors (memory; trinodb/trino#130), and the
-	// client's own statement then fails with TABLE_ALREADY_EXISTS. The
-	// proxy must never change what a statement does, so it does not
-	// explain CTAS.
-	if estimator.Classify(q.SQL) == estimator.StmtCreateTableAs {
-		return proxy.Estimate{Reason: "CREATE TABLE AS is not explained (EXPLAIN creates the table on some connectors, trinodb/trino#130)"}, nil
-	}
+	// Statements that must not be explained (CREATE TABLE AS: see
+	// plan.StatementKind.SafeToExplain) come back not estimated, with the reason.
 	e, err := a.svc.Estimate(ctx, q.Server, q.SQL, q.Header)
 	if err != nil {
 		return proxy.Estimate{}, err
@@ -67,29 +62,29 @@ func newRuntime(e config.Estimator) (*onnx.Runtime, error) {
 var errNoModel = errors.New("no model bundle: none configured (--model, estimator.model, PRESTROID_MODEL) and none embedded in this binary")
 
 // loadModel loads the configured bundle directory, or the embedded one.
-func loadModel(e config.Estimator, rt estimator.Runtime, mo estimator.ModelOptions) (*estimator.Model, error) {
+func loadModel(e config.Estimator, rt bundle.Runtime, mo bundle.ModelOptions) (*bundle.Model, error) {
 	if e.Model != "" {
-		return estimator.LoadBundleDir(rt, mo)(e.Model)
+		return bundle.LoadDir(rt, mo)(e.Model)
 	}
 	if embeddedModel == nil {
 		return nil, errNoModel
 	}
-	b, err := estimator.ReadBundleFS(embeddedModel, "embedded:models/default")
+	b, err := bundle.ReadFS(embeddedModel, "embedded:models/default")
 	if err != nil {
 		return nil, err
 	}
-	return estimator.LoadModel(b, rt, mo)
+	return bundle.LoadModel(b, rt, mo)
 }
 
 // newEstimatorService builds the estimator service from the configuration
 // (caches, batching); the caller closes it. reload loads a bundle directory
 // the same way (runtime, caches), for the bundle watcher.
-func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*estimator.Model, error), err error) {
+func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), err error) {
 	rt, err := newRuntime(e)
 	if err != nil {
 		return nil, nil, err
 	}
-	var mo estimator.ModelOptions
+	var mo bundle.ModelOptions
 	if e.VectorCacheBytes >= 0 {
 		vc, err := cache.NewVectors(e.VectorCacheBytes)
 		if err != nil {
@@ -126,7 +121,7 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 	if m.Manifest().Untrained() {
 		logger.Warn("estimator: serving an UNTRAINED model (random weights): its estimates mean nothing", "model", m.ID(), "source", m.Source())
 	}
-	return estimator.NewService(m, so), estimator.LoadBundleDir(rt, mo), nil
+	return estimator.NewService(m, so), bundle.LoadDir(rt, mo), nil
 }
 
 // wireEstimator sets o.Estimator and o.RoutingGroups from the

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prestroid/prestroid/cache"
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 // Benchmarks of the serving path. The model is PRESTROID_BENCH_MODEL (a
@@ -28,14 +30,14 @@ var benchPlans = []struct{ name, file string }{
 	{"5000", filepath.Join("..", "testdata", "bench", "union-36.json")},
 }
 
-func benchModel(b *testing.B, mo estimator.ModelOptions) *estimator.Model {
+func benchModel(b *testing.B, mo bundle.ModelOptions) *bundle.Model {
 	b.Helper()
 	rt := runtime(b)
 	dir := os.Getenv("PRESTROID_BENCH_MODEL")
 	if dir == "" {
 		dir = fixtureDir
 	}
-	m, err := estimator.LoadBundleDir(rt, mo)(dir)
+	m, err := bundle.LoadDir(rt, mo)(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func BenchmarkFeaturizeInfer(b *testing.B) {
 			if err != nil {
 				b.Skip(err)
 			}
-			m := benchModel(b, estimator.ModelOptions{})
+			m := benchModel(b, bundle.ModelOptions{})
 			samples := make([]time.Duration, 0, b.N)
 			var feat, inf time.Duration
 			b.ReportAllocs()
@@ -93,7 +95,7 @@ func BenchmarkFeaturizeInfer(b *testing.B) {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if _, err := m.Predict([]*estimator.Features{f}); err != nil {
+				if _, err := m.Predict([]*featurize.Features{f}); err != nil {
 					b.Fatal(err)
 				}
 				t2 := time.Now()
@@ -114,14 +116,14 @@ func BenchmarkFeaturizeInfer(b *testing.B) {
 // BenchmarkInferBatch is inference alone for batches of B queries.
 func BenchmarkInferBatch(b *testing.B) {
 	js, _ := os.ReadFile(benchPlans[0].file)
-	m := benchModel(b, estimator.ModelOptions{})
+	m := benchModel(b, bundle.ModelOptions{})
 	f, err := m.Featurize(js)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1, 8, 32} {
 		b.Run(map[int]string{1: "B=1", 8: "B=8", 32: "B=32"}[n], func(b *testing.B) {
-			batch := make([]*estimator.Features, n)
+			batch := make([]*featurize.Features, n)
 			for i := range batch {
 				batch[i] = f
 			}
@@ -157,7 +159,7 @@ func BenchmarkEstimatesPerSecond(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			vc, _ := cache.NewVectors(0)
 			defer vc.Close()
-			svc := estimator.NewService(benchModel(b, estimator.ModelOptions{PredicateCache: vc}),
+			svc := estimator.NewService(benchModel(b, bundle.ModelOptions{PredicateCache: vc}),
 				estimator.ServiceOptions{MaxBatch: c.maxBatch, MaxWait: c.maxWait})
 			defer svc.Close()
 			b.SetParallelism(8)

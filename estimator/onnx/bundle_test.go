@@ -17,13 +17,16 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/npy"
 )
 
 // copyFixture copies the fixture bundle into a temporary directory.
 func copyFixture(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, f := range estimator.BundleFiles {
+	for _, f := range bundle.Files {
 		b, err := os.ReadFile(filepath.Join(fixtureDir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -35,9 +38,9 @@ func copyFixture(t testing.TB) string {
 	return dir
 }
 
-func loadFixture(t testing.TB, rt estimator.Runtime, dir string) *estimator.Model {
+func loadFixture(t testing.TB, rt bundle.Runtime, dir string) *bundle.Model {
 	t.Helper()
-	m, err := estimator.LoadBundleDir(rt, estimator.ModelOptions{})(dir)
+	m, err := bundle.LoadDir(rt, bundle.ModelOptions{})(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +50,7 @@ func loadFixture(t testing.TB, rt estimator.Runtime, dir string) *estimator.Mode
 // editManifest rewrites manifest.json in dir through f.
 func editManifest(t testing.TB, dir string, f func(m map[string]any)) {
 	t.Helper()
-	p := filepath.Join(dir, estimator.ManifestFile)
+	p := filepath.Join(dir, bundle.ManifestFile)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -64,20 +67,20 @@ func editManifest(t testing.TB, dir string, f func(m map[string]any)) {
 }
 
 // editGolden rewrites golden.npz in dir through f.
-func editGolden(t testing.TB, dir string, f func(arrs map[string]*estimator.NPYArray)) {
+func editGolden(t testing.TB, dir string, f func(arrs map[string]*npy.Array)) {
 	t.Helper()
-	p := filepath.Join(dir, estimator.GoldenFile)
+	p := filepath.Join(dir, bundle.GoldenFile)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	arrs, err := estimator.ReadNPZ(bytes.NewReader(b), int64(len(b)))
+	arrs, err := npy.ReadNPZ(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f(arrs)
 	var out bytes.Buffer
-	z := estimator.NewNPZWriter(&out)
+	z := npy.NewNPZWriter(&out)
 	for name, a := range arrs {
 		if err := z.Add(name, a.Shape, a.Data); err != nil {
 			t.Fatal(err)
@@ -93,13 +96,13 @@ func TestGoFeaturizationMatchesGoldenInputs(t *testing.T) {
 	rt := runtime(t)
 	m := loadFixture(t, rt, fixtureDir)
 	defer m.Close()
-	b, err := estimator.ReadBundle(fixtureDir)
+	b, err := bundle.Read(fixtureDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := b.Golden
 	per := g.K * g.S
-	var batch []*estimator.Features
+	var batch []*featurize.Features
 	for i, name := range g.Names {
 		js, err := os.ReadFile(filepath.Join("..", "testdata", "explain", name+".json"))
 		if err != nil {
@@ -122,7 +125,7 @@ func TestGoFeaturizationMatchesGoldenInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range g.Expected {
-		if d := math.Abs(float64(y[i] - want)); d > estimator.GoldenTolerance {
+		if d := math.Abs(float64(y[i] - want)); d > bundle.GoldenTolerance {
 			t.Errorf("%s: predicted %v, golden %v", g.Names[i], y[i], want)
 		}
 	}
@@ -184,12 +187,12 @@ func TestRefusedBundles(t *testing.T) {
 			os.WriteFile(p, b[:len(b)-200], 0o644)
 		}, []string{"golden.npz"}},
 		{"a golden case the model disagrees with", func(t *testing.T, dir string) {
-			editGolden(t, dir, func(arrs map[string]*estimator.NPYArray) {
+			editGolden(t, dir, func(arrs map[string]*npy.Array) {
 				arrs["expected"].Data.([]float32)[3] += 0.001
 			})
 		}, []string{"golden.npz", `golden case 3 "tpcds-q01-sf1"`}},
 		{"golden inputs that do not give the expected prediction", func(t *testing.T, dir string) {
-			editGolden(t, dir, func(arrs map[string]*estimator.NPYArray) {
+			editGolden(t, dir, func(arrs map[string]*npy.Array) {
 				arrs["vote"].Data.([]float32)[9*16*5+1] = 0 // root of case 5's first sub-tree
 			})
 		}, []string{`golden case 5 "tpcds-q18-sf1"`}},
@@ -214,17 +217,17 @@ func TestRefusedBundles(t *testing.T) {
 				m["tensor_format_version"] = 2
 				m["inputs"] = []string{"op", "table", "left", "right", "vote", "pred", "est", "plan"}
 			})
-			editGolden(t, dir, func(arrs map[string]*estimator.NPYArray) { delete(arrs, "est"); delete(arrs, "plan") })
+			editGolden(t, dir, func(arrs map[string]*npy.Array) { delete(arrs, "est"); delete(arrs, "plan") })
 		}, []string{"golden.npz", `array "est" missing`}},
 		{"estimate inputs the model does not take", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m map[string]any) {
 				m["tensor_format_version"] = 2
 				m["inputs"] = []string{"op", "table", "left", "right", "vote", "pred", "est", "plan"}
 			})
-			editGolden(t, dir, func(arrs map[string]*estimator.NPYArray) {
+			editGolden(t, dir, func(arrs map[string]*npy.Array) {
 				g := arrs["expected"].Shape[0]
-				arrs["est"] = &estimator.NPYArray{Descr: "<f4", Shape: []int{g, 9, 16, estimator.EstDim}, Data: make([]float32, g*9*16*estimator.EstDim)}
-				arrs["plan"] = &estimator.NPYArray{Descr: "<f4", Shape: []int{g, estimator.PlanDim}, Data: make([]float32, g*estimator.PlanDim)}
+				arrs["est"] = &npy.Array{Descr: "<f4", Shape: []int{g, 9, 16, featurize.EstDim}, Data: make([]float32, g*9*16*featurize.EstDim)}
+				arrs["plan"] = &npy.Array{Descr: "<f4", Shape: []int{g, featurize.PlanDim}, Data: make([]float32, g*featurize.PlanDim)}
 			})
 		}, []string{"model.onnx", "declares inputs"}},
 		{"a newer tensor format", func(t *testing.T, dir string) {
@@ -238,11 +241,11 @@ func TestRefusedBundles(t *testing.T) {
 		t.Run("refuses "+c.name, func(t *testing.T) {
 			dir := copyFixture(t)
 			c.break_(t, dir)
-			_, err := estimator.LoadBundleDir(rt, estimator.ModelOptions{})(dir)
+			_, err := bundle.LoadDir(rt, bundle.ModelOptions{})(dir)
 			if err == nil {
 				t.Fatal("bundle accepted")
 			}
-			if !errors.Is(err, estimator.ErrBundle) {
+			if !errors.Is(err, bundle.ErrBundle) {
 				t.Errorf("error does not wrap ErrBundle: %v", err)
 			}
 			for _, w := range c.want {
@@ -272,7 +275,7 @@ func TestRefusedReloadKeepsServing(t *testing.T) {
 	hup := make(chan os.Signal, 1)
 	done := make(chan struct{})
 	go func() {
-		svc.WatchBundle(ctx, dir, estimator.LoadBundleDir(rt, estimator.ModelOptions{}), 20*time.Millisecond, hup)
+		svc.WatchBundle(ctx, dir, bundle.LoadDir(rt, bundle.ModelOptions{}), 20*time.Millisecond, hup)
 		close(done)
 	}()
 	waitFor := func(what string, cond func() bool) {
@@ -349,8 +352,8 @@ func TestConcurrentEstimatesWhileReloading(t *testing.T) {
 		}(g)
 	}
 	for i := 0; i < 3; i++ {
-		if err := svc.Reload(func() (*estimator.Model, error) {
-			return estimator.LoadBundleDir(rt, estimator.ModelOptions{})(fixtureDir)
+		if err := svc.Reload(func() (*bundle.Model, error) {
+			return bundle.LoadDir(rt, bundle.ModelOptions{})(fixtureDir)
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
 	ort "github.com/yalue/onnxruntime_go"
 )
 
@@ -107,7 +107,7 @@ type Runtime struct {
 	opts Options
 }
 
-var _ estimator.Runtime = (*Runtime)(nil)
+var _ bundle.Runtime = (*Runtime)(nil)
 
 // New loads the library (once per process) and returns a Runtime.
 func New(o Options) (*Runtime, error) {
@@ -118,7 +118,7 @@ func New(o Options) (*Runtime, error) {
 }
 
 // NewSession implements estimator.Runtime.
-func (r *Runtime) NewSession(model []byte, inputs []string, output string) (estimator.Session, error) {
+func (r *Runtime) NewSession(model []byte, inputs []string, output string) (bundle.Session, error) {
 	ins, outs, err := ort.GetInputOutputInfoWithONNXData(model)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: reading the model's inputs: %w", err)
@@ -161,10 +161,10 @@ func (r *Runtime) NewSession(model []byte, inputs []string, output string) (esti
 	return &session{s: s, inputs: infos(ins), outputs: infos(outs)}, nil
 }
 
-func infos(in []ort.InputOutputInfo) []estimator.TensorInfo {
-	out := make([]estimator.TensorInfo, len(in))
+func infos(in []ort.InputOutputInfo) []bundle.TensorInfo {
+	out := make([]bundle.TensorInfo, len(in))
 	for i, x := range in {
-		ti := estimator.TensorInfo{Name: x.Name, Shape: append([]int64(nil), x.Dimensions...)}
+		ti := bundle.TensorInfo{Name: x.Name, Shape: append([]int64(nil), x.Dimensions...)}
 		if x.OrtValueType == ort.ONNXTypeTensor {
 			ti.DType = dtype(x.DataType)
 		}
@@ -197,15 +197,15 @@ func dtype(t ort.TensorElementDataType) string {
 
 type session struct {
 	s               *ort.DynamicAdvancedSession
-	inputs, outputs []estimator.TensorInfo
+	inputs, outputs []bundle.TensorInfo
 }
 
-func (s *session) Inputs() []estimator.TensorInfo  { return s.inputs }
-func (s *session) Outputs() []estimator.TensorInfo { return s.outputs }
+func (s *session) Inputs() []bundle.TensorInfo  { return s.inputs }
+func (s *session) Outputs() []bundle.TensorInfo { return s.outputs }
 
 // Run implements estimator.Session. The input tensors wrap the callers'
 // slices without copying (ONNX Runtime only reads them during Run).
-func (s *session) Run(inputs []estimator.Tensor) ([]float32, []int64, error) {
+func (s *session) Run(inputs []bundle.Tensor) ([]float32, []int64, error) {
 	vals := make([]ort.Value, len(inputs))
 	defer func() {
 		for _, v := range vals {

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 const fixtureDir = "../testdata/bundle-fixture"
@@ -44,11 +45,11 @@ func TestMissingLibraryNamesPath(t *testing.T) {
 
 func TestFixtureGoldenCases(t *testing.T) {
 	rt := runtime(t)
-	b, err := estimator.ReadBundle(fixtureDir)
+	b, err := bundle.Read(fixtureDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := estimator.LoadModel(b, rt, estimator.ModelOptions{})
+	m, err := bundle.LoadModel(b, rt, bundle.ModelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,15 +70,15 @@ func TestTrainedBundleGoldenCases(t *testing.T) {
 	if dir == "" {
 		dir = filepath.Join("..", "..", "models", "default")
 	}
-	if _, err := os.Stat(filepath.Join(dir, estimator.ManifestFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, bundle.ManifestFile)); err != nil {
 		t.Skipf("no trained bundle at %s", dir)
 	}
 	rt := runtime(t)
-	b, err := estimator.ReadBundle(dir)
+	b, err := bundle.Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := estimator.LoadModel(b, rt, estimator.ModelOptions{})
+	m, err := bundle.LoadModel(b, rt, bundle.ModelOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +88,10 @@ func TestTrainedBundleGoldenCases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := m.Predict([]*estimator.Features{f})
+	y, err := m.Predict([]*featurize.Features{f})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d golden cases within %g; tpcds-q64 sf1 → %.3f CPU s (untrained: %v)",
-		m.ID(), b.Golden.B, estimator.GoldenTolerance, m.CPUSeconds(y[0]), m.Manifest().Untrained())
+		m.ID(), b.Golden.B, bundle.GoldenTolerance, m.CPUSeconds(y[0]), m.Manifest().Untrained())
 }

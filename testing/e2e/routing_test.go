@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 // Cost-aware routing end to end: two real Trino clusters ("small", the
@@ -281,11 +282,11 @@ feedback:
 		if heavy.Plan == nil || len(heavy.Plan.JSON) == 0 {
 			t.Fatal("heavy query record without its plan")
 		}
-		p, err := estimator.ParsePlan(heavy.Plan.JSON)
+		p, err := plan.Parse(heavy.Plan.JSON)
 		if err != nil {
 			t.Fatalf("recorded plan: %v", err)
 		}
-		if st := estimator.Stats(mustOTP(t, p)); len(st.Tables) != 3 {
+		if st := featurize.Stats(mustOTP(t, p)); len(st.Tables) != 3 {
 			t.Errorf("recorded plan scans %v, want 3 tables", st.Tables)
 		}
 		// The repeated query: the estimate-cache hit has its plan too (from
@@ -296,7 +297,7 @@ feedback:
 				repeats++
 				if r.Plan == nil || len(r.Plan.JSON) == 0 || r.Estimate == nil {
 					t.Errorf("repeated query record %d without plan or estimate", repeats)
-				} else if _, err := estimator.ParsePlan(r.Plan.JSON); err != nil {
+				} else if _, err := plan.Parse(r.Plan.JSON); err != nil {
 					t.Errorf("repeated query record %d: plan: %v", repeats, err)
 				}
 			}
@@ -404,9 +405,9 @@ func metricValue(exposition, series string) float64 {
 	return -1
 }
 
-func mustOTP(t *testing.T, p *estimator.Plan) *estimator.OTPNode {
+func mustOTP(t *testing.T, p *plan.Plan) *featurize.OTPNode {
 	t.Helper()
-	root, err := estimator.BuildOTP(p)
+	root, err := featurize.BuildOTP(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,8 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 const repo = "../.."
@@ -125,13 +126,13 @@ func setup(t *testing.T, perSplit map[string]int) (py, bin, dir, recPath string,
 
 func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 	py, bin, dir, recPath, recs := setup(t, map[string]int{"train": 30, "validation": 6, "test": 6})
-	bundle := filepath.Join(dir, "bundle")
+	bundleDir := filepath.Join(dir, "bundle")
 	work := filepath.Join(dir, "work")
-	run(t, bin, "train", "--data", recPath, "--out", bundle, "--workdir", work, "--python", py,
+	run(t, bin, "train", "--data", recPath, "--out", bundleDir, "--workdir", work, "--python", py,
 		"--pf", "8", "--epochs", "2", "--kernels", "16,16,16", "--dense", "8,4", "--full")
 
 	t.Run("the bundle passes the serving side's checks", func(t *testing.T) {
-		b, err := estimator.ReadBundle(bundle)
+		b, err := bundle.Read(bundleDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,9 +146,9 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 		if !(m.Target.Min < m.Target.Max) {
 			t.Errorf("target %+v", m.Target)
 		}
-		if !m.UsesEstimates() || m.TensorFormatVersion != estimator.TensorFormatVersion {
+		if !m.UsesEstimates() || m.TensorFormatVersion != featurize.TensorFormatVersion {
 			t.Errorf("manifest inputs %q, tensor format %d: want the estimate inputs, format %d",
-				m.Inputs, m.TensorFormatVersion, estimator.TensorFormatVersion)
+				m.Inputs, m.TensorFormatVersion, featurize.TensorFormatVersion)
 		}
 		g := b.Golden
 		if g.B < 1 || g.B > 8 || len(g.Names) != g.B || len(g.Expected) != g.B {
@@ -161,12 +162,12 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 	})
 
 	t.Run("golden tensors equal the serving encoder's output for the named queries", func(t *testing.T) {
-		b, err := estimator.ReadBundle(bundle)
+		b, err := bundle.Read(bundleDir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		enc := &estimator.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: b.Manifest.Pf,
-			Sampler: estimator.SamplerConfig{N: b.Manifest.N, K: b.Manifest.K, C: b.Manifest.C}}
+		enc := &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: b.Manifest.Pf,
+			Sampler: featurize.SamplerConfig{N: b.Manifest.N, K: b.Manifest.K, C: b.Manifest.C}}
 		byKey := map[string]*collector.Record{}
 		for _, r := range recs {
 			byKey[r.Key] = r
@@ -194,14 +195,14 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 					t.Fatalf("case %s pred[%d]: encoder %v, golden %v", name, j, f.Pred[j], g.Pred[i*per*g.Pf+j])
 				}
 			}
-			for j := 0; j < per*estimator.EstDim; j++ {
-				if f.Est[j] != g.Est[i*per*estimator.EstDim+j] {
-					t.Fatalf("case %s est[%d]: encoder %v, golden %v", name, j, f.Est[j], g.Est[i*per*estimator.EstDim+j])
+			for j := 0; j < per*featurize.EstDim; j++ {
+				if f.Est[j] != g.Est[i*per*featurize.EstDim+j] {
+					t.Fatalf("case %s est[%d]: encoder %v, golden %v", name, j, f.Est[j], g.Est[i*per*featurize.EstDim+j])
 				}
 			}
 			for j, v := range f.Plan {
-				if v != g.Plan[i*estimator.PlanDim+j] {
-					t.Fatalf("case %s plan[%d]: encoder %v, golden %v", name, j, v, g.Plan[i*estimator.PlanDim+j])
+				if v != g.Plan[i*featurize.PlanDim+j] {
+					t.Fatalf("case %s plan[%d]: encoder %v, golden %v", name, j, v, g.Plan[i*featurize.PlanDim+j])
 				}
 			}
 		}
@@ -299,7 +300,7 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 	})
 
 	t.Run("eval reports every model and baseline", func(t *testing.T) {
-		out := run(t, bin, "eval", "--bundle", bundle, "--data", recPath, "--report", filepath.Join(dir, "report"),
+		out := run(t, bin, "eval", "--bundle", bundleDir, "--data", recPath, "--report", filepath.Join(dir, "report"),
 			"--train-workdir", work, "--python", py, "--json", "--quick")
 		var res struct {
 			Models []map[string]any `json:"models"`
@@ -369,7 +370,7 @@ func TestRetrainScript(t *testing.T) {
 		return string(out), err
 	}
 	modelID := func(dir string) string {
-		b, err := estimator.ReadBundle(dir)
+		b, err := bundle.Read(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 const (
@@ -53,21 +54,21 @@ func main() {
 	}
 }
 
-func otp(path string) (*estimator.OTPNode, error) {
+func otp(path string) (*featurize.OTPNode, error) {
 	js, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	p, err := estimator.ParsePlan(js)
+	p, err := plan.Parse(js)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return estimator.BuildOTP(p)
+	return featurize.BuildOTP(p)
 }
 
 func run(out, work string) error {
 	explain := filepath.Join("estimator", "testdata", "explain")
-	var trees []*estimator.OTPNode
+	var trees []*featurize.OTPNode
 	count := map[string]int{}
 	for _, g := range trainGlob {
 		files, _ := filepath.Glob(filepath.Join(explain, g))
@@ -77,8 +78,8 @@ func run(out, work string) error {
 				return err
 			}
 			trees = append(trees, root)
-			root.Walk(func(n *estimator.OTPNode) {
-				if n.Kind == estimator.OTPPredicate && n.Pred != nil {
+			root.Walk(func(n *featurize.OTPNode) {
+				if n.Kind == featurize.OTPPredicate && n.Pred != nil {
 					for _, t := range n.Pred.Tokens() {
 						count[t]++
 					}
@@ -86,7 +87,7 @@ func run(out, work string) error {
 			})
 		}
 	}
-	ops, tables := estimator.BuildVocabs(trees)
+	ops, tables := featurize.BuildVocabs(trees)
 	// Tokens seen at least twice get a vector (word2vec's min_count): the
 	// rare ones exercise the fallback chain.
 	var toks []string
@@ -97,7 +98,7 @@ func run(out, work string) error {
 	}
 	sort.Strings(toks)
 	rng := rand.New(rand.NewPCG(1, 2))
-	vecs := &estimator.MapVectors{Dim: dim, Tokens: map[string][]float32{}, Global: make([]float32, dim)}
+	vecs := &featurize.MapVectors{Dim: dim, Tokens: map[string][]float32{}, Global: make([]float32, dim)}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %d\n", len(toks), dim)
 	for _, t := range toks {
@@ -133,9 +134,9 @@ func run(out, work string) error {
 			return err
 		}
 	}
-	enc := &estimator.Encoder{Ops: ops, Tables: tables, Vectors: vecs, Dim: dim,
-		Sampler: estimator.SamplerConfig{N: n, K: k, C: c}}
-	var batch []*estimator.Features
+	enc := &featurize.Encoder{Ops: ops, Tables: tables, Vectors: vecs, Dim: dim,
+		Sampler: featurize.SamplerConfig{N: n, K: k, C: c}}
+	var batch []*featurize.Features
 	for _, g := range golden {
 		js, err := os.ReadFile(filepath.Join(explain, g+".json"))
 		if err != nil {
@@ -151,7 +152,7 @@ func run(out, work string) error {
 	if err != nil {
 		return err
 	}
-	if err := estimator.WriteNPZ(fh, batch, estimator.BatchMeta{N: n, K: k, C: c}, nil); err != nil {
+	if err := featurize.WriteNPZ(fh, batch, featurize.BatchMeta{N: n, K: k, C: c}, nil); err != nil {
 		return err
 	}
 	return fh.Close()
