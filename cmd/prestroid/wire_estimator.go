@@ -76,25 +76,46 @@ func loadModel(e config.Estimator, rt bundle.Runtime, mo bundle.ModelOptions) (*
 	return bundle.LoadModel(b, rt, mo)
 }
 
+// statsCache is a cache that reports its counters for /metrics.
+type statsCache struct {
+	name  string
+	stats func() cache.Stats
+}
+
+// estimatorStats reads the service's batcher and the named caches at each
+// scrape (proxy.Options.EstimatorStats).
+func estimatorStats(svc *estimator.Service, caches []statsCache) func() proxy.EstimatorStats {
+	return func() proxy.EstimatorStats {
+		st := proxy.EstimatorStats{BatchQueueDepth: svc.QueueDepth()}
+		for _, c := range caches {
+			cs := c.stats()
+			st.Caches = append(st.Caches, proxy.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted})
+		}
+		return st
+	}
+}
+
 // newEstimatorService builds the estimator service from the configuration
 // (caches, batching); the caller closes it. reload loads a bundle directory
-// the same way (runtime, caches), for the bundle watcher.
-func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), err error) {
+// the same way (runtime, caches), for the bundle watcher; caches are the
+// caches it built, for /metrics.
+func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), caches []statsCache, err error) {
 	rt, err := newRuntime(e)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var mo bundle.ModelOptions
 	if e.VectorCacheBytes >= 0 {
 		vc, err := cache.NewVectors(e.VectorCacheBytes)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		mo.PredicateCache = vc
+		caches = append(caches, statsCache{"predicate", vc.Stats})
 	}
 	m, err := loadModel(e, rt, mo)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	so := estimator.ServiceOptions{
 		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
@@ -107,21 +128,23 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 		}
 		ec, err := cache.NewTTL[estimator.CostEstimate](int64(e.CacheEntries), ttl)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		so.Cache = ec
+		caches = append(caches, statsCache{"estimate", ec.Stats})
 		if e.PlanCacheBytes >= 0 {
 			pc, err := cache.NewPlans(e.PlanCacheBytes, ttl)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			so.PlanCache = pc
+			caches = append(caches, statsCache{"plan", pc.Stats})
 		}
 	}
 	if m.Manifest().Untrained() {
 		logger.Warn("estimator: serving an UNTRAINED model (random weights): its estimates mean nothing", "model", m.ID(), "source", m.Source())
 	}
-	return estimator.NewService(m, so), bundle.LoadDir(rt, mo), nil
+	return estimator.NewService(m, so), bundle.LoadDir(rt, mo), caches, nil
 }
 
 // wireEstimator sets o.Estimator and o.RoutingGroups from the
@@ -143,7 +166,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) er
 		logger.Info("estimator disabled by configuration")
 		return nil
 	}
-	svc, reload, err := newEstimatorService(e, logger)
+	svc, reload, caches, err := newEstimatorService(e, logger)
 	if err != nil {
 		if e.Model == "" {
 			logger.Warn("estimator off: queries are forwarded without estimates", "reason", err)
@@ -154,6 +177,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) er
 	m := svc.Model()
 	logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained())
 	o.Estimator = estimatorAdapter{svc}
+	o.EstimatorStats = estimatorStats(svc, caches)
 	if e.Model != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

@@ -127,6 +127,10 @@ admission:
 		{"the admission queue is empty", "prestroid_queue_length", nil, eq(0), "0"},
 		{"nothing is in flight after the last pages", "prestroid_inflight_queries", nil, eq(0), "0"},
 		{"scanned tables are counted", "prestroid_scanned_tables_total", map[string]string{"known": "true"}, gt(-1), "present"},
+		{"the estimator's estimate cache counts its misses", "prestroid_estimator_cache_misses_total", map[string]string{"cache": "estimate"}, gt(0), "> 0"},
+		{"the estimator's predicate-vector cache is exported", "prestroid_estimator_cache_hits_total", map[string]string{"cache": "predicate"}, gt(-1), "present"},
+		{"the estimator's plan cache is exported", "prestroid_estimator_cache_evictions_total", map[string]string{"cache": "plan"}, gt(-1), "present"},
+		{"no inference waits for a batch once the queries are done", "prestroid_estimator_batch_queue_depth", nil, eq(0), "0"},
 		{"the Go runtime collector is on", "go_goroutines", nil, gt(0), "> 0"},
 		{"the process collector is on", "process_start_time_seconds", nil, gt(0), "> 0"},
 	} {
