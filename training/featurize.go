@@ -1,9 +1,8 @@
 package training
 
 import (
-	"bufio"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"strings"
 )
@@ -25,25 +24,22 @@ func Featurize(cfg *Config) error {
 	// The Word2Vec corpus: the training split's predicates only (serving
 	// sees no test predicates either), one sentence per PRED node; join
 	// criteria are not PRED nodes in the default encoding (DESIGN §2.2).
-	f, err := os.Create(filepath.Join(cfg.Workdir, "corpus.txt"))
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
 	sentences := 0
-	for _, q := range qs {
-		if q.Split != "train" {
-			continue
+	err = writeFile(filepath.Join(cfg.Workdir, "corpus.txt"), func(w io.Writer) error {
+		for _, q := range qs {
+			if q.Split != "train" {
+				continue
+			}
+			for _, s := range q.Preds {
+				if _, err := fmt.Fprintln(w, strings.Join(s, " ")); err != nil {
+					return err
+				}
+				sentences++
+			}
 		}
-		for _, s := range q.Preds {
-			fmt.Fprintln(w, strings.Join(s, " "))
-			sentences++
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(cfg.Workdir, "meta.json"), st); err != nil {

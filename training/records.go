@@ -238,17 +238,28 @@ func opName(v string) string {
 
 // WriteQueries writes queries.jsonl.
 func WriteQueries(path string, qs []*Query) error {
+	return writeFile(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, q := range qs {
+			if err := enc.Encode(q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeFile creates path and writes it through a buffer with write; the
+// file is closed on every path, and a failed write or flush is returned.
+func writeFile(path string, write func(io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
-	for _, q := range qs {
-		if err := enc.Encode(q); err != nil {
-			f.Close()
-			return err
-		}
+	if err := write(w); err != nil {
+		f.Close()
+		return err
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

@@ -1,9 +1,9 @@
 package training
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -232,18 +232,5 @@ func GlobalPredVector(enc *featurize.Encoder, roots []*featurize.OTPNode) []floa
 }
 
 func writeNPZFile(path string, batch []*featurize.Features, meta featurize.BatchMeta, targets []float32) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	if err := featurize.WriteNPZ(w, batch, meta, targets); err != nil {
-		f.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeFile(path, func(w io.Writer) error { return featurize.WriteNPZ(w, batch, meta, targets) })
 }
