@@ -59,9 +59,11 @@ TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 # go test runs up to TEST_P packages at once, starting them in the order
 # given: the long poles first (the trainer's tiny training, the client
 # workloads, the tests that start a second Trino), so that the short ones
-# fill in around them. Most e2e packages wait on Trino or on a JVM, so more
-# packages than the 2 cores pay off.
+# fill in around them; within a package, up to TEST_PARALLEL tests marked
+# t.Parallel run at once (go test's default for both is GOMAXPROCS, 2 here).
+# Most e2e tests wait on Trino or on a JVM, so more than the 2 cores pay off.
 TEST_P ?= 4
+TEST_PARALLEL ?= 4
 TEST_FIRST := ./testing/trainer ./testing/e2e/clients ./testing/e2e/spooling ./testing/e2e/routing
 # Extra go test flags, e.g. make test-e2e TEST_FLAGS='-run Spooling -v'.
 TEST_FLAGS ?=
@@ -73,14 +75,14 @@ test: build vet venv ort trainer-venv
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	$(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
-	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) $(TEST_FLAGS) $(TEST_FIRST) ./...; go=$$?; \
+	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(TEST_FIRST) ./...; go=$$?; \
 	wait $$pytest; py=$$?; echo "--- pytest trainer/tests"; cat out/pytest.log; \
 	[ $$go -eq 0 ] && [ $$py -eq 0 ]
 
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
 test-e2e: build venv ort
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
-	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
+	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 
 # Local Trino plus the proxy on 127.0.0.1:8080; Ctrl-C stops both.
 run: build ort
