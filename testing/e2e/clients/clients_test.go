@@ -30,7 +30,9 @@ func TestGoClientWorkloadsMatchDirect(t *testing.T) {
 	direct := e2e.TrinoURL(t)
 	proxied := e2e.StartDefaultProxy(t)
 	dbDirect, dbProxy := e2e.OpenDB(t, direct, ""), e2e.OpenDB(t, proxied, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// It runs beside the other clients (t.Parallel), which share Trino's CPU:
+	// the budget is go test's -timeout (make test: 50m) less a margin.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	compared := 0
 	for _, w := range e2e.LoadWorkloads(t, "tiny", "0.01") {
