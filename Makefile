@@ -18,7 +18,7 @@ export PRESTROID_CACHE ?= $(HOME)/.cache/prestroid
 # clone's `make test` installs from the cache instead of downloading again.
 export PIP_CACHE_DIR ?= $(PRESTROID_CACHE)/pip
 
-.PHONY: build test unit-test run trino-up trino-down trino-fetch venv fuzz bench vet clean
+.PHONY: build test test-unit unit-test test-e2e run trino-up trino-down trino-fetch venv fuzz bench vet clean
 
 build:
 	$(GO) build -o bin/prestroid ./cmd/prestroid
@@ -43,21 +43,46 @@ venv: $(PY)
 	$(VENV)/bin/pip install -q $(PY_TEST_DEPS)
 
 # Unit tests only: no Trino needed (integration tests skip themselves).
-unit-test:
+test-unit unit-test:
 	$(GO) test ./...
 
-# The full suite against a real Trino started by the harness. Integration
-# tests fail (not skip) when PRESTROID_TRINO_URL is set and Trino misbehaves.
-test: build vet venv ort trainer-venv
-	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
-	PRESTROID_ORT_LIB=$(ORT_LIB) \
+# The environment that turns the integration tests on (they fail, not skip,
+# when PRESTROID_TRINO_URL is set and Trino misbehaves). PRESTROID_PROMTOOL
+# (promtool for the metrics test) is passed on when set.
+TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
 	PRESTROID_PYTHON=$(CURDIR)/$(PY) \
 	PRESTROID_WORKLOADS=$(WORKLOADS) \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
-	$(GO) test -count=1 -timeout 50m ./...
-	$(VENV)/bin/python -m pytest -q trainer/tests
+	$(if $(PRESTROID_PROMTOOL),PRESTROID_PROMTOOL=$(PRESTROID_PROMTOOL))
+# go test runs up to TEST_P packages at once, starting them in the order
+# given: the long poles first (the trainer's tiny training, the client
+# workloads, the tests that start a second Trino), so that the short ones
+# fill in around them; within a package, up to TEST_PARALLEL tests marked
+# t.Parallel run at once (go test's default for both is GOMAXPROCS, 2 here).
+# Most e2e tests wait on Trino or on a JVM, so more than the 2 cores pay off.
+TEST_P ?= 4
+TEST_PARALLEL ?= 4
+TEST_FIRST := ./testing/trainer ./testing/e2e/clients ./testing/e2e/spooling ./testing/e2e/routing
+# Extra go test flags, e.g. make test-e2e TEST_FLAGS='-run Spooling -v'.
+TEST_FLAGS ?=
+
+# The full suite against a real Trino started by the harness: every Go
+# package (the e2e ones by concern under testing/e2e/) and, at the same
+# time, the trainer's pytest suite (its output follows go test's).
+test: build vet venv ort trainer-venv
+	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
+	@mkdir -p out
+	$(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
+	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(TEST_FIRST) ./...; go=$$?; \
+	wait $$pytest; py=$$?; echo "--- pytest trainer/tests"; cat out/pytest.log; \
+	[ $$go -eq 0 ] && [ $$py -eq 0 ]
+
+# Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
+test-e2e: build venv ort
+	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
+	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 
 # Local Trino plus the proxy on 127.0.0.1:8080; Ctrl-C stops both.
 run: build ort

@@ -1,4 +1,7 @@
-package e2e
+// Package clients runs every workload query with each real client (the Go
+// client, the Trino CLI, the Python client) directly and through the proxy
+// and compares complete result sets. See package e2e.
+package clients
 
 import (
 	"bytes"
@@ -11,9 +14,10 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/testing/e2e"
 )
 
 // The workloads at tiny, run by each real client directly and through the
@@ -22,23 +26,26 @@ import (
 // and is reported, not failed; all others must match exactly.
 
 func TestGoClientWorkloadsMatchDirect(t *testing.T) {
-	direct := trinoURL(t)
-	proxied := startDefaultProxy(t)
-	dbDirect, dbProxy := openDB(t, direct, ""), openDB(t, proxied, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	proxied := e2e.StartDefaultProxy(t)
+	dbDirect, dbProxy := e2e.OpenDB(t, direct, ""), e2e.OpenDB(t, proxied, "")
+	// It runs beside the other clients (t.Parallel), which share Trino's CPU:
+	// the budget is go test's -timeout (make test: 50m) less a margin.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	compared := 0
-	for _, w := range loadWorkloads(t, "tiny", "0.01") {
+	for _, w := range e2e.LoadWorkloads(t, "tiny", "0.01") {
 		// Both paths at once: the suite's time is bounded by Trino's CPU.
 		var want, got []string
 		var errD, errP error
-		both(func() { want, errD = rowsAsStrings(ctx, dbDirect, w.SQL) },
-			func() { got, errP = rowsAsStrings(ctx, dbProxy, w.SQL) })
+		e2e.Both(func() { want, errD = e2e.RowsAsStrings(ctx, dbDirect, w.SQL) },
+			func() { got, errP = e2e.RowsAsStrings(ctx, dbProxy, w.SQL) })
 		if ctx.Err() != nil {
 			t.Fatalf("out of time after %d queries: %v", compared, ctx.Err())
 		}
 		if errD != nil || errP != nil {
-			if stripQueryID(errD) != stripQueryID(errP) {
+			if e2e.StripQueryID(errD) != e2e.StripQueryID(errP) {
 				t.Errorf("%s: errors differ: direct %v, proxy %v", w.Name, errD, errP)
 			} else {
 				t.Logf("%s: fails the same way directly and through the proxy: %v", w.Name, errD)
@@ -51,7 +58,7 @@ func TestGoClientWorkloadsMatchDirect(t *testing.T) {
 			matched, varies := false, false
 			for i := 0; i < 2 && !matched; i++ {
 				var d2, p2 []string
-				both(func() { d2, _ = rowsAsStrings(ctx, dbDirect, w.SQL) }, func() { p2, _ = rowsAsStrings(ctx, dbProxy, w.SQL) })
+				e2e.Both(func() { d2, _ = e2e.RowsAsStrings(ctx, dbDirect, w.SQL) }, func() { p2, _ = e2e.RowsAsStrings(ctx, dbProxy, w.SQL) })
 				varies = varies || !reflect.DeepEqual(d2, want)
 				matched = reflect.DeepEqual(p2, want) || reflect.DeepEqual(p2, d2) || reflect.DeepEqual(got, d2)
 			}
@@ -75,11 +82,12 @@ func TestGoClientWorkloadsMatchDirect(t *testing.T) {
 }
 
 func TestCLIWorkloadsMatchDirect(t *testing.T) {
-	direct := trinoURL(t)
-	cli := requireEnv(t, "PRESTROID_TRINO_CLI")
-	proxied := startDefaultProxy(t)
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	cli := e2e.RequireEnv(t, "PRESTROID_TRINO_CLI")
+	proxied := e2e.StartDefaultProxy(t)
 	dir := t.TempDir()
-	run := func(server string, ws []workload) (map[string][]string, error) {
+	run := func(server string, ws []e2e.Workload) (map[string][]string, error) {
 		var script strings.Builder
 		for _, w := range ws {
 			fmt.Fprintf(&script, "SELECT 'prestroid-boundary %s';\n%s;\n", w.Name, w.SQL)
@@ -108,7 +116,7 @@ func TestCLIWorkloadsMatchDirect(t *testing.T) {
 		}
 		return res, nil
 	}
-	compareWorkloads(t, "trino cli", loadWorkloads(t, "tiny", "0.01"), func(server string, ws []workload) (map[string]string, error) {
+	compareWorkloads(t, "trino cli", e2e.LoadWorkloads(t, "tiny", "0.01"), func(server string, ws []e2e.Workload) (map[string]string, error) {
 		res, err := run(server, ws)
 		out := map[string]string{}
 		for k, v := range res {
@@ -121,15 +129,15 @@ func TestCLIWorkloadsMatchDirect(t *testing.T) {
 // compareWorkloads runs ws through run against direct and proxied at once
 // and compares per query; a mismatch is rerun directly to tell a proxy
 // difference from a query whose result varies run to run.
-func compareWorkloads(t *testing.T, client string, ws []workload, run func(server string, ws []workload) (map[string]string, error), direct, proxied string) {
+func compareWorkloads(t *testing.T, client string, ws []e2e.Workload, run func(server string, ws []e2e.Workload) (map[string]string, error), direct, proxied string) {
 	t.Helper()
 	var want, got map[string]string
 	var errD, errP error
-	both(func() { want, errD = run(direct, ws) }, func() { got, errP = run(proxied, ws) })
+	e2e.Both(func() { want, errD = run(direct, ws) }, func() { got, errP = run(proxied, ws) })
 	if errD != nil || errP != nil {
 		t.Fatal(errD, errP)
 	}
-	var differ []workload
+	var differ []e2e.Workload
 	for _, w := range ws {
 		if want[w.Name] != got[w.Name] {
 			differ = append(differ, w)
@@ -149,7 +157,7 @@ func compareWorkloads(t *testing.T, client string, ws []workload, run func(serve
 		for i := 0; i < 2; i++ {
 			var againD, againP map[string]string
 			var errD, errP error
-			both(func() { againD, errD = run(direct, differ) }, func() { againP, errP = run(proxied, differ) })
+			e2e.Both(func() { againD, errD = run(direct, differ) }, func() { againP, errP = run(proxied, differ) })
 			if errD != nil || errP != nil {
 				t.Fatal(errD, errP)
 			}
@@ -192,7 +200,7 @@ func splitSections(out string) map[string][]string {
 		if cur != "" && line != "" {
 			fields := strings.Split(line, "\t")
 			for i := range fields {
-				fields[i] = normField(fields[i])
+				fields[i] = e2e.NormField(fields[i])
 			}
 			sections[cur] = append(sections[cur], strings.Join(fields, "\t"))
 		}
@@ -204,10 +212,11 @@ func splitSections(out string) map[string][]string {
 }
 
 func TestPythonClientWorkloadsMatchDirect(t *testing.T) {
-	direct := trinoURL(t)
-	py := requireEnv(t, "PRESTROID_PYTHON")
-	proxied := startDefaultProxy(t)
-	compareWorkloads(t, "python client", loadWorkloads(t, "tiny", "0.01"), func(server string, ws []workload) (map[string]string, error) {
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	py := e2e.RequireEnv(t, "PRESTROID_PYTHON")
+	proxied := e2e.StartDefaultProxy(t)
+	compareWorkloads(t, "python client", e2e.LoadWorkloads(t, "tiny", "0.01"), func(server string, ws []e2e.Workload) (map[string]string, error) {
 		spec, _ := json.Marshal(map[string]any{"server": server, "queries": ws2json(ws)})
 		cmd := exec.Command(py, "pyclient.py")
 		cmd.Stdin = bytes.NewReader(spec)
@@ -232,19 +241,10 @@ func TestPythonClientWorkloadsMatchDirect(t *testing.T) {
 	}, direct, proxied)
 }
 
-func ws2json(ws []workload) []map[string]string {
+func ws2json(ws []e2e.Workload) []map[string]string {
 	out := make([]map[string]string, len(ws))
 	for i, w := range ws {
 		out[i] = map[string]string{"name": w.Name, "sql": w.SQL}
 	}
 	return out
-}
-
-// both runs a and b concurrently and waits for both.
-func both(a, b func()) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); a() }()
-	go func() { defer wg.Done(); b() }()
-	wg.Wait()
 }

@@ -1,12 +1,13 @@
-package e2e
+// Package protocol tests the client protocol through the proxy against a
+// real Trino: errors, session state, cancel, tampered URIs, and a large
+// result streamed with bounded memory. See package e2e.
+package protocol
 
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -15,77 +16,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/testing/e2e"
 )
 
-// page is the part of a QueryResults page these tests read.
-type page struct {
-	ID      string                 `json:"id"`
-	NextURI string                 `json:"nextUri"`
-	InfoURI string                 `json:"infoUri"`
-	Columns json.RawMessage        `json:"columns"`
-	Data    json.RawMessage        `json:"data"`
-	Stats   struct{ State string } `json:"stats"`
-	Error   *struct {
-		Message       string          `json:"message"`
-		ErrorCode     int             `json:"errorCode"`
-		ErrorName     string          `json:"errorName"`
-		ErrorType     string          `json:"errorType"`
-		ErrorLocation json.RawMessage `json:"errorLocation"`
-	} `json:"error"`
-}
-
-func do(t testing.TB, method, url, body string, h map[string]string) (*http.Response, page) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("X-Trino-User", "e2e")
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var p page
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == 200 && len(b) > 0 {
-		if err := json.Unmarshal(b, &p); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, url, err, b)
-		}
-	}
-	return resp, p
-}
-
-// runRaw drives one query through the protocol by hand and returns the last
-// page; every URI it follows must point at base.
-func runRaw(t testing.TB, base, sql string) page {
-	t.Helper()
-	resp, p := do(t, "POST", base+"/v1/statement", sql, nil)
-	if resp.StatusCode != 200 {
-		t.Fatalf("POST: %d", resp.StatusCode)
-	}
-	for p.NextURI != "" {
-		if !strings.HasPrefix(p.NextURI, base) {
-			t.Fatalf("nextUri %s does not point at %s", p.NextURI, base)
-		}
-		resp, p = do(t, "GET", p.NextURI, "", nil)
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET nextUri: %d", resp.StatusCode)
-		}
-	}
-	return p
-}
-
 func TestErrorsMatchDirect(t *testing.T) {
-	direct := trinoURL(t)
-	proxied := startDefaultProxy(t)
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	proxied := e2e.StartDefaultProxy(t)
 	for _, tc := range []struct{ name, sql, errorName string }{
 		{"a syntax error", "SELEC 1", "SYNTAX_ERROR"},
 		{"an unknown table", "SELECT * FROM tpch.tiny.no_such_table", "TABLE_NOT_FOUND"},
 		{"a failure during execution", "SELECT CAST(comment AS integer) FROM tpch.tiny.nation", "INVALID_CAST_ARGUMENT"},
 	} {
 		t.Run(tc.name+" comes back with the same error fields", func(t *testing.T) {
-			want, got := runRaw(t, direct, tc.sql), runRaw(t, proxied, tc.sql)
+			want, got := e2e.RunRaw(t, direct, tc.sql), e2e.RunRaw(t, proxied, tc.sql)
 			if want.Error == nil || got.Error == nil {
 				t.Fatalf("no error: direct %+v proxy %+v", want.Error, got.Error)
 			}
@@ -96,29 +41,20 @@ func TestErrorsMatchDirect(t *testing.T) {
 				t.Errorf("error differs:\n direct %+v\n  proxy %+v", *want.Error, *got.Error)
 			}
 			// And the Go client sees the same error text.
-			_, errD := openDB(t, direct, "").Exec(tc.sql)
-			_, errP := openDB(t, proxied, "").Exec(tc.sql)
-			if stripQueryID(errD) != stripQueryID(errP) {
+			_, errD := e2e.OpenDB(t, direct, "").Exec(tc.sql)
+			_, errP := e2e.OpenDB(t, proxied, "").Exec(tc.sql)
+			if e2e.StripQueryID(errD) != e2e.StripQueryID(errP) {
 				t.Errorf("go client error differs:\n direct %v\n  proxy %v", errD, errP)
 			}
 		})
 	}
 }
 
-func stripQueryID(err error) string {
-	s := fmt.Sprint(err)
-	for _, f := range strings.Fields(s) {
-		if len(f) > 20 && strings.Count(f, "_") == 3 {
-			s = strings.ReplaceAll(s, f, "QUERYID")
-		}
-	}
-	return s
-}
-
 func TestSessionStateWithTheCLI(t *testing.T) {
-	direct := trinoURL(t)
-	cli := requireEnv(t, "PRESTROID_TRINO_CLI")
-	proxied := startDefaultProxy(t)
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	cli := e2e.RequireEnv(t, "PRESTROID_TRINO_CLI")
+	proxied := e2e.StartDefaultProxy(t)
 	run := func(server, table string) string {
 		script := strings.NewReplacer("TBL", table).Replace(`
 USE tpch.tiny;
@@ -161,12 +97,13 @@ DROP TABLE memory.default.TBL;
 }
 
 func TestSessionStateWithTheGoClient(t *testing.T) {
-	direct := trinoURL(t)
-	proxied := startDefaultProxy(t)
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	proxied := e2e.StartDefaultProxy(t)
 	run := func(server, table string) []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		conn, err := openDB(t, server, "").Conn(ctx) // session state lives on one connection
+		conn, err := e2e.OpenDB(t, server, "").Conn(ctx) // session state lives on one connection
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +164,7 @@ func TestSessionStateWithTheGoClient(t *testing.T) {
 // queryState looks a query up in system.runtime.queries, directly.
 func queryState(t testing.TB, direct, where string) (id, state, errCode string) {
 	t.Helper()
-	db := openDB(t, direct, "")
+	db := e2e.OpenDB(t, direct, "")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		row := db.QueryRow("SELECT query_id, state, coalesce(error_code, '') FROM system.runtime.queries WHERE " + where +
@@ -246,23 +183,22 @@ func queryState(t testing.TB, direct, where string) (id, state, errCode string) 
 	}
 }
 
-const slowQuery = "SELECT count(*) FROM tpch.sf100.lineitem WHERE comment LIKE '%prestroid%'"
-
 func TestCancelThroughNextURI(t *testing.T) {
-	direct := trinoURL(t)
-	proxied := startDefaultProxy(t)
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	proxied := e2e.StartDefaultProxy(t)
 	marker := fmt.Sprintf("cancel_next_%d", rand.Uint32())
-	resp, p := do(t, "POST", proxied+"/v1/statement", slowQuery+" -- "+marker, nil)
+	resp, p := e2e.Do(t, "POST", proxied+"/v1/statement", e2e.SlowQuery+" -- "+marker, nil)
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}
 	for p.Stats.State != "RUNNING" && p.NextURI != "" {
-		_, p = do(t, "GET", p.NextURI, "", nil)
+		_, p = e2e.Do(t, "GET", p.NextURI, "", nil)
 	}
 	if p.NextURI == "" {
 		t.Fatalf("query ended before it could be cancelled: %+v", p)
 	}
-	r, _ := do(t, "DELETE", p.NextURI, "", nil)
+	r, _ := e2e.Do(t, "DELETE", p.NextURI, "", nil)
 	if r.StatusCode != 204 {
 		t.Fatalf("DELETE nextUri: %d", r.StatusCode)
 	}
@@ -273,14 +209,15 @@ func TestCancelThroughNextURI(t *testing.T) {
 }
 
 func TestCancelThroughQueryResource(t *testing.T) {
+	t.Parallel()
 	// The Go client cancels with DELETE /v1/query/{id} when its context ends.
-	direct := trinoURL(t)
-	proxied := startDefaultProxy(t)
+	direct := e2e.TrinoURL(t)
+	proxied := e2e.StartDefaultProxy(t)
 	marker := fmt.Sprintf("cancel_goclient_%d", rand.Uint32())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		rows, err := openDB(t, proxied, "").QueryContext(ctx, slowQuery+" -- "+marker)
+		rows, err := e2e.OpenDB(t, proxied, "").QueryContext(ctx, e2e.SlowQuery+" -- "+marker)
 		if err == nil {
 			for rows.Next() {
 			}
@@ -290,7 +227,7 @@ func TestCancelThroughQueryResource(t *testing.T) {
 		done <- err
 	}()
 	// Wait until Trino runs it, then cancel the client's context.
-	db := openDB(t, direct, "")
+	db := e2e.OpenDB(t, direct, "")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var n int
@@ -314,18 +251,19 @@ func TestCancelThroughQueryResource(t *testing.T) {
 }
 
 func TestTamperedNextURIIsRejected(t *testing.T) {
-	proxied := startDefaultProxy(t)
-	resp, p := do(t, "POST", proxied+"/v1/statement", "SELECT 1", nil)
+	t.Parallel()
+	proxied := e2e.StartDefaultProxy(t)
+	resp, p := e2e.Do(t, "POST", proxied+"/v1/statement", "SELECT 1", nil)
 	if resp.StatusCode != 200 || p.NextURI == "" {
 		t.Fatal(resp.Status)
 	}
 	bad := p.NextURI[:len(p.NextURI)-1] + "9"
-	if r, _ := do(t, "GET", bad, "", nil); r.StatusCode != http.StatusForbidden {
+	if r, _ := e2e.Do(t, "GET", bad, "", nil); r.StatusCode != http.StatusForbidden {
 		t.Errorf("tampered nextUri: %d, want 403", r.StatusCode)
 	}
 	// The genuine one still completes the query.
 	for p.NextURI != "" {
-		_, p = do(t, "GET", p.NextURI, "", nil)
+		_, p = e2e.Do(t, "GET", p.NextURI, "", nil)
 	}
 	if p.Stats.State != "FINISHED" {
 		t.Errorf("query state %s", p.Stats.State)
@@ -335,12 +273,13 @@ func TestTamperedNextURIIsRejected(t *testing.T) {
 // TestLargeResultStreamsWithBoundedMemory runs the real binary and reads
 // its peak RSS after streaming more than a million rows.
 func TestLargeResultStreamsWithBoundedMemory(t *testing.T) {
-	direct := trinoURL(t)
-	bin := requireEnv(t, "PRESTROID_BIN")
-	port := freePort(t)
-	cmd, base := serveBinary(t, bin, port, "--listen", "127.0.0.1:"+port, "--upstream", direct)
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
+	port := e2e.FreePort(t)
+	cmd, base := e2e.ServeBinary(t, bin, port, "--listen", "127.0.0.1:"+port, "--upstream", direct)
 	const n = 1_200_000
-	rows, err := openDB(t, base, "").Query(fmt.Sprintf("SELECT orderkey, partkey, suppkey, linenumber, quantity, shipdate FROM tpch.sf1.lineitem LIMIT %d", n))
+	rows, err := e2e.OpenDB(t, base, "").Query(fmt.Sprintf("SELECT orderkey, partkey, suppkey, linenumber, quantity, shipdate FROM tpch.sf1.lineitem LIMIT %d", n))
 	if err != nil {
 		t.Fatal(err)
 	}

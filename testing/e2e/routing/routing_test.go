@@ -1,4 +1,8 @@
-package e2e
+// Package routing tests cost-aware routing end to end: two real Trino
+// clusters, the real binary with its real model, real clients; and failing
+// open when the planning cluster is down or the estimate is late. See
+// package e2e.
+package routing
 
 import (
 	"encoding/json"
@@ -17,6 +21,7 @@ import (
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/testing/e2e"
 )
 
 // Cost-aware routing end to end: two real Trino clusters ("small", the
@@ -68,22 +73,6 @@ func estimateWithCLI(t *testing.T, bin, server, sql string) estimateOut {
 	return e
 }
 
-// serveBinary runs `prestroid serve args...` listening on port until the
-// test ends, and returns it and its base URL once it answers (without
-// touching any cluster, so the first upstream request is the test's).
-func serveBinary(t *testing.T, bin, port string, args ...string) (*exec.Cmd, string) {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--log-level", "warn"}, args...)...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	base := "http://127.0.0.1:" + port
-	waitHTTP(t, base+"/metrics") // the proxy's own: asks no cluster
-	return cmd, base
-}
-
 // writeConfig writes a YAML configuration into dir and returns its path.
 func writeConfig(t *testing.T, dir, cfg string) string {
 	t.Helper()
@@ -95,12 +84,13 @@ func writeConfig(t *testing.T, dir, cfg string) string {
 }
 
 func TestCostRoutingOnTwoRealClusters(t *testing.T) {
-	small := trinoURL(t)
-	bin := requireEnv(t, "PRESTROID_BIN")
+	t.Parallel()
+	small := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	if os.Getenv("PRESTROID_ORT_LIB") == "" {
 		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
 	}
-	large, _ := startTrinoInstance(t, "large", "", map[string]string{
+	large, _ := e2e.StartTrinoInstance(t, "large", "", map[string]string{
 		"resource-groups.properties": resourceGroupsProps, "resource-groups.json": resourceGroupsJSON})
 
 	light, heavy := estimateWithCLI(t, bin, small, lightSQL), estimateWithCLI(t, bin, small, heavySQL)
@@ -111,7 +101,7 @@ func TestCostRoutingOnTwoRealClusters(t *testing.T) {
 	bound := math.Sqrt(light.CPUSeconds * heavy.CPUSeconds)
 
 	dir := t.TempDir()
-	port := freePort(t)
+	port := e2e.FreePort(t)
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
 route_secret: %s
 clusters:
@@ -126,20 +116,20 @@ routing:
 feedback:
   dir: %s
 `, port, strings.Repeat("s", 40), small, large, bound, filepath.Join(dir, "feedback"))
-	cmd, base := serveBinary(t, bin, port, "--config", writeConfig(t, dir, cfg))
+	cmd, base := e2e.ServeBinary(t, bin, port, "--config", writeConfig(t, dir, cfg))
 	time.Sleep(2 * time.Second) // first health round of both clusters
 
 	run := fmt.Sprintf("%d", rand.Uint32())
-	placed := func(sql string) (cluster, decision string, p page) {
-		resp, p := do(t, "POST", base+"/v1/statement", sql, nil)
+	placed := func(sql string) (cluster, decision string, p e2e.Page) {
+		resp, p := e2e.Do(t, "POST", base+"/v1/statement", sql, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("POST: %s", resp.Status)
 		}
 		return resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"), p
 	}
-	finish := func(p page) page {
+	finish := func(p e2e.Page) e2e.Page {
 		for p.NextURI != "" {
-			_, p = do(t, "GET", p.NextURI, "", nil)
+			_, p = e2e.Do(t, "GET", p.NextURI, "", nil)
 		}
 		return p
 	}
@@ -153,8 +143,8 @@ feedback:
 		if last := finish(p); last.Stats.State != "FINISHED" {
 			t.Fatalf("state %s", last.Stats.State)
 		}
-		if seenByTrino(t, small, marker) != 1 || seenByTrino(t, large, marker) != 0 {
-			t.Errorf("system.runtime.queries: small %d, large %d", seenByTrino(t, small, marker), seenByTrino(t, large, marker))
+		if e2e.SeenByTrino(t, small, marker) != 1 || e2e.SeenByTrino(t, large, marker) != 0 {
+			t.Errorf("system.runtime.queries: small %d, large %d", e2e.SeenByTrino(t, small, marker), e2e.SeenByTrino(t, large, marker))
 		}
 	})
 	t.Run("a heavy query goes to the large cluster, whose resource groups use the estimate", func(t *testing.T) {
@@ -166,26 +156,26 @@ feedback:
 		if last := finish(p); last.Stats.State != "FINISHED" {
 			t.Fatalf("state %s", last.Stats.State)
 		}
-		if seenByTrino(t, large, marker) != 1 || seenByTrino(t, small, marker) != 0 {
-			t.Errorf("system.runtime.queries: large %d, small %d", seenByTrino(t, large, marker), seenByTrino(t, small, marker))
+		if e2e.SeenByTrino(t, large, marker) != 1 || e2e.SeenByTrino(t, small, marker) != 0 {
+			t.Errorf("system.runtime.queries: large %d, small %d", e2e.SeenByTrino(t, large, marker), e2e.SeenByTrino(t, small, marker))
 		}
 		var group string
-		openDB(t, large, "").QueryRow("SELECT array_join(resource_group_id, '.') FROM system.runtime.queries WHERE query LIKE '%" + marker +
+		e2e.OpenDB(t, large, "").QueryRow("SELECT array_join(resource_group_id, '.') FROM system.runtime.queries WHERE query LIKE '%" + marker +
 			"%' AND query NOT LIKE '%system.runtime%'").Scan(&group)
 		if group != "global.estimated" {
 			t.Errorf("resource group %q: Trino did not select on X-Trino-Resource-Estimate", group)
 		}
 		// Directly (no estimate header) the same cluster puts it elsewhere.
 		direct := "heavy_direct_" + run
-		finish(runRaw(t, large, lightSQL+" /* "+direct+" */"))
-		openDB(t, large, "").QueryRow("SELECT array_join(resource_group_id, '.') FROM system.runtime.queries WHERE query LIKE '%" + direct +
+		finish(e2e.RunRaw(t, large, lightSQL+" /* "+direct+" */"))
+		e2e.OpenDB(t, large, "").QueryRow("SELECT array_join(resource_group_id, '.') FROM system.runtime.queries WHERE query LIKE '%" + direct +
 			"%' AND query NOT LIKE '%system.runtime%'").Scan(&group)
 		if group != "global.other" {
 			t.Errorf("unestimated query in resource group %q", group)
 		}
 	})
 	t.Run("a Go client transaction sticks to one cluster", func(t *testing.T) {
-		db := openDB(t, base, "")
+		db := e2e.OpenDB(t, base, "")
 		tx, err := db.Begin()
 		if err != nil {
 			t.Fatal(err)
@@ -200,22 +190,22 @@ feedback:
 		}
 		// START TRANSACTION is not estimated, so it ran on the default
 		// (small) cluster; the heavy statement inside followed it.
-		if seenByTrino(t, small, marker) != 1 || seenByTrino(t, large, marker) != 0 {
-			t.Errorf("transaction statement: small %d, large %d", seenByTrino(t, small, marker), seenByTrino(t, large, marker))
+		if e2e.SeenByTrino(t, small, marker) != 1 || e2e.SeenByTrino(t, large, marker) != 0 {
+			t.Errorf("transaction statement: small %d, large %d", e2e.SeenByTrino(t, small, marker), e2e.SeenByTrino(t, large, marker))
 		}
 	})
 	t.Run("a Go client query gets the same rows as direct", func(t *testing.T) {
-		want, err := rowsAsStrings(t.Context(), openDB(t, small, ""), lightSQL)
+		want, err := e2e.RowsAsStrings(t.Context(), e2e.OpenDB(t, small, ""), lightSQL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := rowsAsStrings(t.Context(), openDB(t, base, ""), lightSQL)
+		got, err := e2e.RowsAsStrings(t.Context(), e2e.OpenDB(t, base, ""), lightSQL)
 		if err != nil || strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("got %v (%v), want %v", got, err, want)
 		}
 	})
 	t.Run("CREATE TABLE AS through the estimating proxy creates the table once", func(t *testing.T) {
-		db := openDB(t, base, "")
+		db := e2e.OpenDB(t, base, "")
 		table := "memory.default.ctas_" + run
 		if _, err := db.Exec("CREATE TABLE " + table + " AS SELECT nationkey FROM tpch.tiny.nation"); err != nil {
 			t.Fatalf("CTAS through the proxy: %v", err)
@@ -245,7 +235,7 @@ feedback:
 	t.Run("a repeated query is estimated from the cache", func(t *testing.T) {
 		sql := lightSQL + " /* repeat_" + run + " */"
 		for i := 0; i < 2; i++ {
-			resp, p := do(t, "POST", base+"/v1/statement", sql, nil)
+			resp, p := e2e.Do(t, "POST", base+"/v1/statement", sql, nil)
 			if last := finish(p); last.Stats.State != "FINISHED" {
 				t.Fatalf("run %d: state %s", i, last.Stats.State)
 			}
@@ -312,12 +302,13 @@ feedback:
 // when the planning (first) cluster is down — whether or not the health
 // monitor has noticed yet — and when the estimate misses its time budget.
 func TestFailOpen(t *testing.T) {
-	live := trinoURL(t)
-	bin := requireEnv(t, "PRESTROID_BIN")
+	t.Parallel()
+	live := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	if os.Getenv("PRESTROID_ORT_LIB") == "" {
 		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
 	}
-	dead := "http://127.0.0.1:" + freePort(t) // nothing listens there
+	dead := "http://127.0.0.1:" + e2e.FreePort(t) // nothing listens there
 	cases := []struct {
 		name, monitor, budget string
 		wantWhy               []string // substrings of X-Prestroid-Decision
@@ -332,11 +323,12 @@ func TestFailOpen(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			first := dead
 			if tc.budget == "1ms" {
 				first = live
 			}
-			port := freePort(t)
+			port := e2e.FreePort(t)
 			cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
 route_secret: %s
 clusters:
@@ -348,12 +340,12 @@ routing:
   monitor_interval: %s
   estimate_timeout: %s
 `, port, strings.Repeat("f", 40), first, live, tc.monitor, tc.budget)
-			_, base := serveBinary(t, bin, port, "--config", writeConfig(t, t.TempDir(), cfg))
+			_, base := e2e.ServeBinary(t, bin, port, "--config", writeConfig(t, t.TempDir(), cfg))
 			if tc.monitor == "1s" {
 				time.Sleep(1500 * time.Millisecond)
 			}
 			marker := fmt.Sprintf("failopen_%d_%d", i, rand.Uint32())
-			resp, p := do(t, "POST", base+"/v1/statement", lightSQL+" /* "+marker+" */", nil)
+			resp, p := e2e.Do(t, "POST", base+"/v1/statement", lightSQL+" /* "+marker+" */", nil)
 			if resp.StatusCode != 200 {
 				t.Fatalf("POST: %s", resp.Status)
 			}
@@ -371,18 +363,18 @@ routing:
 				t.Errorf("X-Prestroid-Cluster %q, want %q", c, wantCluster)
 			}
 			for p.NextURI != "" {
-				_, p = do(t, "GET", p.NextURI, "", nil)
+				_, p = e2e.Do(t, "GET", p.NextURI, "", nil)
 			}
 			if p.Stats.State != "FINISHED" || p.Error != nil {
 				t.Fatalf("state %s, error %v", p.Stats.State, p.Error)
 			}
-			if n := seenByTrino(t, live, marker); n != 1 {
+			if n := e2e.SeenByTrino(t, live, marker); n != 1 {
 				t.Errorf("Trino ran the query %d times", n)
 			}
 			if first == dead {
 				// Known down now: the next query is planned and served by
 				// the live cluster without a detour.
-				resp, _ := do(t, "POST", base+"/v1/statement", lightSQL, nil)
+				resp, _ := e2e.Do(t, "POST", base+"/v1/statement", lightSQL, nil)
 				if c, why := resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"); c != "second" || why != "routed: class small" {
 					t.Errorf("next query on %q (%q)", c, why)
 				}

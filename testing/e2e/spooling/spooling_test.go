@@ -1,12 +1,11 @@
-package e2e
-
-// The spooling protocol end to end: a second Trino with spooling enabled,
-// its segments stored in an S3 fake (moto's server, from PyPI, in the test
-// venv), retrieval through the coordinator (COORDINATOR_PROXY) so segment
-// downloads and acks go through the proxy. Between the proxy and Trino sits
-// a small recording reverse proxy that sees what Trino really sent (the
-// segment headers, i.e. the SSE-C keys) and what reached Trino on each
-// download and ack.
+// Package spooling tests the spooling protocol end to end: a second Trino
+// with spooling enabled, its segments stored in an S3 fake (moto's server,
+// from PyPI, in the test venv), retrieval through the coordinator
+// (COORDINATOR_PROXY) so segment downloads and acks go through the proxy.
+// Between the proxy and Trino sits a small recording reverse proxy that sees
+// what Trino really sent (the segment headers, i.e. the SSE-C keys) and what
+// reached Trino on each download and ack. See package e2e.
+package spooling
 
 import (
 	"bytes"
@@ -24,7 +23,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -33,6 +31,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/testing/e2e"
 )
 
 // spoolingTrinoConfig is appended to the harness's config.properties.
@@ -67,25 +66,13 @@ type spoolingCluster struct {
 	proxied  string // the proxy, in front of the recorder
 }
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "testing/trino/trino.sh")); err != nil {
-		t.Fatalf("repo root not found from %s: %v", root, err)
-	}
-	return root
-}
-
 // startMoto runs moto's S3 server on a free port and returns its endpoint.
 func startMoto(t testing.TB, python string) string {
 	t.Helper()
 	if out, err := exec.Command(python, "-c", "import moto.server").CombinedOutput(); err != nil {
 		t.Fatalf("moto is not installed in %s (PY_TEST_DEPS in the Makefile; an older .venv needs `rm -rf .venv && make venv`): %v\n%s", python, err, out)
 	}
-	port := freePort(t)
+	port := e2e.FreePort(t)
 	cmd := exec.Command(python, "-m", "moto.server", "-H", "127.0.0.1", "-p", port)
 	var logBuf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
@@ -96,7 +83,7 @@ func startMoto(t testing.TB, python string) string {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("moto server log (tail):\n%s", tail(logBuf.String(), 3000))
+			t.Logf("moto server log (tail):\n%s", e2e.Tail(logBuf.String(), 3000))
 		}
 	})
 	return "http://127.0.0.1:" + port // not waited for: see createBucket
@@ -105,7 +92,7 @@ func startMoto(t testing.TB, python string) string {
 // createBucket waits for the S3 fake and creates bucket (path style).
 func createBucket(t testing.TB, endpoint, bucket string) {
 	t.Helper()
-	waitHTTP(t, endpoint+"/")
+	e2e.WaitHTTP(t, endpoint+"/")
 	req, _ := http.NewRequest("PUT", endpoint+"/"+bucket, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -126,16 +113,9 @@ func startSpoolingTrino(t testing.TB, s3Endpoint, bucket string) string {
 	if _, err := rand.Read(key); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := startTrinoInstance(t, "spooling", fmt.Sprintf(spoolingTrinoConfig, base64.StdEncoding.EncodeToString(key)),
+	u, _ := e2e.StartTrinoInstance(t, "spooling", fmt.Sprintf(spoolingTrinoConfig, base64.StdEncoding.EncodeToString(key)),
 		map[string]string{"spooling-manager.properties": fmt.Sprintf(spoolingManagerConfig, bucket, s3Endpoint)})
 	return u
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 // segmentRecorder is a reverse proxy in front of Trino that records the
@@ -244,7 +224,7 @@ func (rec *segmentRecorder) observe(resp *http.Response) error {
 // TestSpooling runs spooled queries through the proxy with the Go client
 // and by hand.
 func TestSpooling(t *testing.T) {
-	trinoURL(t) // the suite's gate: skip unless the real-Trino run is on
+	e2e.TrinoURL(t) // the suite's gate: skip unless the real-Trino run is on
 	python := os.Getenv("PRESTROID_PYTHON")
 	if python == "" {
 		t.Skip("PRESTROID_PYTHON not set: the S3 fake (moto) lives in the test venv; run `make test`")
@@ -255,7 +235,7 @@ func TestSpooling(t *testing.T) {
 	createBucket(t, s3, spoolBucket)
 	var upstream string
 	c.recorder, upstream = startSegmentRecorder(t, c.trino)
-	c.proxied, _ = startProxy(t, proxy.Options{Clusters: []proxy.ClusterConfig{{Name: "spooling", URL: upstream}}})
+	c.proxied, _ = e2e.StartProxy(t, proxy.Options{Clusters: []proxy.ClusterConfig{{Name: "spooling", URL: upstream}}})
 
 	t.Run("raw protocol: routed segment URIs, untouched headers, download and ack through the proxy", func(t *testing.T) {
 		testSpoolingRaw(t, c)
@@ -277,7 +257,7 @@ func testSpoolingRaw(t *testing.T, c spoolingCluster) {
 
 	// Spooled, through the proxy.
 	hdr := map[string]string{"X-Trino-Query-Data-Encoding": "json"}
-	resp, p := do(t, "POST", c.proxied+"/v1/statement", spoolRawQuery, hdr)
+	resp, p := e2e.Do(t, "POST", c.proxied+"/v1/statement", spoolRawQuery, hdr)
 	if resp.StatusCode != 200 {
 		t.Fatalf("POST: %s", resp.Status)
 	}
@@ -306,7 +286,7 @@ func testSpoolingRaw(t *testing.T, c spoolingCluster) {
 		if !strings.HasPrefix(p.NextURI, c.proxied+"/r/") {
 			t.Fatalf("nextUri %s not routed through the proxy", p.NextURI)
 		}
-		resp, p = do(t, "GET", p.NextURI, "", hdr)
+		resp, p = e2e.Do(t, "GET", p.NextURI, "", hdr)
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET nextUri: %s", resp.Status)
 		}
@@ -449,7 +429,7 @@ func rawRows(t *testing.T, base, q, encoding string) []string {
 	if encoding != "" {
 		h = map[string]string{"X-Trino-Query-Data-Encoding": encoding}
 	}
-	resp, p := do(t, "POST", base+"/v1/statement", q, h)
+	resp, p := e2e.Do(t, "POST", base+"/v1/statement", q, h)
 	if resp.StatusCode != 200 {
 		t.Fatalf("POST: %s", resp.Status)
 	}
@@ -464,7 +444,7 @@ func rawRows(t *testing.T, base, q, encoding string) []string {
 		if p.NextURI == "" {
 			return out
 		}
-		_, p = do(t, "GET", p.NextURI, "", h)
+		_, p = e2e.Do(t, "GET", p.NextURI, "", h)
 	}
 }
 
@@ -488,7 +468,7 @@ func decodeRows(t *testing.T, b []byte) []string {
 func testSpoolingGoClient(t *testing.T, c spoolingCluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dbDirect, dbProxy := openDB(t, c.trino, ""), openDB(t, c.proxied, "")
+	dbDirect, dbProxy := e2e.OpenDB(t, c.trino, ""), e2e.OpenDB(t, c.proxied, "")
 	c.recorder.mu.Lock()
 	downloadsBefore := c.recorder.downloadsOK
 	c.recorder.mu.Unlock()
@@ -500,7 +480,7 @@ func testSpoolingGoClient(t *testing.T, c spoolingCluster) {
 		var want, got rowDigest
 		var errD, errP error
 		t0 := time.Now()
-		both(func() { want, errD = digestRows(ctx, dbDirect, tc.sql, tc.encoding) },
+		e2e.Both(func() { want, errD = digestRows(ctx, dbDirect, tc.sql, tc.encoding) },
 			func() { got, errP = digestRows(ctx, dbProxy, tc.sql, tc.encoding) })
 		if errD != nil || errP != nil {
 			t.Fatalf("%s: direct %v, proxy %v", tc.name, errD, errP)

@@ -1,4 +1,6 @@
-package e2e
+// Package admission tests the proxy's admission queue with real clients (the
+// Trino CLI and the Go client) against a real Trino. See package e2e.
+package admission
 
 import (
 	"context"
@@ -10,41 +12,30 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/testing/e2e"
 )
 
-// holdQuery starts slowQuery through base by hand and polls it until it
+// holdQuery starts e2e.SlowQuery through base by hand and polls it until it
 // runs; the returned func cancels it (DELETE on its nextUri).
 func holdQuery(t *testing.T, base, marker string) func() {
 	t.Helper()
-	resp, p := do(t, "POST", base+"/v1/statement", slowQuery+" -- "+marker, nil)
+	resp, p := e2e.Do(t, "POST", base+"/v1/statement", e2e.SlowQuery+" -- "+marker, nil)
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
 	}
 	for p.Stats.State != "RUNNING" && p.NextURI != "" {
-		_, p = do(t, "GET", p.NextURI, "", nil)
+		_, p = e2e.Do(t, "GET", p.NextURI, "", nil)
 	}
 	if p.NextURI == "" {
 		t.Fatalf("holder query ended: %+v", p)
 	}
-	return func() { do(t, "DELETE", p.NextURI, "", nil) }
-}
-
-// seenByTrino counts queries with marker that Trino ran (the proxy's own
-// EXPLAINs, which carry the text too, do not count).
-func seenByTrino(t *testing.T, direct, marker string) int {
-	var n int
-	err := openDB(t, direct, "").QueryRow("SELECT count(*) FROM system.runtime.queries WHERE query LIKE '%" + marker +
-		"%' AND query NOT LIKE '%system.runtime.queries%' AND query NOT LIKE 'EXPLAIN %'").Scan(&n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return func() { e2e.Do(t, "DELETE", p.NextURI, "", nil) }
 }
 
 func TestAdmissionQueueWithRealClients(t *testing.T) {
-	direct := trinoURL(t)
-	cli := requireEnv(t, "PRESTROID_TRINO_CLI")
-	base, _ := startProxy(t, proxy.Options{
+	direct := e2e.TrinoURL(t)
+	cli := e2e.RequireEnv(t, "PRESTROID_TRINO_CLI")
+	base, _ := e2e.StartProxy(t, proxy.Options{
 		Clusters:  []proxy.ClusterConfig{{Name: "default", URL: direct}},
 		Admission: &proxy.AdmissionOptions{MaxQueries: 1},
 	})
@@ -65,7 +56,7 @@ func TestAdmissionQueueWithRealClients(t *testing.T) {
 		goDone := make(chan error, 1)
 		go func() {
 			var n int
-			err := openDB(t, base, "").QueryRow("SELECT count(*) FROM tpch.tiny.region /* " + goMarker + " */").Scan(&n)
+			err := e2e.OpenDB(t, base, "").QueryRow("SELECT count(*) FROM tpch.tiny.region /* " + goMarker + " */").Scan(&n)
 			if err == nil && n != 5 {
 				err = fmt.Errorf("count %d", n)
 			}
@@ -79,7 +70,7 @@ func TestAdmissionQueueWithRealClients(t *testing.T) {
 			t.Fatalf("the Go client finished while over budget: %v", err)
 		default:
 		}
-		if n := seenByTrino(t, direct, cliMarker) + seenByTrino(t, direct, goMarker); n != 0 {
+		if n := e2e.SeenByTrino(t, direct, cliMarker) + e2e.SeenByTrino(t, direct, goMarker); n != 0 {
 			t.Fatalf("queued queries reached Trino (%d)", n)
 		}
 		release()
@@ -107,12 +98,12 @@ func TestAdmissionQueueWithRealClients(t *testing.T) {
 		marker := "cancelled_waiter_" + run
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		_, err := openDB(t, base, "").QueryContext(ctx, "SELECT 1 -- "+marker)
+		_, err := e2e.OpenDB(t, base, "").QueryContext(ctx, "SELECT 1 -- "+marker)
 		if err == nil {
 			t.Fatal("a query over budget returned before its context ended")
 		}
 		time.Sleep(500 * time.Millisecond)
-		if n := seenByTrino(t, direct, marker); n != 0 {
+		if n := e2e.SeenByTrino(t, direct, marker); n != 0 {
 			t.Errorf("the cancelled queued query reached Trino")
 		}
 	})

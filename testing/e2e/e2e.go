@@ -1,0 +1,414 @@
+// Package e2e holds the helpers of Prestroid's end-to-end tests, which live
+// in its sub-packages, one per concern (Go runs packages in parallel):
+//
+//	protocol   errors, session state, cancel, tampered URIs, streaming memory
+//	admission  the admission queue with real clients
+//	routing    cost routing on two real clusters, fail-open
+//	spooling   the spooling protocol (a second Trino, an S3 fake)
+//	clients    every workload query with the CLI, the Go and the Python client
+//
+// They use real Trino (from the harness), the real proxy, and real clients
+// (the Trino CLI jar, trino-go-client, the Python trino client). They run
+// when PRESTROID_TRINO_URL is set (make test sets it after starting Trino)
+// and skip otherwise; once it is set, every failure is a failure.
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/proxy"
+	_ "github.com/trinodb/trino-go-client/trino"
+)
+
+// TrinoURL returns the real Trino's URL or skips the test.
+func TrinoURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("PRESTROID_TRINO_URL")
+	if u == "" {
+		t.Skip("PRESTROID_TRINO_URL not set: run `make test`, which starts a real Trino")
+	}
+	return u
+}
+
+// RequireEnv returns the environment variable name, failing the test when
+// it is unset (call it after TrinoURL: the real-Trino run needs it).
+func RequireEnv(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s must be set when PRESTROID_TRINO_URL is (make test sets both)", name)
+	}
+	return v
+}
+
+// StartProxy runs an in-process proxy in front of the given clusters and
+// returns its base URL. It is shut down in Cleanup.
+func StartProxy(t testing.TB, o proxy.Options) (string, *proxy.Server) {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	srv, err := proxy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return "http://" + ln.Addr().String(), srv
+}
+
+// StartDefaultProxy runs an in-process proxy in front of the real Trino
+// alone (cluster "default").
+func StartDefaultProxy(t testing.TB) string {
+	u, _ := StartProxy(t, proxy.Options{Clusters: []proxy.ClusterConfig{{Name: "default", URL: TrinoURL(t)}}})
+	return u
+}
+
+// OpenDB opens a trino-go-client database/sql handle (user e2e, source
+// prestroid-e2e, then extra DSN parameters), closed in Cleanup.
+func OpenDB(t testing.TB, server, extra string) *sql.DB {
+	t.Helper()
+	u := strings.Replace(server, "http://", "http://e2e@", 1)
+	dsn := u + "?source=prestroid-e2e" + extra
+	db, err := sql.Open("trino", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Workload is one benchmark query with its placeholders filled in.
+type Workload struct {
+	Name string // e.g. tpcds/q01
+	SQL  string
+}
+
+var trailingSemicolon = regexp.MustCompile(`\s*;\s*$`)
+
+// LoadWorkloads reads ../shared/workloads (PRESTROID_WORKLOADS) and fills
+// the placeholders for the given scale (SOURCE.md there says how).
+func LoadWorkloads(t testing.TB, schema string, scale string) []Workload {
+	t.Helper()
+	dir := RequireEnv(t, "PRESTROID_WORKLOADS")
+	var out []Workload
+	for _, bench := range []string{"tpch", "tpcds"} {
+		files, err := filepath.Glob(filepath.Join(dir, bench, "*.sql"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no workload files in %s/%s: %v", dir, bench, err)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := string(b)
+			q = strings.NewReplacer("${database}", bench, "${schema}", schema, "${prefix}", "", "${scale}", scale).Replace(q)
+			q = trailingSemicolon.ReplaceAllString(q, "")
+			out = append(out, Workload{Name: bench + "/" + strings.TrimSuffix(filepath.Base(f), ".sql"), SQL: q})
+		}
+	}
+	return out
+}
+
+// RowsAsStrings runs q and returns its rows rendered as sorted strings, so
+// result sets compare independently of row order, or the error text.
+func RowsAsStrings(ctx context.Context, db *sql.DB, q string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			if f, ok := v.(float64); ok {
+				vals[i] = NormFloat(f)
+			}
+		}
+		out = append(out, fmt.Sprint(vals...))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Strings(out)
+	return append([]string{strings.Join(cols, ",")}, out...), nil
+}
+
+// NormFloat renders a double to 10 significant digits: sums of doubles
+// depend on the order Trino adds them in, which varies run to run, so the
+// last bits of a double result are noise in either path.
+func NormFloat(f float64) string { return strconv.FormatFloat(f, 'g', 10, 64) }
+
+// NormField normalizes one text field of CLI output the same way.
+func NormField(s string) string {
+	if strings.ContainsAny(s, ".Ee") {
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return NormFloat(f)
+		}
+	}
+	return s
+}
+
+// StripQueryID replaces query ids in an error's text, so that errors of two
+// runs of a query compare.
+func StripQueryID(err error) string {
+	s := fmt.Sprint(err)
+	for _, f := range strings.Fields(s) {
+		if len(f) > 20 && strings.Count(f, "_") == 3 {
+			s = strings.ReplaceAll(s, f, "QUERYID")
+		}
+	}
+	return s
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// WaitHTTP waits up to 20 s for url to answer at all.
+func WaitHTTP(t testing.TB, url string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not answering: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Both runs a and b concurrently and waits for both.
+func Both(a, b func()) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a() }()
+	go func() { defer wg.Done(); b() }()
+	wg.Wait()
+}
+
+// Tail returns the last n bytes of s, marked as cut when it is longer.
+func Tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// RepoRoot returns the repository's root: the nearest directory above the
+// working directory (the test's package) that holds testing/trino/trino.sh.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "testing/trino/trino.sh")); err == nil {
+			return dir
+		}
+		if filepath.Dir(dir) == dir {
+			t.Fatalf("repo root (with testing/trino/trino.sh) not found above %s", wd)
+		}
+	}
+}
+
+// ServeBinary runs `prestroid serve args...` listening on port until the
+// test ends, and returns it and its base URL once it answers (without
+// touching any cluster, so the first upstream request is the test's).
+func ServeBinary(t testing.TB, bin, port string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--log-level", "warn"}, args...)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	base := "http://127.0.0.1:" + port
+	WaitHTTP(t, base+"/metrics") // the proxy's own: asks no cluster
+	return cmd, base
+}
+
+// StartTrinoInstance starts another harness instance (1G heap) on a free
+// port with extra config.properties lines and extra etc/ files, in which
+// "{{ETC}}" stands for the instance's etc directory. It returns the URL and
+// the instance's directory; the instance is stopped in Cleanup (its log is
+// shown if the test failed).
+func StartTrinoInstance(t testing.TB, what, extraConfig string, files map[string]string) (string, string) {
+	t.Helper()
+	root := RepoRoot(t)
+	dir := t.TempDir()
+	port := FreePort(t)
+	cache := os.Getenv("PRESTROID_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "prestroid")
+	}
+	inst := filepath.Join(cache, "instances", port)
+	extra := filepath.Join(dir, "extra.config")
+	overlay := filepath.Join(dir, "etc")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(extra, []byte(extraConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		content = strings.ReplaceAll(content, "{{ETC}}", filepath.Join(inst, "etc"))
+		if err := os.WriteFile(filepath.Join(overlay, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness := func(verb string) ([]byte, error) {
+		cmd := exec.Command(filepath.Join(root, "testing/trino/trino.sh"), verb)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "TRINO_PORT="+port, "TRINO_HEAP=1G", "TRINO_START_TIMEOUT=420",
+			"TRINO_EXTRA_CONFIG="+extra, "TRINO_ETC_OVERLAY="+overlay)
+		return cmd.CombinedOutput()
+	}
+	t.Cleanup(func() {
+		if out, err := harness("down"); err != nil {
+			t.Errorf("trino.sh down (port %s): %v\n%s", port, err, out)
+		}
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(inst, "server.log"))
+			t.Logf("%s Trino log %s (tail):\n%s", what, filepath.Join(inst, "server.log"), Tail(string(log), 4000))
+			return
+		}
+		_ = os.RemoveAll(inst)
+	})
+	start := time.Now()
+	if out, err := harness("up"); err != nil {
+		t.Fatalf("%s Trino on port %s did not start: %v\n%s", what, port, err, out)
+	}
+	t.Logf("%s Trino up on port %s in %s", what, port, time.Since(start).Round(time.Second))
+	return "http://127.0.0.1:" + port, inst
+}
+
+// Page is the part of a QueryResults page these tests read.
+type Page struct {
+	ID      string                 `json:"id"`
+	NextURI string                 `json:"nextUri"`
+	InfoURI string                 `json:"infoUri"`
+	Columns json.RawMessage        `json:"columns"`
+	Data    json.RawMessage        `json:"data"`
+	Stats   struct{ State string } `json:"stats"`
+	Error   *struct {
+		Message       string          `json:"message"`
+		ErrorCode     int             `json:"errorCode"`
+		ErrorName     string          `json:"errorName"`
+		ErrorType     string          `json:"errorType"`
+		ErrorLocation json.RawMessage `json:"errorLocation"`
+	} `json:"error"`
+}
+
+// Do sends one protocol request as user e2e with the extra headers h and
+// decodes a 200's body as a page.
+func Do(t testing.TB, method, url, body string, h map[string]string) (*http.Response, Page) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("X-Trino-User", "e2e")
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p Page
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == 200 && len(b) > 0 {
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, url, err, b)
+		}
+	}
+	return resp, p
+}
+
+// RunRaw drives one query through the protocol by hand and returns the last
+// page; every URI it follows must point at base.
+func RunRaw(t testing.TB, base, sql string) Page {
+	t.Helper()
+	resp, p := Do(t, "POST", base+"/v1/statement", sql, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST: %d", resp.StatusCode)
+	}
+	for p.NextURI != "" {
+		if !strings.HasPrefix(p.NextURI, base) {
+			t.Fatalf("nextUri %s does not point at %s", p.NextURI, base)
+		}
+		resp, p = Do(t, "GET", p.NextURI, "", nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET nextUri: %d", resp.StatusCode)
+		}
+	}
+	return p
+}
+
+// SlowQuery runs for minutes on the harness's Trino: a query to cancel or
+// to hold an admission slot with.
+const SlowQuery = "SELECT count(*) FROM tpch.sf100.lineitem WHERE comment LIKE '%prestroid%'"
+
+// SeenByTrino counts queries with marker that Trino ran (the proxy's own
+// EXPLAINs, which carry the text too, do not count).
+func SeenByTrino(t testing.TB, direct, marker string) int {
+	var n int
+	err := OpenDB(t, direct, "").QueryRow("SELECT count(*) FROM system.runtime.queries WHERE query LIKE '%" + marker +
+		"%' AND query NOT LIKE '%system.runtime.queries%' AND query NOT LIKE 'EXPLAIN %'").Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
