@@ -42,13 +42,21 @@ $(PY):
 venv: $(PY)
 	$(VENV)/bin/pip install -q $(PY_TEST_DEPS)
 
+# promtool for testing/metrics (`promtool check metrics`): on PATH, else
+# Debian's prometheus package.
+.PHONY: promtool
+promtool:
+	$(eval PRESTROID_PROMTOOL := $(shell scripts/install-promtool.sh))
+	@test -n "$(PRESTROID_PROMTOOL)" || { echo "promtool is needed by make test (scripts/install-promtool.sh)"; exit 1; }
+
 # Unit tests only: no Trino needed (integration tests skip themselves).
 test-unit unit-test:
 	$(GO) test ./...
 
 # The environment that turns the integration tests on (they fail, not skip,
 # when PRESTROID_TRINO_URL is set and Trino misbehaves). PRESTROID_PROMTOOL
-# (promtool for the metrics test) is passed on when set.
+# (promtool for the metrics test) is passed on when set; `make test` sets it
+# (the promtool target below).
 TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
@@ -71,7 +79,7 @@ TEST_FLAGS ?=
 # The full suite against a real Trino started by the harness: every Go
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
-test: build vet venv ort trainer-venv
+test: build vet venv ort trainer-venv promtool
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	$(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \

@@ -12,10 +12,8 @@ package metrics
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/testing/e2e"
 )
 
 const (
@@ -37,20 +37,13 @@ const (
 )
 
 func TestMetricsPassPromtoolAndHoldTheDocumentedSeries(t *testing.T) {
-	trino := os.Getenv("PRESTROID_TRINO_URL")
-	if trino == "" {
-		t.Skip("PRESTROID_TRINO_URL not set: run `make test`, which starts a real Trino")
-	}
-	bin := os.Getenv("PRESTROID_BIN")
-	if bin == "" {
-		t.Fatal("PRESTROID_BIN must be set when PRESTROID_TRINO_URL is (go build -o bin/prestroid ./cmd/prestroid)")
-	}
+	trino := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	promtool := findPromtool(t)
-	waitTrino(t, trino)
 
 	// The first cluster is dead and the monitor finds it so at once: the
 	// live one plans, estimates and serves, and both are reported.
-	port := freePort(t)
+	port := e2e.FreePort(t)
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
 route_secret: %s
@@ -64,12 +57,12 @@ routing:
   estimate_timeout: 60s
 admission:
   max_queries: 100
-`, port, strings.Repeat("m", 40), freePort(t), trino)
+`, port, strings.Repeat("m", 40), e2e.FreePort(t), trino)
 	cfgPath := filepath.Join(dir, "prestroid.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := serve(t, bin, port, "--config", cfgPath)
+	_, base := e2e.ServeBinary(t, bin, port, "--config", cfgPath)
 	time.Sleep(1500 * time.Millisecond) // the first health round
 
 	for _, q := range []struct{ sql, decision, state string }{
@@ -170,67 +163,6 @@ func findPromtool(t *testing.T) string {
 	return p
 }
 
-// waitTrino waits for the Trino at u to have started (the harness may
-// still be starting it).
-func waitTrino(t *testing.T, u string) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		var info struct {
-			Starting bool `json:"starting"`
-		}
-		resp, err := http.Get(u + "/v1/info")
-		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&info)
-			resp.Body.Close()
-			if err == nil && !info.Starting {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Trino at %s did not start: %v (starting=%v)", u, err, info.Starting)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
-}
-
-// serve runs `prestroid serve args...` until the test ends and returns its
-// base URL once /metrics answers (the proxy's own endpoint: no cluster is
-// asked).
-func serve(t *testing.T, bin, port string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--log-level", "warn"}, args...)...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	base := "http://127.0.0.1:" + port
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(base + "/metrics")
-		if err == nil {
-			resp.Body.Close()
-			return base
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prestroid serve not answering on %s: %v", base, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func get(t *testing.T, u string) []byte {
 	t.Helper()
 	resp, err := http.Get(u)
@@ -250,37 +182,15 @@ func get(t *testing.T, u string) []byte {
 // final state.
 func runQuery(t *testing.T, base, sql string) (string, string) {
 	t.Helper()
-	type page struct {
-		NextURI string `json:"nextUri"`
-		Stats   struct {
-			State string `json:"state"`
-		} `json:"stats"`
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
+	resp, p := e2e.Do(t, "POST", base+"/v1/statement", sql, map[string]string{"X-Trino-User": "metrics-test"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST %s: %s", sql, resp.Status)
 	}
-	call := func(method, u, body string) (*http.Response, page) {
-		req, _ := http.NewRequest(method, u, strings.NewReader(body))
-		req.Header.Set("X-Trino-User", "metrics-test")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var p page
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %s %s", method, u, resp.Status, b)
-		}
-		if err := json.Unmarshal(b, &p); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, u, err, b)
-		}
-		return resp, p
-	}
-	resp, p := call("POST", base+"/v1/statement", sql)
 	decision := resp.Header.Get("X-Prestroid-Decision")
 	for p.NextURI != "" {
-		_, p = call("GET", p.NextURI, "")
+		if resp, p = e2e.Do(t, "GET", p.NextURI, "", map[string]string{"X-Trino-User": "metrics-test"}); resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %s", p.NextURI, resp.Status)
+		}
 	}
 	if p.Error != nil {
 		t.Logf("%s: %s", sql, p.Error.Message)
