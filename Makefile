@@ -65,14 +65,22 @@ TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
 	$(if $(PRESTROID_PROMTOOL),PRESTROID_PROMTOOL=$(PRESTROID_PROMTOOL))
 # go test runs up to TEST_P packages at once, starting them in the order
-# given: the long poles first (the trainer's tiny training, the client
-# workloads, the tests that start a second Trino), so that the short ones
+# given: the long poles first (the client workloads, the trainer's tiny
+# training, the tests that start a second Trino), so that the short ones
 # fill in around them; within a package, up to TEST_PARALLEL tests marked
 # t.Parallel run at once (go test's default for both is GOMAXPROCS, 2 here).
-# Most e2e tests wait on Trino or on a JVM, so more than the 2 cores pay off.
-TEST_P ?= 4
+# Most e2e tests wait on Trino or on a JVM, so more than the 2 cores pay
+# off, up to a point: with 4 packages, the three client tests and both
+# trainer tests in parallel, a run took longer than the serial suite (the
+# client tests each saturate Trino, and PyTorch threads spin). The
+# trainer's pytest suite runs beside go test on one thread.
+TEST_P ?= 3
+# The harness Trino's heap for the suite (trino.sh's default is 2G): the
+# client workload tests keep it busy for minutes and G1 then takes a tenth
+# of its CPU; a Trino already running on TRINO_PORT keeps its own.
+TEST_TRINO_HEAP ?= 3G
 TEST_PARALLEL ?= 4
-TEST_FIRST := ./testing/trainer ./testing/e2e/clients ./testing/e2e/spooling ./testing/e2e/routing
+TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing
 # Extra go test flags, e.g. make test-e2e TEST_FLAGS='-run Spooling -v'.
 TEST_FLAGS ?=
 
@@ -80,9 +88,9 @@ TEST_FLAGS ?=
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
 test: build vet venv ort trainer-venv promtool
-	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
+	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
-	$(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
+	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(TEST_FIRST) ./...; go=$$?; \
 	wait $$pytest; py=$$?; echo "--- pytest trainer/tests"; cat out/pytest.log; \
 	[ $$go -eq 0 ] && [ $$py -eq 0 ]

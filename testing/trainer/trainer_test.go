@@ -125,7 +125,6 @@ func setup(t *testing.T, perSplit map[string]int) (py, bin, dir, recPath string,
 }
 
 func TestTinyTrainingProducesAValidBundle(t *testing.T) {
-	t.Parallel() // independent: own temporary directories, binaries only read
 	py, bin, dir, recPath, recs := setup(t, map[string]int{"train": 30, "validation": 6, "test": 6})
 	bundleDir := filepath.Join(dir, "bundle")
 	work := filepath.Join(dir, "work")
@@ -341,7 +340,6 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 // check leaves the serving one in place; a run that passes swaps it in and
 // reloads.
 func TestRetrainScript(t *testing.T) {
-	t.Parallel() // independent: own temporary directories, binaries only read
 	py, bin, dir, recPath, recs := setup(t, map[string]int{"train": 20, "validation": 4, "test": 4})
 	// The feedback log: the same queries as live traffic (no workload).
 	os.MkdirAll(filepath.Join(dir, "feedback"), 0o755)
