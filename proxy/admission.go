@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prestroid/prestroid/config"
 	"github.com/valyala/fasthttp"
 )
 
@@ -97,10 +98,10 @@ type admission struct {
 
 func newAdmission(o AdmissionOptions) *admission {
 	if o.QueueSize == 0 {
-		o.QueueSize = 1000
+		o.QueueSize = config.DefaultQueueSize
 	}
 	if o.MaxWait == 0 {
-		o.MaxWait = 10 * time.Minute
+		o.MaxWait = config.DefaultMaxWait
 	}
 	if o.IdleRelease == 0 {
 		o.IdleRelease = 6 * time.Minute

@@ -268,7 +268,3 @@ func tagTransaction(h *fasthttp.ResponseHeader, c *cluster) {
 		h.Set("X-Trino-Started-Transaction-Id", c.name+txSep+v)
 	}
 }
-
-// MonitorInterval is how often cluster health and load are refreshed when
-// Options.MonitorInterval is zero.
-const MonitorInterval = 3 * time.Second
