@@ -188,8 +188,9 @@ func runQuery(t *testing.T, base, sql string) (string, string) {
 	}
 	decision := resp.Header.Get("X-Prestroid-Decision")
 	for p.NextURI != "" {
-		if resp, p = e2e.Do(t, "GET", p.NextURI, "", map[string]string{"X-Trino-User": "metrics-test"}); resp.StatusCode != 200 {
-			t.Fatalf("GET %s: %s", p.NextURI, resp.Status)
+		next := p.NextURI
+		if resp, p = e2e.Do(t, "GET", next, "", map[string]string{"X-Trino-User": "metrics-test"}); resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %s", next, resp.Status)
 		}
 	}
 	if p.Error != nil {
