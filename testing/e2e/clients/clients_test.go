@@ -30,6 +30,13 @@ import (
 // three at once measured slower in total than one at a time (contention,
 // not work: make test runs this package beside the others instead).
 
+// workloads returns every workload query at tiny, reading copies of the TPC
+// tables in Trino's memory catalog: the clients are under test, not the
+// connectors' data generation (see e2e.MemoryCopies for the measurement).
+func workloads(t *testing.T, direct string) []e2e.Workload {
+	return e2e.LoadWorkloads(t, e2e.MemoryCopies(t, direct, "tiny"), "0.01")
+}
+
 func TestGoClientWorkloadsMatchDirect(t *testing.T) {
 	direct := e2e.TrinoURL(t)
 	proxied := e2e.StartDefaultProxy(t)
@@ -39,7 +46,7 @@ func TestGoClientWorkloadsMatchDirect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	compared := 0
-	for _, w := range e2e.LoadWorkloads(t, "tiny", "0.01") {
+	for _, w := range workloads(t, direct) {
 		// Both paths at once: the suite's time is bounded by Trino's CPU.
 		var want, got []string
 		var errD, errP error
@@ -119,7 +126,7 @@ func TestCLIWorkloadsMatchDirect(t *testing.T) {
 		}
 		return res, nil
 	}
-	compareWorkloads(t, "trino cli", e2e.LoadWorkloads(t, "tiny", "0.01"), func(server string, ws []e2e.Workload) (map[string]string, error) {
+	compareWorkloads(t, "trino cli", workloads(t, direct), func(server string, ws []e2e.Workload) (map[string]string, error) {
 		res, err := run(server, ws)
 		out := map[string]string{}
 		for k, v := range res {
@@ -218,7 +225,7 @@ func TestPythonClientWorkloadsMatchDirect(t *testing.T) {
 	direct := e2e.TrinoURL(t)
 	py := e2e.RequireEnv(t, "PRESTROID_PYTHON")
 	proxied := e2e.StartDefaultProxy(t)
-	compareWorkloads(t, "python client", e2e.LoadWorkloads(t, "tiny", "0.01"), func(server string, ws []e2e.Workload) (map[string]string, error) {
+	compareWorkloads(t, "python client", workloads(t, direct), func(server string, ws []e2e.Workload) (map[string]string, error) {
 		spec, _ := json.Marshal(map[string]any{"server": server, "queries": ws2json(ws)})
 		cmd := exec.Command(py, "pyclient.py")
 		cmd.Stdin = bytes.NewReader(spec)
