@@ -34,6 +34,19 @@ type Config struct {
 	// terminator sits in front of the proxy.
 	PublicURL string `yaml:"public_url"`
 
+	// AllowedHosts are the Host header values (host or host:port) clients
+	// may reach the proxy by when PublicURL is empty, besides the address a
+	// connection arrived on (and localhost on a loopback listener): URIs
+	// handed to clients are built from the Host, so any other Host gets 400
+	// rather than nextUris pointing wherever the client said. Empty means
+	// only those. Set PublicURL behind a load balancer or TLS terminator.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+
+	// TLS makes Listen serve HTTPS (tls.go); UpstreamTLS is how https
+	// clusters are verified.
+	TLS         TLS         `yaml:"tls"`
+	UpstreamTLS UpstreamTLS `yaml:"upstream_tls"`
+
 	// Clusters are the Trino coordinators the proxy may forward to. The proxy
 	// never forwards to a host that is not listed here. At least one is
 	// required; the first is the default cluster.
@@ -151,7 +164,8 @@ func Load(path string) (*Config, error) {
 //	PRESTROID_UPSTREAM (comma-separated URLs; replaces clusters, named
 //	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
 //	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
-//	(estimator.ort_lib).
+//	(estimator.ort_lib), PRESTROID_TLS_CERT_FILE, PRESTROID_TLS_KEY_FILE,
+//	PRESTROID_UPSTREAM_CA_FILE (upstream_tls.ca_file).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
@@ -175,6 +189,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LOG_LEVEL"); ok {
 		c.LogLevel = v
 	}
+	c.applyTLSEnv(lookup)
 	c.Estimator.applyEnv(lookup)
 	return nil
 }
@@ -244,6 +259,9 @@ func (c *Config) Validate() error {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return bad("log_level", strconv.Quote(c.LogLevel), "want debug, info, warn or error")
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
 	}
 	if err := c.validateEstimator(); err != nil {
 		return err

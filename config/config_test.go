@@ -31,6 +31,13 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a short route secret, without echoing it", func(c *Config) { c.RouteSecret = "hunter2" }, []string{"route_secret", "7 bytes"}},
 		{"a public URL with a path", func(c *Config) { c.PublicURL = "http://p/x" }, []string{"public_url"}},
 		{"an unknown log level", func(c *Config) { c.LogLevel = "loud" }, []string{"log_level", `"loud"`}},
+		{"a TLS certificate without its key", func(c *Config) { c.TLS.CertFile = "/etc/hosts" }, []string{"tls.cert_file", "key_file"}},
+		{"a TLS certificate file that is missing", func(c *Config) { c.TLS.CertFile, c.TLS.KeyFile = "/nonexistent.pem", "/etc/hosts" }, []string{"tls.cert_file", `"/nonexistent.pem"`}},
+		{"an http public URL in front of a TLS listener", func(c *Config) {
+			c.TLS.CertFile, c.TLS.KeyFile, c.PublicURL = "/etc/hosts", "/etc/hosts", "http://gw:8443"
+		}, []string{"public_url", "https"}},
+		{"a redirect listener without TLS", func(c *Config) { c.TLS.RedirectListen = "127.0.0.1:8079" }, []string{"tls.redirect_listen"}},
+		{"an allowed host with a path", func(c *Config) { c.AllowedHosts = []string{"gw/x"} }, []string{"allowed_hosts[0]", `"gw/x"`}},
 		{"a negative body limit", func(c *Config) { c.MaxRequestBodyBytes = -1 }, []string{"max_request_body_bytes", "-1"}},
 		{"cost classes out of order", func(c *Config) {
 			c.Routing.Classes = []CostClass{{Name: "a", MaxCPUSeconds: 10}, {Name: "b", MaxCPUSeconds: 5}}

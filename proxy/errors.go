@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -43,13 +45,24 @@ func (e *UpstreamError) Error() string {
 func (e *UpstreamError) Unwrap() error { return e.Err }
 
 // notSent reports whether err happened before the request left the proxy:
-// a failed dial, a dial timeout, or no free connection.
+// a failed dial, a dial timeout, no free connection, or a TLS handshake
+// that failed (an https cluster whose certificate is not trusted: nothing
+// was written on the connection).
 func notSent(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, fasthttp.ErrDialTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns)
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var rh tls.RecordHeaderError
+	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &rh) {
+		return true
+	}
+	return errors.Is(err, fasthttp.ErrDialTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns) ||
+		errors.Is(err, fasthttp.ErrTLSHandshakeTimeout)
 }
 
 // fail is the one error path: it turns an internal error into the right
@@ -67,6 +80,8 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 		s.plain(ctx, fasthttp.StatusNotFound, "prestroid: no configured cluster knows this query")
 	case errors.Is(err, ErrNotFound):
 		s.plain(ctx, fasthttp.StatusNotFound, "prestroid: not found")
+	case errors.Is(err, ErrUnknownHost):
+		s.plain(ctx, fasthttp.StatusBadRequest, "prestroid: the Host header names no host this proxy answers to; set public_url (or allowed_hosts) to the address clients use")
 	case errors.Is(err, ErrBadRequest):
 		s.plain(ctx, fasthttp.StatusBadRequest, err.Error())
 	case errors.As(err, &ue) && statementPOST && ue.Sent:

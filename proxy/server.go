@@ -10,6 +10,7 @@ package proxy
 import (
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -40,8 +41,17 @@ type Options struct {
 	// Signer signs route tokens. Nil means a random per-process key.
 	Signer *Signer
 	// PublicURL is the proxy's base URL as clients see it. Empty means
-	// derived per request from the Host header.
+	// derived per request from the Host header, which must then be one the
+	// proxy answers to (see AllowedHosts); other requests get 400.
 	PublicURL string
+	// AllowedHosts are further Host header values (host[:port], any case)
+	// that may be written into URIs when PublicURL is empty, besides the
+	// address a connection arrived on and localhost on a loopback
+	// listener. Empty means only those. Ignored when PublicURL is set.
+	AllowedHosts []string
+	// UpstreamTLS configures TLS to https clusters (CA bundle, verification;
+	// see UpstreamTLSConfig). Nil means Go's defaults: the system roots.
+	UpstreamTLS *tls.Config
 	// ForwardedHeaders forwards X-Forwarded-* / Forwarded upstream. False
 	// (the default) strips them: Trino 451+ answers 406 otherwise.
 	ForwardedHeaders bool
@@ -145,6 +155,8 @@ type Server struct {
 	admit      *admission // nil without admission control
 	log        *slog.Logger
 	srv        *fasthttp.Server
+	mu         sync.Mutex
+	extra      []*fasthttp.Server // the redirect listener's, shut down with srv
 	stop       context.CancelFunc
 	done       chan struct{}
 }
@@ -241,6 +253,7 @@ func New(o Options) (*Server, error) {
 				Addr:                     addr,
 				Name:                     "prestroid",
 				IsTLS:                    u.Scheme == "https",
+				TLSConfig:                o.UpstreamTLS,
 				NoDefaultUserAgentHeader: true,
 				DisablePathNormalizing:   true,
 				StreamResponseBody:       true,
@@ -251,7 +264,7 @@ func New(o Options) (*Server, error) {
 				ReadBufferSize:           64 << 10,
 			},
 			probeClient: &fasthttp.HostClient{
-				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https",
+				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https", TLSConfig: o.UpstreamTLS,
 				MaxResponseBodySize: 64 << 20, ReadTimeout: probeTimeout, WriteTimeout: probeTimeout,
 				Dial: s.probeConns.dial,
 			},
@@ -311,6 +324,12 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 // (or ctx to end).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
+	s.mu.Lock()
+	extra := s.extra
+	s.mu.Unlock()
+	for _, x := range extra {
+		_ = x.ShutdownWithContext(ctx)
+	}
 	err := s.srv.ShutdownWithContext(ctx)
 	select {
 	case <-s.done:
@@ -327,7 +346,8 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 // DefaultCluster is the name of the first configured cluster.
 func (s *Server) DefaultCluster() string { return s.clusters[0].name }
 
-// publicBase is the proxy's base URL for this request.
+// publicBase is the proxy's base URL for this request. Without PublicURL
+// the Handler has already refused a Host that allowedHost does not accept.
 func (s *Server) publicBase(ctx *fasthttp.RequestCtx) string {
 	if s.opts.PublicURL != "" {
 		return s.opts.PublicURL
@@ -343,6 +363,10 @@ func (s *Server) publicBase(ctx *fasthttp.RequestCtx) string {
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	raw := string(ctx.Request.Header.RequestURI())
 	method := string(ctx.Method())
+	if s.opts.PublicURL == "" && !s.allowedHost(ctx, string(ctx.Host())) {
+		s.fail(ctx, ErrUnknownHost, false)
+		return
+	}
 	if token, target, ok := SplitRouted(raw); ok {
 		s.routed(ctx, method, token, target)
 		return

@@ -69,7 +69,7 @@ binary). SQL "-" reads the statement from standard input.`)
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, _, _, err := newEstimatorService(config.Estimator{Model: *model, ORTLib: *ortLib, MaxBatch: 1, Workers: 1,
-		CacheTTL: -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, logger)
+		CacheTTL: -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, nil, logger)
 	if err != nil {
 		return fail(1, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,7 +61,7 @@ func runServe(args []string) int {
 		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
 		return 1
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
 		return 1
@@ -69,12 +70,26 @@ func runServe(args []string) int {
 	for i, c := range cfg.Clusters {
 		names[i] = c.Name + "=" + c.URL
 	}
-	logger.Info("prestroid listening", "addr", ln.Addr().String(), "clusters", strings.Join(names, ","))
+	scheme := "http"
+	if cfg.TLS.Enabled() {
+		scheme = "https"
+	}
+	logger.Info("prestroid listening", "addr", ln.Addr().String(), "scheme", scheme, "clusters", strings.Join(names, ","))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.TLS.RedirectListen != "" {
+		rln, err := net.Listen("tcp", cfg.TLS.RedirectListen)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "prestroid serve: tls.redirect_listen:", err)
+			return 1
+		}
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		logger.Info("redirecting HTTP to HTTPS", "addr", rln.Addr().String())
+		go func() { errc <- srv.ServeRedirect(rln, port) }()
+	}
 	defer closeFeedback()
 	select {
 	case err := <-errc:
@@ -91,6 +106,28 @@ func runServe(args []string) int {
 		}
 	}
 	return 0
+}
+
+// listen opens cfg.Listen, wrapped in TLS when tls.cert_file is set: the
+// certificate is reloaded on SIGHUP and when its files change.
+func listen(cfg *config.Config, logger *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil || !cfg.TLS.Enabled() {
+		return ln, err
+	}
+	certs, err := proxy.NewCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, logger)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			_ = certs.Reload()
+		}
+	}()
+	return tls.NewListener(ln, proxy.ServerTLSConfig(certs)), nil
 }
 
 // loadServeConfig reads the file (if any), then env, then flags, and
@@ -152,6 +189,12 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 		logger.Warn("no route_secret configured: using a random one; URIs of running queries will not survive a restart and replicas cannot share queries")
 	}
 	o := proxyOptions(cfg, signer, logger)
+	if o.UpstreamTLS, err = proxy.UpstreamTLSConfig(cfg.UpstreamTLS.CAFile, cfg.UpstreamTLS.InsecureSkipVerify); err != nil {
+		return nil, nil, err
+	}
+	if cfg.UpstreamTLS.InsecureSkipVerify {
+		logger.Warn("upstream_tls.insecure_skip_verify is on: cluster certificates are NOT verified (tests only)")
+	}
 	if err := wireEstimator(cfg, &o, logger); err != nil {
 		return nil, nil, err
 	}
@@ -185,6 +228,7 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		Clusters:            clusters,
 		Signer:              signer,
 		PublicURL:           cfg.PublicURL,
+		AllowedHosts:        cfg.AllowedHosts,
 		ForwardedHeaders:    cfg.ForwardedHeaders,
 		UpstreamTimeout:     time.Duration(cfg.UpstreamTimeout),
 		QueryMapSize:        cfg.QueryMapSize,

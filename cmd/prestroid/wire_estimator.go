@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/onnx"
+	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/models"
 	"github.com/prestroid/prestroid/proxy"
 )
@@ -99,7 +101,10 @@ func estimatorStats(svc *estimator.Service, caches []statsCache) func() proxy.Es
 // (caches, batching); the caller closes it. reload loads a bundle directory
 // the same way (runtime, caches), for the bundle watcher; caches are the
 // caches it built, for /metrics.
-func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), caches []statsCache, err error) {
+//
+// upstreamTLS is the EXPLAIN client's TLS to https clusters; nil means Go's
+// defaults.
+func newEstimatorService(e config.Estimator, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), caches []statsCache, err error) {
 	rt, err := newRuntime(e)
 	if err != nil {
 		return nil, nil, nil, err
@@ -120,6 +125,7 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 	so := estimator.ServiceOptions{
 		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
 		MaxWait: time.Duration(e.MaxWait), Workers: e.Workers, Logger: logger,
+		Explain: &plan.ExplainClient{HTTP: plan.NewHTTPClient(upstreamTLS)},
 	}
 	if e.CacheTTL >= 0 {
 		ttl := time.Duration(e.CacheTTL)
@@ -166,7 +172,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) er
 		logger.Info("estimator disabled by configuration")
 		return nil
 	}
-	svc, reload, caches, err := newEstimatorService(e, logger)
+	svc, reload, caches, err := newEstimatorService(e, o.UpstreamTLS, logger)
 	if err != nil {
 		if e.Model == "" {
 			logger.Warn("estimator off: queries are forwarded without estimates", "reason", err)

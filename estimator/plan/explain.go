@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,17 +101,26 @@ func endsWithSemicolon(s string) bool {
 	return last.Kind == sqllex.Punct && last.Text == ";"
 }
 
-var defaultExplainHTTP = &http.Client{
-	Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: 60 * time.Second,
-		IdleConnTimeout:       90 * time.Second,
-		MaxIdleConnsPerHost:   32,
-		DisableCompression:    true, // gzip is asked for and decoded explicitly
-	},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+var defaultExplainHTTP = NewHTTPClient(nil)
+
+// NewHTTPClient is the ExplainClient's default HTTP client (connect,
+// TLS-handshake and response-header timeouts, no redirects followed) with
+// tlsConfig for https clusters: a CA bundle, or verification off for tests.
+// Nil means Go's defaults (the system roots).
+func NewHTTPClient(tlsConfig *tls.Config) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:       tlsConfig,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: 60 * time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConnsPerHost:   32,
+			DisableCompression:    true, // gzip is asked for and decoded explicitly
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // queryResults is the part of a Trino QueryResults page the client reads.
