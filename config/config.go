@@ -42,6 +42,27 @@ type Config struct {
 	// only those. Set PublicURL behind a load balancer or TLS terminator.
 	AllowedHosts []string `yaml:"allowed_hosts"`
 
+	// Identity is how the identity that admission, budgets, routing rules
+	// and metrics key on is established: "header" (X-Trino-User as sent:
+	// an unauthenticated claim any client can set) or "verified" (the
+	// Basic user or the JWT claim IdentityClaim of the credentials,
+	// trusted only once the cluster accepted those credentials, for the
+	// query's EXPLAIN or a probe; see README "Security"). Empty means
+	// header.
+	Identity string `yaml:"identity"`
+	// IdentityClaim is the JWT claim that names the user (Trino's
+	// http-server.authentication.jwt.principal-field). Empty means "sub".
+	IdentityClaim string `yaml:"identity_claim"`
+	// CredentialTTL is how long a credential the cluster accepted is
+	// remembered (keyed by its SHA-256, never stored) so that statements
+	// whose EXPLAIN the estimate cascade skips need no probe. Zero means
+	// 1m; a password changed on the cluster stops counting as verified
+	// after at most this long (Trino itself rejects it at once).
+	CredentialTTL Duration `yaml:"credential_ttl"`
+	// JWKS optionally verifies Bearer JWTs locally (jwks.go); a token it
+	// refuses is still offered to the cluster.
+	JWKS JWKS `yaml:"jwks"`
+
 	// TLS makes Listen serve HTTPS (tls.go); UpstreamTLS is how https
 	// clusters are verified.
 	TLS         TLS         `yaml:"tls"`
@@ -165,7 +186,7 @@ func Load(path string) (*Config, error) {
 //	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
 //	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
 //	(estimator.ort_lib), PRESTROID_TLS_CERT_FILE, PRESTROID_TLS_KEY_FILE,
-//	PRESTROID_UPSTREAM_CA_FILE (upstream_tls.ca_file).
+//	PRESTROID_UPSTREAM_CA_FILE (upstream_tls.ca_file), PRESTROID_IDENTITY.
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
@@ -188,6 +209,9 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	}
 	if v, ok := lookup("PRESTROID_LOG_LEVEL"); ok {
 		c.LogLevel = v
+	}
+	if v, ok := lookup("PRESTROID_IDENTITY"); ok {
+		c.Identity = v
 	}
 	c.applyTLSEnv(lookup)
 	c.Estimator.applyEnv(lookup)
@@ -259,6 +283,17 @@ func (c *Config) Validate() error {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return bad("log_level", strconv.Quote(c.LogLevel), "want debug, info, warn or error")
+	}
+	switch c.Identity {
+	case "", "header", "verified":
+	default:
+		return bad("identity", strconv.Quote(c.Identity), "want header or verified")
+	}
+	if c.CredentialTTL < 0 {
+		return bad("credential_ttl", time.Duration(c.CredentialTTL), "must not be negative")
+	}
+	if err := c.validateJWKS(); err != nil {
+		return err
 	}
 	if err := c.validateTLS(); err != nil {
 		return err

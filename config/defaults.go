@@ -23,6 +23,12 @@ const (
 	DefaultUpstreamTimeout = 60 * time.Second
 	// DefaultQueryMapSize is Config.QueryMapSize's default.
 	DefaultQueryMapSize = 100000
+	// DefaultIdentity, DefaultIdentityClaim and DefaultCredentialTTL are
+	// Config.Identity's, Config.IdentityClaim's and Config.CredentialTTL's
+	// defaults.
+	DefaultIdentity      = "header"
+	DefaultIdentityClaim = "sub"
+	DefaultCredentialTTL = time.Minute
 	// DefaultLogLevel is Config.LogLevel's default.
 	DefaultLogLevel = "info"
 
@@ -92,6 +98,9 @@ func (c *Config) FillDefaults() {
 	setDuration(&c.UpstreamTimeout, DefaultUpstreamTimeout)
 	setString(&c.Listen, DefaultListen)
 	setString(&c.LogLevel, DefaultLogLevel)
+	setString(&c.Identity, DefaultIdentity)
+	setString(&c.IdentityClaim, DefaultIdentityClaim)
+	setDuration(&c.CredentialTTL, DefaultCredentialTTL)
 
 	r := &c.Routing
 	setString(&r.Fallback, DefaultFallback)

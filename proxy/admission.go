@@ -365,7 +365,7 @@ func newLocalID() string {
 // admitOrQueue runs admission for a placed query. It returns true when the
 // query may be forwarded now; otherwise it has answered the client.
 func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (*ticket, bool) {
-	user := string(ctx.Request.Header.Peek("X-Trino-User"))
+	user := d.identity.User
 	t := &ticket{id: newLocalID(), user: user, group: s.admit.groupOf(ctx, user), enqueued: time.Now(),
 		admitted: make(chan struct{}), d: d}
 	t.lastPoll = t.enqueued

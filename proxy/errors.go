@@ -71,7 +71,15 @@ func notSent(err error) bool {
 func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 	ctx.Response.Reset()
 	var ue *UpstreamError
+	var ae *AuthError
 	switch {
+	case errors.As(err, &ae):
+		s.refuseCredentials(ctx, ae) // Trino's own 401/403; nothing to log
+		return
+	case errors.Is(err, ErrUnverified):
+		// Nothing was sent for the query: the client may retry.
+		ctx.Response.Header.Set("Retry-After", "1")
+		s.plain(ctx, fasthttp.StatusServiceUnavailable, "prestroid: the cluster did not answer whether it accepts these credentials; retry")
 	case errors.Is(err, ErrBadToken):
 		s.plain(ctx, fasthttp.StatusForbidden, "prestroid: invalid or tampered route token; this URI was not issued by this proxy")
 	case errors.Is(err, ErrUnknownCluster):

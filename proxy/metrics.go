@@ -24,6 +24,7 @@ type metrics struct {
 	failover        *prometheus.CounterVec // cluster (the unreachable one)
 	estimateCache   *prometheus.CounterVec // result: hit | miss
 	queued          prometheus.Counter
+	identity        *prometheus.CounterVec // result: explain | cache | probe | jwks | refused | unavailable
 	completed       *prometheus.CounterVec // state, cluster
 	scannedTables   *prometheus.CounterVec // known: true | false
 	queueWait       prometheus.Histogram
@@ -52,6 +53,8 @@ func newMetrics() *metrics {
 			"New queries sent to another cluster because theirs refused the connection, by the unreachable cluster.", "cluster"),
 		estimateCache: counter("prestroid_estimate_cache_total",
 			"Estimates served from the estimate cache (result=hit) or computed (miss).", "result"),
+		identity: counter("prestroid_identity_checks_total",
+			"How new queries' identities were established (identity: verified): by their EXPLAIN, a remembered credential (cache), a probe, a locally verified JWT (jwks); or refused (the cluster answered 401/403) or unavailable (the cluster did not answer).", "result"),
 		queued: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_queued_total",
 			Help: "Queries that waited in the admission queue."}),
 		completed: counter("prestroid_completed_queries_total",
@@ -72,7 +75,7 @@ func newMetrics() *metrics {
 // time, and the Go runtime and process collectors to reg.
 func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 	cs := []prometheus.Collector{
-		m.decisions, m.failOpen, m.failover, m.estimateCache, m.queued, m.completed, m.scannedTables,
+		m.decisions, m.failOpen, m.failover, m.estimateCache, m.queued, m.identity, m.completed, m.scannedTables,
 		m.queueWait, m.estimateSeconds, m.explainSeconds, m.qerror,
 		&stateCollector{s: s},
 	}

@@ -43,7 +43,8 @@ const (
 type Input struct {
 	Outcome  Outcome
 	Estimate Estimate
-	// User is X-Trino-User; Group the user's group (Options.Admission's
+	// User is the query's identity (Identity.User: X-Trino-User, or in
+	// identity: verified mode the user the cluster accepted); Group the user's group (Options.Admission's
 	// GroupHeader or UserGroups, else the user); Source X-Trino-Source;
 	// ClientTags the X-Trino-Client-Tags, split and trimmed.
 	User, Group, Source string

@@ -33,8 +33,11 @@ type decision struct {
 	Decision
 	cluster  *cluster
 	est      Estimate
-	estimate bool          // est holds a model estimate
-	ticket   *ticket       // admission ticket, when admission control is on
+	estimate bool    // est holds a model estimate
+	ticket   *ticket // admission ticket, when admission control is on
+	// identity is who the query counts against (identity.go): admission,
+	// rules and metrics key on identity.User.
+	identity Identity
 	took     time.Duration // deciding, estimate included (Server-Timing)
 }
 
@@ -93,13 +96,26 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		if !found {
 			return nil, fmt.Errorf("%w: transaction of unknown cluster %q", ErrBadRequest, name)
 		}
-		return &decision{Decision: Decision{Kind: KindTransaction, Cluster: name}, cluster: c}, nil
+		// Not estimated (the EXPLAIN would run outside the transaction),
+		// but it counts against the budgets as its identity.
+		id, err := s.identityOf(ctx, c, Estimate{}, nil)
+		if err != nil {
+			return nil, err
+		}
+		return &decision{Decision: Decision{Kind: KindTransaction, Cluster: name}, cluster: c, identity: id}, nil
 	}
 	def := s.defaultCluster()
 	in := s.policyInput(&ctx.Request.Header, def)
+	var est Estimate
+	var estErr error
 	if s.opts.Estimator != nil {
-		est, err := s.estimate(ctx, def)
+		est, estErr = s.estimate(ctx, def)
+		err := estErr
+		var ae *AuthError
 		switch {
+		case errors.As(err, &ae):
+			// The cluster refused the caller's credentials: identityOf
+			// ends the request with Trino's answer.
 		case err != nil && errors.Is(err, context.DeadlineExceeded):
 			in.Outcome = EstimateTimedOut
 			s.metrics.failOpen.WithLabelValues("timeout").Inc()
@@ -111,16 +127,22 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		default:
 			in.Outcome, in.Estimate = Estimated, est
 		}
-		if err != nil {
+		if err != nil && ae == nil {
 			s.log.Warn("estimate failed; failing open", "error", err)
 		}
 	}
+	id, err := s.identityOf(ctx, def, est, estErr)
+	if err != nil {
+		return nil, err
+	}
+	in.User = id.User
+	in.Group = userGroup(&ctx.Request.Header, s.opts.Admission, id.User)
 	pd := s.selector.Select(in)
 	c, ok := s.byName[pd.Cluster]
 	if !ok {
 		return nil, fmt.Errorf("proxy: routing policy chose unknown cluster %q", pd.Cluster)
 	}
-	return &decision{Decision: pd, cluster: c, est: in.Estimate, estimate: in.Outcome == Estimated}, nil
+	return &decision{Decision: pd, cluster: c, est: in.Estimate, estimate: in.Outcome == Estimated, identity: id}, nil
 }
 
 // policyInput is the plain value the policy sees; the request header is

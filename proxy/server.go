@@ -63,6 +63,22 @@ type Options struct {
 	MaxRequestBodyBytes int
 	// MaxHeaderBytes bounds a request's header block. Zero means 64 KiB.
 	MaxHeaderBytes int
+	// Identity is how a new query's identity is established (identity.go):
+	// IdentityHeader ("" means it: X-Trino-User, unauthenticated) or
+	// IdentityVerified (the user the cluster accepted the credentials of).
+	Identity string
+	// IdentityClaim is the JWT claim naming the user of a Bearer token in
+	// IdentityVerified mode (Trino's
+	// http-server.authentication.jwt.principal-field). Empty means "sub".
+	IdentityClaim string
+	// CredentialTTL is how long a credential the cluster accepted is
+	// remembered (by its SHA-256) so later statements need no probe. Zero
+	// means 1 minute.
+	CredentialTTL time.Duration
+	// TokenVerifier, when set, checks Bearer tokens locally (a JWT against
+	// a JWKS) in IdentityVerified mode; a token it refuses is still offered
+	// to the cluster. Nil means the cluster verifies every credential.
+	TokenVerifier TokenVerifier
 	// Logger receives request errors. Nil means slog.Default().
 	Logger *slog.Logger
 
@@ -143,8 +159,9 @@ type Server struct {
 	clusters []*cluster
 	byName   map[string]*cluster
 	signer   *Signer
-	queries  *boundedMap[string]   // query id -> cluster name
-	tracked  *boundedMap[*tracked] // query id -> what the proxy knows of it, until its last page
+	queries  *boundedMap[string]    // query id -> cluster name
+	tracked  *boundedMap[*tracked]  // query id -> what the proxy knows of it, until its last page
+	creds    *boundedMap[time.Time] // credentialKey -> accepted until (identity.go)
 	metrics  *metrics
 	registry *prometheus.Registry
 	selector Selector
@@ -191,6 +208,19 @@ func New(o Options) (*Server, error) {
 	if o.MonitorUser == "" {
 		o.MonitorUser = config.DefaultMonitorUser
 	}
+	switch o.Identity {
+	case "":
+		o.Identity = config.DefaultIdentity
+	case IdentityHeader, IdentityVerified:
+	default:
+		return nil, fmt.Errorf("proxy: unknown identity mode %q", o.Identity)
+	}
+	if o.IdentityClaim == "" {
+		o.IdentityClaim = config.DefaultIdentityClaim
+	}
+	if o.CredentialTTL == 0 {
+		o.CredentialTTL = config.DefaultCredentialTTL
+	}
 	switch o.Fallback {
 	case "", FallbackLarger, FallbackDefault, FallbackAny:
 	default:
@@ -209,7 +239,7 @@ func New(o Options) (*Server, error) {
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: newBoundedMap[string](o.QueryMapSize),
-		tracked: newBoundedMap[*tracked](10000), metrics: newMetrics(), log: o.Logger, selector: o.Selector}
+		tracked: newBoundedMap[*tracked](10000), creds: newBoundedMap[time.Time](10000), metrics: newMetrics(), log: o.Logger, selector: o.Selector}
 	if s.selector == nil {
 		cost := &CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow}
 		s.selector = cost
@@ -367,6 +397,13 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.fail(ctx, ErrUnknownHost, false)
 		return
 	}
+	if method == fasthttp.MethodTrace || method == fasthttp.MethodConnect {
+		// Never forwarded: TRACE echoes the request (credentials
+		// included) back (RFC 9110 §9.3.8), CONNECT would tunnel.
+		ctx.Response.Header.Set("Allow", "GET, HEAD, POST, PUT, DELETE")
+		s.plain(ctx, fasthttp.StatusMethodNotAllowed, "prestroid: method not allowed")
+		return
+	}
 	if token, target, ok := SplitRouted(raw); ok {
 		s.routed(ctx, method, token, target)
 		return
@@ -387,7 +424,11 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.serveMx(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
 		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
-	case path == "/ui" || strings.HasPrefix(path, "/ui/"):
+	case path == "/ui" || strings.HasPrefix(path, "/ui/"), strings.HasPrefix(path, "/oauth2/"):
+		// The web UI (its /ui/api/* login redirects) and Trino's OAuth2
+		// endpoints (the identity provider's callback comes back here)
+		// belong to the default cluster; redirects and challenges that
+		// point at it are routed back through the proxy.
 		s.forward(ctx, s.clusters[0], raw, modeRaw)
 	case strings.HasPrefix(path, "/v1/spooled/"):
 		// Segment URIs are always handed out routed; an unrouted one can
@@ -408,7 +449,10 @@ func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 	}
 	d.took = time.Since(start)
 	s.recordDecision(d)
-	if s.admit != nil && !s.opts.Shadow && d.Kind != KindTransaction {
+	// Statements inside a transaction count too: they stay on their
+	// cluster but wait like any other (else a made-up transaction id would
+	// skip admission).
+	if s.admit != nil && !s.opts.Shadow {
 		t, now := s.admitOrQueue(ctx, d)
 		if !now {
 			return // queued (or refused): the client has its answer
@@ -451,7 +495,8 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 		} else {
 			s.forward(ctx, c, target, modeRaw)
 		}
-	case strings.HasPrefix(target, "/v1/spooled/"), strings.HasPrefix(target, "/ui/"), target == "/ui":
+	case strings.HasPrefix(target, "/v1/spooled/"), strings.HasPrefix(target, "/ui/"), target == "/ui",
+		strings.HasPrefix(target, "/oauth2/"): // the OAuth2 flow's URIs of a WWW-Authenticate challenge
 		s.forward(ctx, c, target, modeRaw)
 	default:
 		s.fail(ctx, ErrNotFound, false)
@@ -624,6 +669,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	ctx.SetStatusCode(resp.StatusCode())
 	copyResponseHeaders(&ctx.Response.Header, &resp.Header, gz)
 	s.rewriteLocation(ctx, c)
+	s.rewriteAuthenticate(ctx, c)
 	tagTransaction(&ctx.Response.Header, c)
 
 	stream := resp.BodyStream()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,6 +35,12 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 	// Statements that must not be explained (CREATE TABLE AS: see
 	// plan.StatementKind.SafeToExplain) come back not estimated, with the reason.
 	e, err := a.svc.Estimate(ctx, q.Server, q.SQL, q.Header)
+	var he *plan.HTTPError
+	if errors.As(err, &he) && (he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden) {
+		// Trino refused the caller's credentials: the proxy relays this
+		// answer and gives the query no estimate, queue slot or route.
+		return proxy.Estimate{}, &proxy.AuthError{StatusCode: he.StatusCode, Header: he.Header, Body: []byte(he.Body)}
+	}
 	if err != nil {
 		return proxy.Estimate{}, err
 	}

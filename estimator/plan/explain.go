@@ -62,7 +62,8 @@ func (e *TrinoError) Error() string {
 // HTTPError is a protocol-level failure: a non-200 answer from Trino.
 type HTTPError struct {
 	StatusCode int
-	Body       string // first 512 bytes
+	Body       string      // first 512 bytes
+	Header     http.Header // the response's headers (a 401's WWW-Authenticate)
 }
 
 func (e *HTTPError) Error() string {
@@ -362,7 +363,7 @@ func (c *ExplainClient) do(hc *http.Client, req *http.Request, maxBody int64) (*
 		return nil, fmt.Errorf("%w: response over %d bytes", ErrPlanTooLarge, maxBody)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &HTTPError{StatusCode: resp.StatusCode, Body: string(bytes.TrimSpace(b[:min(len(b), 512)]))}
+		return nil, &HTTPError{StatusCode: resp.StatusCode, Body: string(bytes.TrimSpace(b[:min(len(b), 512)])), Header: resp.Header.Clone()}
 	}
 	qr, err := decodeQueryResults(b)
 	if err != nil {
