@@ -45,6 +45,11 @@ const (
 	// Admission.MaxWait's defaults.
 	DefaultQueueSize = 1000
 	DefaultMaxWait   = 10 * time.Minute
+	// DefaultMaxQueuedQueryBytes and DefaultMaxQueueBytes are
+	// Admission.MaxQueuedQueryBytes' (4 MiB) and Admission.MaxQueueBytes'
+	// (256 MiB) defaults.
+	DefaultMaxQueuedQueryBytes = 4 << 20
+	DefaultMaxQueueBytes       = 256 << 20
 
 	// DefaultFeedbackRotateRecords and DefaultFeedbackRotateEvery are
 	// Feedback.RotateRecords' and Feedback.RotateEvery's defaults.
@@ -110,6 +115,10 @@ func (c *Config) FillDefaults() {
 
 	setInt(&c.Admission.QueueSize, DefaultQueueSize)
 	setDuration(&c.Admission.MaxWait, DefaultMaxWait)
+	setInt(&c.Admission.MaxQueuedQueryBytes, DefaultMaxQueuedQueryBytes)
+	if c.Admission.MaxQueueBytes == 0 {
+		c.Admission.MaxQueueBytes = DefaultMaxQueueBytes
+	}
 
 	setInt(&c.Feedback.RotateRecords, DefaultFeedbackRotateRecords)
 	setDuration(&c.Feedback.RotateEvery, DefaultFeedbackRotateEvery)

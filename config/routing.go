@@ -77,6 +77,12 @@ type Admission struct {
 	// one may wait (zero: 10m). Past either, the client gets a Trino error.
 	QueueSize int      `yaml:"queue_size"`
 	MaxWait   Duration `yaml:"max_wait"`
+	// MaxQueuedQueryBytes bounds the request (headers and SQL) one waiting
+	// query holds in memory (zero: 4 MiB); MaxQueueBytes all waiting
+	// queries together (zero: 256 MiB). A query that would have to wait
+	// past either fails at once with a Trino error.
+	MaxQueuedQueryBytes int   `yaml:"max_queued_query_bytes"`
+	MaxQueueBytes       int64 `yaml:"max_queue_bytes"`
 }
 
 // Feedback configures the feedback log: every query whose last page passes
@@ -147,6 +153,7 @@ func (c *Config) validateRouting() error {
 		"admission.user_max_queries": float64(a.UserMaxQueries), "admission.user_max_cpu_seconds": a.UserMaxCPUSeconds,
 		"admission.group_max_queries": float64(a.GroupMaxQueries), "admission.group_max_cpu_seconds": a.GroupMaxCPUSeconds,
 		"admission.queue_size": float64(a.QueueSize), "admission.max_wait": float64(a.MaxWait),
+		"admission.max_queued_query_bytes": float64(a.MaxQueuedQueryBytes), "admission.max_queue_bytes": float64(a.MaxQueueBytes),
 	} {
 		if v < 0 || math.IsNaN(v) {
 			return bad(key, v, "must not be negative")

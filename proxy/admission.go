@@ -45,6 +45,15 @@ type AdmissionOptions struct {
 	QueueSize int
 	// MaxWait is how long a query may wait; zero means 10 minutes.
 	MaxWait time.Duration
+	// MaxQueuedQueryBytes bounds the request (headers and SQL) a query
+	// keeps while it waits; a larger one that would have to wait fails at
+	// once (Trino refuses query text over 1,000,000 characters anyway).
+	// Zero means 4 MiB.
+	MaxQueuedQueryBytes int
+	// MaxQueueBytes bounds the bytes held by all waiting queries together;
+	// past it a query that would have to wait fails at once, like a full
+	// queue. Zero means 256 MiB.
+	MaxQueueBytes int64
 	// IdleRelease frees the budget of an admitted query not seen on any
 	// page for this long (a client that went away); zero means 6 minutes
 	// (Trino abandons a query after 5 minutes without polls).
@@ -67,6 +76,7 @@ type ticket struct {
 	admitted chan struct{} // closed on admission
 	failed   string        // set with admitted closed: why it will not run
 	req      *fasthttp.Request
+	bytes    int64 // what req holds, counted in admission.queuedBytes while queued
 	d        *decision
 
 	// after admission
@@ -84,16 +94,17 @@ type usage struct {
 type admission struct {
 	o AdmissionOptions
 
-	mu       sync.Mutex
-	queued   map[string]*ticket   // by proxy id
-	byUser   map[string][]*ticket // FIFO per user
-	users    []string             // round-robin order of users with queued tickets
-	nQueued  int
-	inflight map[string]*ticket // admitted, by proxy id
-	byUp     map[string]*ticket // admitted, by upstream query id
-	global   usage
-	perUser  map[string]*usage
-	perGroup map[string]*usage
+	mu          sync.Mutex
+	queued      map[string]*ticket   // by proxy id
+	byUser      map[string][]*ticket // FIFO per user
+	users       []string             // round-robin order of users with queued tickets
+	nQueued     int
+	queuedBytes int64              // held by the requests of queued tickets
+	inflight    map[string]*ticket // admitted, by proxy id
+	byUp        map[string]*ticket // admitted, by upstream query id
+	global      usage
+	perUser     map[string]*usage
+	perGroup    map[string]*usage
 }
 
 func newAdmission(o AdmissionOptions) *admission {
@@ -102,6 +113,12 @@ func newAdmission(o AdmissionOptions) *admission {
 	}
 	if o.MaxWait == 0 {
 		o.MaxWait = config.DefaultMaxWait
+	}
+	if o.MaxQueuedQueryBytes == 0 {
+		o.MaxQueuedQueryBytes = config.DefaultMaxQueuedQueryBytes
+	}
+	if o.MaxQueueBytes == 0 {
+		o.MaxQueueBytes = config.DefaultMaxQueueBytes
 	}
 	if o.IdleRelease == 0 {
 		o.IdleRelease = 6 * time.Minute
@@ -159,6 +176,13 @@ func (a *admission) enter(t *ticket) (bool, error) {
 	if a.nQueued >= a.o.QueueSize {
 		return false, fmt.Errorf("the proxy's admission queue is full (%d queries)", a.o.QueueSize)
 	}
+	if t.bytes > int64(a.o.MaxQueuedQueryBytes) {
+		return false, fmt.Errorf("the query must wait for admission, and its request (%d bytes) is over the %d bytes a waiting query may hold", t.bytes, a.o.MaxQueuedQueryBytes)
+	}
+	if a.queuedBytes+t.bytes > a.o.MaxQueueBytes {
+		return false, fmt.Errorf("the proxy's admission queue is full (%d bytes held by waiting queries)", a.queuedBytes)
+	}
+	a.queuedBytes += t.bytes
 	a.queued[t.id] = t
 	if len(a.byUser[t.user]) == 0 {
 		a.users = append(a.users, t.user)
@@ -231,6 +255,7 @@ func (a *admission) dequeue(t *ticket) {
 		a.byUser[t.user] = q
 	}
 	a.nQueued--
+	a.queuedBytes -= t.bytes
 }
 
 // cancel removes a queued ticket (DELETE while queued); ok is false when
@@ -372,7 +397,10 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (*ticket, b
 	if d.estimate {
 		t.cpu = d.est.CPUSeconds
 	}
-	// The request must outlive this handler if the query waits.
+	// The request must outlive this handler if the query waits. Its size
+	// is known before the copy, so an oversized one is refused uncopied
+	// only when it would have to wait (enter decides).
+	t.bytes = int64(len(ctx.Request.Header.Header()) + len(ctx.Request.Body()))
 	t.req = &fasthttp.Request{}
 	ctx.Request.CopyTo(t.req)
 	now, err := s.admit.enter(t)

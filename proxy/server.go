@@ -314,7 +314,9 @@ func New(o Options) (*Server, error) {
 		IdleTimeout:           2 * time.Minute,
 		CloseOnShutdown:       true,
 		Logger:                fasthttpLogger{o.Logger},
+		SecureErrorLogMessage: true, // never quote request bytes (credentials) in errors
 	}
+	s.srv.ErrorHandler = s.errorHandler
 	if o.Admission.enabled() {
 		s.admit = newAdmission(*o.Admission)
 	}
@@ -343,12 +345,8 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-type fasthttpLogger struct{ l *slog.Logger }
-
-func (f fasthttpLogger) Printf(format string, args ...any) { f.l.Debug(fmt.Sprintf(format, args...)) }
-
 // Serve accepts connections on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(guardListener{ln}) }
 
 // Shutdown stops accepting connections and waits for open ones to finish
 // (or ctx to end).

@@ -169,7 +169,7 @@ func (s *Server) ServeRedirect(ln net.Listener, tlsPort string) error {
 		Name: "prestroid", NoDefaultServerHeader: true, NoDefaultDate: true, NoDefaultContentType: true,
 		MaxRequestBodySize: 1 << 10, ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second,
 		DisablePreParseMultipartForm: true, CloseOnShutdown: true,
-		Logger: fasthttpLogger{s.log},
+		Logger: fasthttpLogger{s.log}, SecureErrorLogMessage: true, ErrorHandler: s.errorHandler,
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			base := s.opts.PublicURL
 			if base == "" || !strings.HasPrefix(base, "https://") {
@@ -197,7 +197,7 @@ func (s *Server) ServeRedirect(ln net.Listener, tlsPort string) error {
 	s.mu.Lock()
 	s.extra = append(s.extra, srv)
 	s.mu.Unlock()
-	return srv.Serve(ln)
+	return srv.Serve(guardListener{ln})
 }
 
 // ErrUnknownHost: the request's Host header names no host the proxy

@@ -253,6 +253,7 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 			GroupMaxQueries: a.GroupMaxQueries, GroupMaxCPUSeconds: a.GroupMaxCPUSeconds,
 			UserGroups: a.UserGroups, GroupHeader: a.GroupHeader,
 			QueueSize: a.QueueSize, MaxWait: time.Duration(a.MaxWait),
+			MaxQueuedQueryBytes: a.MaxQueuedQueryBytes, MaxQueueBytes: a.MaxQueueBytes,
 		},
 	}
 }
