@@ -37,6 +37,8 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 			c.TLS.CertFile, c.TLS.KeyFile, c.PublicURL = "/etc/hosts", "/etc/hosts", "http://gw:8443"
 		}, []string{"public_url", "https"}},
 		{"a redirect listener without TLS", func(c *Config) { c.TLS.RedirectListen = "127.0.0.1:8079" }, []string{"tls.redirect_listen"}},
+		{"a JWKS without identity: verified", func(c *Config) { c.JWKS.URL = "https://idp/jwks" }, []string{"jwks.url", "verified"}},
+		{"an unknown identity mode", func(c *Config) { c.Identity = "trust-me" }, []string{"identity", `"trust-me"`}},
 		{"an allowed host with a path", func(c *Config) { c.AllowedHosts = []string{"gw/x"} }, []string{"allowed_hosts[0]", `"gw/x"`}},
 		{"a negative body limit", func(c *Config) { c.MaxRequestBodyBytes = -1 }, []string{"max_request_body_bytes", "-1"}},
 		{"cost classes out of order", func(c *Config) {

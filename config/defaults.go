@@ -29,6 +29,8 @@ const (
 	DefaultIdentity      = "header"
 	DefaultIdentityClaim = "sub"
 	DefaultCredentialTTL = time.Minute
+	// DefaultJWKSRefresh is JWKS.RefreshInterval's default.
+	DefaultJWKSRefresh = time.Hour
 	// DefaultLogLevel is Config.LogLevel's default.
 	DefaultLogLevel = "info"
 
@@ -106,6 +108,7 @@ func (c *Config) FillDefaults() {
 	setString(&c.Identity, DefaultIdentity)
 	setString(&c.IdentityClaim, DefaultIdentityClaim)
 	setDuration(&c.CredentialTTL, DefaultCredentialTTL)
+	setDuration(&c.JWKS.RefreshInterval, DefaultJWKSRefresh)
 
 	r := &c.Routing
 	setString(&r.Fallback, DefaultFallback)

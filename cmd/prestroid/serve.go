@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/internal/jwtauth"
 	"github.com/prestroid/prestroid/proxy"
 )
 
@@ -191,6 +192,15 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 	o := proxyOptions(cfg, signer, logger)
 	if o.UpstreamTLS, err = proxy.UpstreamTLSConfig(cfg.UpstreamTLS.CAFile, cfg.UpstreamTLS.InsecureSkipVerify); err != nil {
 		return nil, nil, err
+	}
+	if cfg.JWKS.URL != "" {
+		v, err := jwtauth.New(context.Background(), jwtauth.Options{JWKSURL: cfg.JWKS.URL, Issuer: cfg.JWKS.Issuer,
+			Audience: cfg.JWKS.Audience, Claim: cfg.IdentityClaim, RefreshInterval: time.Duration(cfg.JWKS.RefreshInterval), Logger: logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		o.TokenVerifier = v
+		logger.Info("verifying bearer JWTs locally", "jwks", cfg.JWKS.URL)
 	}
 	if cfg.UpstreamTLS.InsecureSkipVerify {
 		logger.Warn("upstream_tls.insecure_skip_verify is on: cluster certificates are NOT verified (tests only)")

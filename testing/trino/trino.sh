@@ -9,6 +9,7 @@
 #   trino.sh status           print the instance's /v1/info
 #   trino.sh cli [ARGS...]    run the Trino CLI jar (Java 11+)
 #   trino.sh cli-jar          print the path of the CLI jar
+#   trino.sh cert             print the path of the instance's HTTPS certificate (PEM)
 #
 # Environment:
 #   TRINO_PORT         HTTP port of the instance (default 8081); every port is an
@@ -20,6 +21,14 @@
 #   TRINO_ETC_OVERLAY  directory copied over the generated etc/ (resource groups,
 #                      spooling manager, extra catalogs)
 #   TRINO_START_TIMEOUT seconds to wait for startup (default 300)
+#   TRINO_HTTPS_PORT   also serve HTTPS on this port, with a self-signed certificate
+#                      for 127.0.0.1/localhost made with keytool (etc/keystore.p12);
+#                      its PEM, for clients' trust stores, is printed by `trino.sh cert`
+#   TRINO_PASSWORDS    "user:password[,user:password...]": file password authentication
+#                      (PBKDF2 hashes in etc/password.db) on the HTTPS port; needs
+#                      TRINO_HTTPS_PORT. Trino takes no passwords over plain HTTP, so
+#                      the HTTP port keeps answering X-Trino-User alone (the harness's
+#                      own readiness check and tests' direct checks use it)
 set -euo pipefail
 
 # The one place the Trino version is written. 483 is not served by the Maven
@@ -121,12 +130,46 @@ discovery.uri=http://127.0.0.1:$port
 query.max-memory=${query_mem}MB
 query.max-memory-per-node=${query_mem}MB
 EOF
+  if [ -n "${TRINO_HTTPS_PORT:-}" ]; then write_https "$etc"; fi
   if [ -n "${TRINO_EXTRA_CONFIG:-}" ]; then cat "$TRINO_EXTRA_CONFIG" >>"$etc/config.properties"; fi
   echo "io.trino=WARN" >"$etc/log.properties"
   printf 'connector.name=tpch\ntpch.splits-per-node=4\n' >"$etc/catalog/tpch.properties"
   printf 'connector.name=tpcds\ntpcds.splits-per-node=4\n' >"$etc/catalog/tpcds.properties"
   printf 'connector.name=memory\nmemory.max-data-per-node=512MB\n' >"$etc/catalog/memory.properties"
   if [ -n "${TRINO_ETC_OVERLAY:-}" ]; then cp -r "$TRINO_ETC_OVERLAY"/. "$etc/"; fi
+}
+
+# HTTPS (TRINO_HTTPS_PORT) with a fresh self-signed keystore, and file
+# password authentication (TRINO_PASSWORDS) on it.
+write_https() {
+  local etc=$1 pass
+  pass=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  "$java_home/bin/keytool" -genkeypair -noprompt -alias trino -keyalg RSA -keysize 2048 -validity 30 \
+    -dname "CN=localhost" -ext "SAN=ip:127.0.0.1,dns:localhost" \
+    -storetype PKCS12 -keystore "$etc/keystore.p12" -storepass "$pass" -keypass "$pass" >/dev/null 2>&1 \
+    || die "keytool could not make a keystore"
+  "$java_home/bin/keytool" -exportcert -rfc -alias trino -keystore "$etc/keystore.p12" -storepass "$pass" \
+    >"$etc/https-cert.pem" 2>/dev/null || die "keytool could not export the certificate"
+  cat >>"$etc/config.properties" <<EOF
+http-server.https.enabled=true
+http-server.https.port=$TRINO_HTTPS_PORT
+http-server.https.keystore.path=$etc/keystore.p12
+http-server.https.keystore.key=$pass
+internal-communication.shared-secret=$(head -c 32 /dev/urandom | base64 | tr -d '\n')
+EOF
+  if [ -n "${TRINO_PASSWORDS:-}" ]; then
+    # Trino's PBKDF2 format: user:iterations:salt-hex:hash-hex (PBKDF2WithHmacSHA256).
+    TRINO_PASSWORDS=$TRINO_PASSWORDS python3 - >"$etc/password.db" <<'PY'
+import hashlib, os
+for pair in os.environ["TRINO_PASSWORDS"].split(","):
+    user, _, password = pair.partition(":")
+    salt = os.urandom(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 1000, 32)
+    print("%s:1000:%s:%s" % (user, salt.hex(), digest.hex()))
+PY
+    printf 'password-authenticator.name=file\nfile.password-file=%s\n' "$etc/password.db" >"$etc/password-authenticator.properties"
+    echo "http-server.authentication.type=PASSWORD" >>"$etc/config.properties"
+  fi
 }
 
 info() { curl -fsS --max-time 2 "http://127.0.0.1:$port/v1/info" 2>/dev/null; }
@@ -197,6 +240,7 @@ case "${1:-}" in
   status) info || die "no Trino answering on port $port" ;;
   cli) shift; fetch; exec java -jar "$dist/trino-cli.jar" "$@" ;;
   cli-jar) fetch; echo "$dist/trino-cli.jar" ;;
+  cert) [ -f "$inst/etc/https-cert.pem" ] || die "no HTTPS certificate for port $port (TRINO_HTTPS_PORT)"; echo "$inst/etc/https-cert.pem" ;;
   version) echo "$TRINO_VERSION" ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  *) sed -n '2,31p' "$0"; exit 2 ;;
 esac
