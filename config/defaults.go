@@ -34,6 +34,11 @@ const (
 	DefaultMonitorInterval = 3 * time.Second
 	// DefaultMonitorUser is Routing.MonitorUser's default.
 	DefaultMonitorUser = "prestroid"
+	// DefaultMonitorType is Routing.MonitorType's default: Trino's
+	// OpenMetrics query-manager gauges.
+	DefaultMonitorType = "metrics"
+	// DefaultMonitorMaxBytes is Routing.MonitorMaxBytes' default (1 MiB).
+	DefaultMonitorMaxBytes = 1 << 20
 
 	// DefaultQueueSize and DefaultMaxWait are Admission.QueueSize's and
 	// Admission.MaxWait's defaults.
@@ -98,6 +103,8 @@ func (c *Config) FillDefaults() {
 	setDuration(&r.EstimateTimeout, DefaultEstimateTimeout)
 	setDuration(&r.MonitorInterval, DefaultMonitorInterval)
 	setString(&r.MonitorUser, DefaultMonitorUser)
+	setString(&r.MonitorType, DefaultMonitorType)
+	setInt(&r.MonitorMaxBytes, DefaultMonitorMaxBytes)
 
 	setInt(&c.Admission.QueueSize, DefaultQueueSize)
 	setDuration(&c.Admission.MaxWait, DefaultMaxWait)

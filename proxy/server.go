@@ -82,12 +82,18 @@ type Options struct {
 	// "cost:large") to routed queries, for resource-group selectors.
 	ClassTag string
 	// MonitorInterval is how often cluster health (/v1/info) and load
-	// (/v1/query) are refreshed. Zero means 3s; negative disables the
+	// (see MonitorType) are refreshed. Zero means 3s; negative disables the
 	// monitor (every cluster then counts as healthy and idle).
 	MonitorInterval time.Duration
 	// MonitorUser is the X-Trino-User of the monitor's requests. Empty
 	// means "prestroid".
 	MonitorUser string
+	// MonitorType is where load is read: MonitorMetrics (the default when
+	// empty: Trino's OpenMetrics query-manager gauges), MonitorQueryList
+	// (the whole /v1/query list) or MonitorInfo (no load read).
+	MonitorType string
+	// MonitorMaxBytes bounds each monitor response. Zero means 1 MiB.
+	MonitorMaxBytes int
 	// Admission holds the budgets of in-flight queries. Nil, or all limits
 	// zero, means no admission control.
 	Admission *AdmissionOptions
@@ -179,6 +185,17 @@ func New(o Options) (*Server, error) {
 	if o.MonitorUser == "" {
 		o.MonitorUser = config.DefaultMonitorUser
 	}
+	if o.MonitorType == "" {
+		o.MonitorType = config.DefaultMonitorType
+	}
+	switch o.MonitorType {
+	case MonitorMetrics, MonitorQueryList, MonitorInfo:
+	default:
+		return nil, fmt.Errorf("proxy: unknown monitor type %q", o.MonitorType)
+	}
+	if o.MonitorMaxBytes == 0 {
+		o.MonitorMaxBytes = config.DefaultMonitorMaxBytes
+	}
 	switch o.Fallback {
 	case "", FallbackLarger, FallbackDefault, FallbackAny:
 	default:
@@ -252,7 +269,7 @@ func New(o Options) (*Server, error) {
 			},
 			probeClient: &fasthttp.HostClient{
 				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https",
-				MaxResponseBodySize: 64 << 20, ReadTimeout: probeTimeout, WriteTimeout: probeTimeout,
+				MaxResponseBodySize: o.MonitorMaxBytes, ReadTimeout: probeTimeout, WriteTimeout: probeTimeout,
 				Dial: s.probeConns.dial,
 			},
 		}

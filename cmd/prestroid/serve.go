@@ -200,6 +200,8 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		ClassTag:            r.ClassTag,
 		MonitorInterval:     time.Duration(r.MonitorInterval),
 		MonitorUser:         r.MonitorUser,
+		MonitorType:         r.MonitorType,
+		MonitorMaxBytes:     r.MonitorMaxBytes,
 		Admission: &proxy.AdmissionOptions{
 			MaxQueries: a.MaxQueries, MaxCPUSeconds: a.MaxCPUSeconds,
 			UserMaxQueries: a.UserMaxQueries, UserMaxCPUSeconds: a.UserMaxCPUSeconds,
