@@ -65,6 +65,24 @@ type Config struct {
 	// means 60s.
 	UpstreamTimeout Duration `yaml:"upstream_timeout"`
 
+	// UpstreamMaxConns bounds the open connections to each cluster. A
+	// request past it waits up to upstream_timeout for a free connection,
+	// then gets 503 (nothing was sent, the client retries); the cluster is
+	// not marked down for it. Zero means 1024.
+	UpstreamMaxConns int `yaml:"upstream_max_conns"`
+
+	// PageBufferBytes is how much of each result page the proxy reads
+	// before sending it: an upstream that fails or stalls within a page
+	// is then answered with a well-formed Trino error, not truncated JSON.
+	// Larger pages stream on (bounded memory) and are truncated by such a
+	// failure. Zero means 4 MiB (Trino's pages are ~1 MB by default).
+	PageBufferBytes int `yaml:"page_buffer_bytes"`
+
+	// GzipLevel compresses result pages for clients that send
+	// Accept-Encoding: gzip (1 fastest … 9 smallest). Zero means 1;
+	// negative sends them uncompressed.
+	GzipLevel int `yaml:"gzip_level"`
+
 	// QueryMapSize bounds the in-memory map from query id to cluster used
 	// for client-built paths (/v1/query/{id}). Zero means 100000 entries;
 	// beyond it the oldest entries are forgotten and the proxy asks each
@@ -236,6 +254,15 @@ func (c *Config) Validate() error {
 	}
 	if c.UpstreamTimeout < 0 {
 		return bad("upstream_timeout", time.Duration(c.UpstreamTimeout), "must not be negative")
+	}
+	if c.UpstreamMaxConns < 0 {
+		return bad("upstream_max_conns", c.UpstreamMaxConns, "must not be negative")
+	}
+	if c.PageBufferBytes < 0 {
+		return bad("page_buffer_bytes", c.PageBufferBytes, "must not be negative")
+	}
+	if c.GzipLevel > 9 {
+		return bad("gzip_level", c.GzipLevel, "want 1 (fastest) to 9 (smallest), or negative for none")
 	}
 	if c.QueryMapSize < 0 {
 		return bad("query_map_size", c.QueryMapSize, "must not be negative")

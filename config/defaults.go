@@ -21,6 +21,14 @@ const (
 	DefaultMaxHeaderBytes = 64 << 10
 	// DefaultUpstreamTimeout is Config.UpstreamTimeout's default.
 	DefaultUpstreamTimeout = 60 * time.Second
+	// DefaultUpstreamMaxConns is Config.UpstreamMaxConns' default.
+	DefaultUpstreamMaxConns = 1024
+	// DefaultPageBufferBytes is Config.PageBufferBytes' default (4 MiB:
+	// Trino's pages are ~1 MB at its default target result size).
+	DefaultPageBufferBytes = 4 << 20
+	// DefaultGzipLevel is Config.GzipLevel's default (the fastest level:
+	// see BENCHMARKS.md, "gzip to clients").
+	DefaultGzipLevel = 1
 	// DefaultQueryMapSize is Config.QueryMapSize's default.
 	DefaultQueryMapSize = 100000
 	// DefaultLogLevel is Config.LogLevel's default.
@@ -94,6 +102,9 @@ func (c *Config) FillDefaults() {
 	setInt(&c.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes)
 	setInt(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setInt(&c.QueryMapSize, DefaultQueryMapSize)
+	setInt(&c.UpstreamMaxConns, DefaultUpstreamMaxConns)
+	setInt(&c.PageBufferBytes, DefaultPageBufferBytes)
+	setInt(&c.GzipLevel, DefaultGzipLevel)
 	setDuration(&c.UpstreamTimeout, DefaultUpstreamTimeout)
 	setString(&c.Listen, DefaultListen)
 	setString(&c.LogLevel, DefaultLogLevel)

@@ -49,6 +49,19 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	// QueryMapSize bounds the query-id → cluster map. Zero means 100000.
 	QueryMapSize int
+	// UpstreamMaxConns bounds the open connections to each cluster; a
+	// request past it waits up to UpstreamTimeout for a free one, then
+	// gets 503 (nothing was sent) without the cluster being marked down.
+	// Zero means 1024.
+	UpstreamMaxConns int
+	// PageBufferBytes is how much of a result page is read before it is
+	// sent (page.go): a page that fails upstream within it is answered
+	// with a well-formed Trino error. Zero means 4 MiB.
+	PageBufferBytes int
+	// GzipLevel is the gzip level of pages sent to clients that accept
+	// gzip (1 fastest … 9 smallest). Zero means 1; negative sends pages
+	// uncompressed.
+	GzipLevel int
 	// MaxRequestBodyBytes bounds request bodies. Zero means 16 MiB.
 	MaxRequestBodyBytes int
 	// MaxHeaderBytes bounds a request's header block. Zero means 64 KiB.
@@ -164,6 +177,18 @@ func New(o Options) (*Server, error) {
 	if o.UpstreamTimeout == 0 {
 		o.UpstreamTimeout = config.DefaultUpstreamTimeout
 	}
+	if o.UpstreamMaxConns == 0 {
+		o.UpstreamMaxConns = config.DefaultUpstreamMaxConns
+	}
+	if o.PageBufferBytes == 0 {
+		o.PageBufferBytes = config.DefaultPageBufferBytes
+	}
+	if o.GzipLevel == 0 {
+		o.GzipLevel = config.DefaultGzipLevel
+	}
+	if o.GzipLevel > 9 {
+		return nil, fmt.Errorf("proxy: gzip level %d: want 1 to 9, or negative for none", o.GzipLevel)
+	}
 	if o.QueryMapSize == 0 {
 		o.QueryMapSize = config.DefaultQueryMapSize
 	}
@@ -263,7 +288,8 @@ func New(o Options) (*Server, error) {
 				StreamResponseBody:       true,
 				ReadTimeout:              o.UpstreamTimeout,
 				WriteTimeout:             o.UpstreamTimeout,
-				MaxConns:                 1024,
+				MaxConns:                 o.UpstreamMaxConns,
+				MaxConnWaitTimeout:       o.UpstreamTimeout,
 				MaxIdleConnDuration:      30 * time.Second,
 				ReadBufferSize:           64 << 10,
 			},
@@ -572,7 +598,10 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	// A cluster that could not be reached (nothing was sent) is marked
 	// down; a new query then goes to another healthy cluster: the same
 	// class first, then the default.
-	for err != nil && notSent(err) {
+	// A cluster with every connection busy is slow, not down: nothing was
+	// sent, and the client is told to retry (a connection limit is no
+	// health signal).
+	for err != nil && notSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
 		c.markDown(err)
 		if d == nil || d.Kind == KindTransaction {
 			break
@@ -594,7 +623,7 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
-		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Err: err}, mode == modeStatementPOST)
+		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Poll: mode == modeJSON && !errors.Is(err, fasthttp.ErrNoFreeConns), Err: err}, mode == modeStatementPOST)
 		return
 	}
 	s.respond(ctx, c, resp, mode, d)
@@ -650,7 +679,11 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		t = d.ticket
 		tr = newTracked(ctx, d, c)
 	}
+	aborted := false // the page failed upstream: it tells nothing
 	rw := newJSONRewriter(src, func() error {
+		if aborted {
+			return release()
+		}
 		if info.ID != "" && mode == modeStatementPOST {
 			s.queries.Put(info.ID, cname)
 			if tr != nil {
@@ -668,7 +701,9 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		}
 		return release()
 	}, m, info)
-	ctx.SetBodyStream(rw, -1)
+	if err := s.sendPage(ctx, rw, func() { aborted = true }); err != nil {
+		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
+	}
 }
 
 // rewriteLocation points redirects at the cluster back through the proxy.
