@@ -137,11 +137,14 @@ func (s *Server) checkCluster(c *cluster) {
 	if st.Healthy {
 		s.readLoad(c, st, deadline)
 	}
+	if s.probeConns.isClosed() {
+		return // the monitor is stopping: its failed probes say nothing
+	}
 	old := c.state.Swap(st)
 	if old == nil || old.Healthy != st.Healthy {
 		s.log.Info("cluster health", "cluster", c.name, "healthy", st.Healthy, "reason", st.Err)
 	}
-	if st.LoadErr != "" && (old == nil || old.LoadErr != st.LoadErr) {
+	if st.LoadErr != "" && (old == nil || old.LoadErr != st.LoadErr) && !s.probeConns.isClosed() {
 		s.log.Warn("cluster load unknown; counting only what this proxy sent", "cluster", c.name, "monitor_type", s.opts.MonitorType, "reason", st.LoadErr)
 	}
 	c.sent.Store(0)
@@ -271,6 +274,9 @@ type clusterRuntime struct {
 	probing atomic.Bool // a health check is running
 }
 
+// errMonitorStopped fails the probes of a monitor that is stopping.
+var errMonitorStopped = errors.New("proxy: health monitor stopped")
+
 // connSet tracks the monitor's connections so that stopping the monitor
 // can end a probe that waits on a cluster that never answers (fasthttp's
 // client takes no context).
@@ -302,7 +308,7 @@ func (cs *connSet) dial(addr string) (net.Conn, error) {
 	defer cs.mu.Unlock()
 	if cs.closed {
 		conn.Close()
-		return nil, errors.New("proxy: health monitor stopped")
+		return nil, errMonitorStopped
 	}
 	if cs.conns == nil {
 		cs.conns = map[*trackedConn]struct{}{}
@@ -321,4 +327,11 @@ func (cs *connSet) closeAll() {
 	for c := range conns {
 		c.Conn.Close()
 	}
+}
+
+// isClosed reports whether closeAll ran (the monitor is stopping).
+func (cs *connSet) isClosed() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.closed
 }
