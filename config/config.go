@@ -27,6 +27,20 @@ type Config struct {
 	// Listen is the proxy's HOST:PORT. Empty means 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
 
+	// AdminListen, when set, is a HOST:PORT of its own for the admin
+	// endpoints (GET /metrics, POST /v1/estimate, POST /v1/routing), which
+	// the client listener then answers 404. Empty means they are served on
+	// Listen.
+	AdminListen string `yaml:"admin_listen"`
+
+	// AdminToken, when set, is required on the admin endpoints, as
+	// "Authorization: Bearer TOKEN" (e.g. Prometheus' scrape
+	// authorization) or "X-Prestroid-Admin-Token: TOKEN" (beside a
+	// caller's own Authorization on /v1/estimate); it never reaches a
+	// cluster and is never logged. At least 16 bytes. Empty means the
+	// admin endpoints are open to whoever reaches their listener.
+	AdminToken string `yaml:"admin_token"`
+
 	// PublicURL is the base URL clients use to reach the proxy (scheme, host,
 	// port, no path), written into every nextUri/infoUri handed to clients.
 	// Empty means the URL is derived per request from its Host header and
@@ -165,7 +179,8 @@ func Load(path string) (*Config, error) {
 
 // ApplyEnv overrides fields from environment variables:
 //
-//	PRESTROID_LISTEN, PRESTROID_PUBLIC_URL, PRESTROID_ROUTE_SECRET,
+//	PRESTROID_LISTEN, PRESTROID_ADMIN_LISTEN, PRESTROID_ADMIN_TOKEN,
+//	PRESTROID_PUBLIC_URL, PRESTROID_ROUTE_SECRET,
 //	PRESTROID_UPSTREAM (comma-separated URLs; replaces clusters, named
 //	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
 //	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
@@ -173,6 +188,12 @@ func Load(path string) (*Config, error) {
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
+	}
+	if v, ok := lookup("PRESTROID_ADMIN_LISTEN"); ok {
+		c.AdminListen = v
+	}
+	if v, ok := lookup("PRESTROID_ADMIN_TOKEN"); ok {
+		c.AdminToken = v
 	}
 	if v, ok := lookup("PRESTROID_PUBLIC_URL"); ok {
 		c.PublicURL = v
@@ -218,6 +239,17 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return bad("listen", strconv.Quote(c.Listen), "want HOST:PORT")
+	}
+	if c.AdminListen != "" {
+		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+			return bad("admin_listen", strconv.Quote(c.AdminListen), "want HOST:PORT")
+		}
+		if c.AdminListen == c.Listen {
+			return bad("admin_listen", strconv.Quote(c.AdminListen), "must differ from listen")
+		}
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		return bad("admin_token", "(redacted, "+strconv.Itoa(len(c.AdminToken))+" bytes)", "want at least 16 bytes")
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

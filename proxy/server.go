@@ -10,6 +10,7 @@ package proxy
 import (
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,6 +131,14 @@ type Options struct {
 	// already there). One Server per registry: a second one's metrics
 	// collide and New fails.
 	Registry *prometheus.Registry
+	// AdminToken, when set, is required on the admin endpoints (/metrics,
+	// /v1/estimate, /v1/routing: admin.go) as "Authorization: Bearer
+	// TOKEN" or X-Prestroid-Admin-Token. Empty means they are open.
+	AdminToken string
+	// AdminSeparate serves the admin endpoints only through ServeAdmin
+	// (their own listener): the client listener answers them 404. False
+	// serves them on the client listener too.
+	AdminSeparate bool
 	// EstimatorStats, when set, is called at each scrape for the
 	// estimator's cache and batcher figures (prestroid_estimator_*). Nil
 	// means they are not exported.
@@ -162,6 +172,8 @@ type Server struct {
 	// so that Shutdown does not wait out a hanging probe.
 	probeConns connSet
 	admit      *admission // nil without admission control
+	adminToken []byte     // SHA-256 of Options.AdminToken; nil: none
+	adminSrv   atomic.Pointer[fasthttp.Server]
 	log        *slog.Logger
 	srv        *fasthttp.Server
 	stop       context.CancelFunc
@@ -315,6 +327,10 @@ func New(o Options) (*Server, error) {
 		CloseOnShutdown:       true,
 		Logger:                fasthttpLogger{o.Logger},
 	}
+	if o.AdminToken != "" {
+		h := sha256.Sum256([]byte(o.AdminToken))
+		s.adminToken = h[:]
+	}
 	if o.Admission.enabled() {
 		s.admit = newAdmission(*o.Admission)
 	}
@@ -354,6 +370,9 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 // (or ctx to end).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
+	if a := s.adminSrv.Load(); a != nil {
+		_ = a.ShutdownWithContext(ctx)
+	}
 	err := s.srv.ShutdownWithContext(ctx)
 	select {
 	case <-s.done:
@@ -398,12 +417,12 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
 	case strings.HasPrefix(path, "/v1/query/"):
 		s.queryResource(ctx, method, strings.TrimPrefix(path, "/v1/query/"))
-	case path == "/v1/estimate" && method == fasthttp.MethodPost:
-		s.serveEstimate(ctx)
-	case path == "/v1/routing" && method == fasthttp.MethodPost:
-		s.serveRouting(ctx)
-	case path == "/metrics" && method == fasthttp.MethodGet:
-		s.serveMx(ctx)
+	case isAdmin(method, path):
+		if s.opts.AdminSeparate {
+			s.fail(ctx, ErrNotFound, false) // served on the admin listener only
+			return
+		}
+		s.admin(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
 		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
 	case path == "/ui" || strings.HasPrefix(path, "/ui/"):
