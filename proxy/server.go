@@ -643,6 +643,9 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Poll: mode == modeJSON && !errors.Is(err, fasthttp.ErrNoFreeConns), Err: err}, mode == modeStatementPOST)
+		if d != nil {
+			decisionHeaders(&ctx.Response.Header, d) // where it went, even when that failed
+		}
 		return
 	}
 	s.respond(ctx, c, resp, mode, d)
