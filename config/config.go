@@ -27,6 +27,20 @@ type Config struct {
 	// Listen is the proxy's HOST:PORT. Empty means 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
 
+	// AdminListen, when set, is a HOST:PORT of its own for the admin
+	// endpoints (GET /metrics, POST /v1/estimate, POST /v1/routing), which
+	// the client listener then answers 404. Empty means they are served on
+	// Listen.
+	AdminListen string `yaml:"admin_listen"`
+
+	// AdminToken, when set, is required on the admin endpoints, as
+	// "Authorization: Bearer TOKEN" (e.g. Prometheus' scrape
+	// authorization) or "X-Prestroid-Admin-Token: TOKEN" (beside a
+	// caller's own Authorization on /v1/estimate); it never reaches a
+	// cluster and is never logged. At least 16 bytes. Empty means the
+	// admin endpoints are open to whoever reaches their listener.
+	AdminToken string `yaml:"admin_token"`
+
 	// PublicURL is the base URL clients use to reach the proxy (scheme, host,
 	// port, no path), written into every nextUri/infoUri handed to clients.
 	// Empty means the URL is derived per request from its Host header and
@@ -98,6 +112,24 @@ type Config struct {
 	// to 1 s per request, so this only matters for dead clusters). Zero
 	// means 60s.
 	UpstreamTimeout Duration `yaml:"upstream_timeout"`
+
+	// UpstreamMaxConns bounds the open connections to each cluster. A
+	// request past it waits up to upstream_timeout for a free connection,
+	// then gets 503 (nothing was sent, the client retries); the cluster is
+	// not marked down for it. Zero means 1024.
+	UpstreamMaxConns int `yaml:"upstream_max_conns"`
+
+	// PageBufferBytes is how much of each result page the proxy reads
+	// before sending it: an upstream that fails or stalls within a page
+	// is then answered with a well-formed Trino error, not truncated JSON.
+	// Larger pages stream on (bounded memory) and are truncated by such a
+	// failure. Zero means 4 MiB (Trino's pages are ~1 MB by default).
+	PageBufferBytes int `yaml:"page_buffer_bytes"`
+
+	// GzipLevel compresses result pages for clients that send
+	// Accept-Encoding: gzip (1 fastest … 9 smallest). Zero means 1;
+	// negative sends them uncompressed.
+	GzipLevel int `yaml:"gzip_level"`
 
 	// QueryMapSize bounds the in-memory map from query id to cluster used
 	// for client-built paths (/v1/query/{id}). Zero means 100000 entries;
@@ -181,7 +213,8 @@ func Load(path string) (*Config, error) {
 
 // ApplyEnv overrides fields from environment variables:
 //
-//	PRESTROID_LISTEN, PRESTROID_PUBLIC_URL, PRESTROID_ROUTE_SECRET,
+//	PRESTROID_LISTEN, PRESTROID_ADMIN_LISTEN, PRESTROID_ADMIN_TOKEN,
+//	PRESTROID_PUBLIC_URL, PRESTROID_ROUTE_SECRET,
 //	PRESTROID_UPSTREAM (comma-separated URLs; replaces clusters, named
 //	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
 //	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
@@ -190,6 +223,12 @@ func Load(path string) (*Config, error) {
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
+	}
+	if v, ok := lookup("PRESTROID_ADMIN_LISTEN"); ok {
+		c.AdminListen = v
+	}
+	if v, ok := lookup("PRESTROID_ADMIN_TOKEN"); ok {
+		c.AdminToken = v
 	}
 	if v, ok := lookup("PRESTROID_PUBLIC_URL"); ok {
 		c.PublicURL = v
@@ -240,6 +279,17 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return bad("listen", strconv.Quote(c.Listen), "want HOST:PORT")
 	}
+	if c.AdminListen != "" {
+		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+			return bad("admin_listen", strconv.Quote(c.AdminListen), "want HOST:PORT")
+		}
+		if c.AdminListen == c.Listen {
+			return bad("admin_listen", strconv.Quote(c.AdminListen), "must differ from listen")
+		}
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		return bad("admin_token", "(redacted, "+strconv.Itoa(len(c.AdminToken))+" bytes)", "want at least 16 bytes")
+	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
@@ -275,6 +325,15 @@ func (c *Config) Validate() error {
 	}
 	if c.UpstreamTimeout < 0 {
 		return bad("upstream_timeout", time.Duration(c.UpstreamTimeout), "must not be negative")
+	}
+	if c.UpstreamMaxConns < 0 {
+		return bad("upstream_max_conns", c.UpstreamMaxConns, "must not be negative")
+	}
+	if c.PageBufferBytes < 0 {
+		return bad("page_buffer_bytes", c.PageBufferBytes, "must not be negative")
+	}
+	if c.GzipLevel > 9 {
+		return bad("gzip_level", c.GzipLevel, "want 1 (fastest) to 9 (smallest), or negative for none")
 	}
 	if c.QueryMapSize < 0 {
 		return bad("query_map_size", c.QueryMapSize, "must not be negative")

@@ -50,6 +50,14 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a cluster naming an unknown class", func(c *Config) { c.Clusters[0].Class = "huge" }, []string{"clusters[0].class", `"huge"`}},
 		{"an unknown fallback policy", func(c *Config) { c.Routing.Fallback = "random" }, []string{"routing.fallback", `"random"`}},
 		{"a negative admission budget", func(c *Config) { c.Admission.UserMaxQueries = -2 }, []string{"admission.user_max_queries", "-2"}},
+		{"an unknown monitor type", func(c *Config) { c.Routing.MonitorType = "jmx" }, []string{"routing.monitor_type", `"jmx"`}},
+		{"a negative monitor read bound", func(c *Config) { c.Routing.MonitorMaxBytes = -1 }, []string{"routing.monitor_max_bytes"}},
+		{"a gzip level over 9", func(c *Config) { c.GzipLevel = 10 }, []string{"gzip_level", "10"}},
+		{"a negative page buffer", func(c *Config) { c.PageBufferBytes = -1 }, []string{"page_buffer_bytes"}},
+		{"a negative connection limit", func(c *Config) { c.UpstreamMaxConns = -1 }, []string{"upstream_max_conns"}},
+		{"an admin listener without a port", func(c *Config) { c.AdminListen = "localhost" }, []string{"admin_listen", `"localhost"`}},
+		{"the admin listener on the client listener", func(c *Config) { c.AdminListen = c.Listen }, []string{"admin_listen", "differ"}},
+		{"a short admin token, without echoing it", func(c *Config) { c.AdminToken = "hunter2" }, []string{"admin_token", "7 bytes"}},
 	} {
 		t.Run(tc.name+" is refused", func(t *testing.T) {
 			c := valid()

@@ -21,6 +21,14 @@ const (
 	DefaultMaxHeaderBytes = 64 << 10
 	// DefaultUpstreamTimeout is Config.UpstreamTimeout's default.
 	DefaultUpstreamTimeout = 60 * time.Second
+	// DefaultUpstreamMaxConns is Config.UpstreamMaxConns' default.
+	DefaultUpstreamMaxConns = 1024
+	// DefaultPageBufferBytes is Config.PageBufferBytes' default (4 MiB:
+	// Trino's pages are ~1 MB at its default target result size).
+	DefaultPageBufferBytes = 4 << 20
+	// DefaultGzipLevel is Config.GzipLevel's default (the fastest level:
+	// see BENCHMARKS.md, "gzip to clients").
+	DefaultGzipLevel = 1
 	// DefaultQueryMapSize is Config.QueryMapSize's default.
 	DefaultQueryMapSize = 100000
 	// DefaultIdentity, DefaultIdentityClaim and DefaultCredentialTTL are
@@ -42,6 +50,11 @@ const (
 	DefaultMonitorInterval = 3 * time.Second
 	// DefaultMonitorUser is Routing.MonitorUser's default.
 	DefaultMonitorUser = "prestroid"
+	// DefaultMonitorType is Routing.MonitorType's default: Trino's
+	// OpenMetrics query-manager gauges.
+	DefaultMonitorType = "metrics"
+	// DefaultMonitorMaxBytes is Routing.MonitorMaxBytes' default (1 MiB).
+	DefaultMonitorMaxBytes = 1 << 20
 
 	// DefaultQueueSize and DefaultMaxWait are Admission.QueueSize's and
 	// Admission.MaxWait's defaults.
@@ -102,6 +115,9 @@ func (c *Config) FillDefaults() {
 	setInt(&c.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes)
 	setInt(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setInt(&c.QueryMapSize, DefaultQueryMapSize)
+	setInt(&c.UpstreamMaxConns, DefaultUpstreamMaxConns)
+	setInt(&c.PageBufferBytes, DefaultPageBufferBytes)
+	setInt(&c.GzipLevel, DefaultGzipLevel)
 	setDuration(&c.UpstreamTimeout, DefaultUpstreamTimeout)
 	setString(&c.Listen, DefaultListen)
 	setString(&c.LogLevel, DefaultLogLevel)
@@ -115,6 +131,8 @@ func (c *Config) FillDefaults() {
 	setDuration(&r.EstimateTimeout, DefaultEstimateTimeout)
 	setDuration(&r.MonitorInterval, DefaultMonitorInterval)
 	setString(&r.MonitorUser, DefaultMonitorUser)
+	setString(&r.MonitorType, DefaultMonitorType)
+	setInt(&r.MonitorMaxBytes, DefaultMonitorMaxBytes)
 
 	setInt(&c.Admission.QueueSize, DefaultQueueSize)
 	setDuration(&c.Admission.MaxWait, DefaultMaxWait)

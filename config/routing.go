@@ -45,6 +45,18 @@ type Routing struct {
 	// MonitorUser is the X-Trino-User of health and load requests. Empty
 	// means "prestroid".
 	MonitorUser string `yaml:"monitor_user"`
+	// MonitorType is where the monitor reads a cluster's load: "metrics"
+	// (the default: two query-manager gauges from Trino's OpenMetrics
+	// /metrics, filtered server-side with name[], a few hundred bytes),
+	// "query_list" (counts the states in the whole /v1/query list: heavy
+	// on a busy coordinator, for Trinos without /metrics) or "info"
+	// (health from /v1/info only; load then counts only what this proxy
+	// sent since the last check). Empty means "metrics".
+	MonitorType string `yaml:"monitor_type"`
+	// MonitorMaxBytes bounds each monitor response read; a larger one is
+	// dropped (load unknown, counted as 0, the cluster stays healthy).
+	// Zero means 1 MiB.
+	MonitorMaxBytes int `yaml:"monitor_max_bytes"`
 }
 
 // CostClass is one band of predicted CPU time.
@@ -137,6 +149,14 @@ func (c *Config) validateRouting() error {
 	case "", "larger", "default", "any":
 	default:
 		return bad("routing.fallback", strconv.Quote(r.Fallback), "want larger, default or any")
+	}
+	switch r.MonitorType {
+	case "", "metrics", "query_list", "info":
+	default:
+		return bad("routing.monitor_type", strconv.Quote(r.MonitorType), "want metrics, query_list or info")
+	}
+	if r.MonitorMaxBytes < 0 {
+		return bad("routing.monitor_max_bytes", r.MonitorMaxBytes, "must not be negative")
 	}
 	if r.EstimateTimeout < 0 {
 		return bad("routing.estimate_timeout", r.EstimateTimeout, "must not be negative")

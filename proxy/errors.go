@@ -32,9 +32,17 @@ var (
 // request may have reached Trino: after a POST /v1/statement reached Trino,
 // the client must not be told to retry (429/502/503/504), or the query would
 // be submitted twice.
+//
+// Poll says the request was a poll of a running query (GET nextUri). A
+// query does not outlive its coordinator, and a poll that failed cannot be
+// told apart from a dead one, so such a failure is a well-formed Trino
+// error at once, never a 503 that clients retry for minutes against a
+// query that is gone. (A cluster whose connections are all busy is not a
+// failure of this kind: Poll is false, and the client retries.)
 type UpstreamError struct {
 	Cluster string
 	Sent    bool
+	Poll    bool
 	Err     error
 }
 
@@ -97,6 +105,13 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 		// a status the client would retry.
 		s.trinoError(ctx, "PRESTROID_UPSTREAM_ERROR", "EXTERNAL",
 			fmt.Sprintf("prestroid: cluster %s failed after receiving the query; it was not resubmitted: %v", ue.Cluster, ue.Err))
+	case errors.As(err, &ue) && ue.Poll:
+		id := polledQueryID(ctx)
+		s.trinoErrorFor(ctx, id, "PRESTROID_UPSTREAM_ERROR", "EXTERNAL",
+			fmt.Sprintf("prestroid: cluster %s failed while the query ran; the query is lost: %v", ue.Cluster, ue.Err))
+		if id != "" && s.admit != nil {
+			s.admit.seen(id, true) // the query is gone: free its budget
+		}
 	case errors.As(err, &ue):
 		ctx.Response.Header.Set("Retry-After", "1")
 		s.plain(ctx, fasthttp.StatusServiceUnavailable, fmt.Sprintf("prestroid: cluster %s unavailable: %v", ue.Cluster, ue.Err))
@@ -121,7 +136,14 @@ const prestroidErrorCode = 0x7072_0000 // "pr"
 // shape of io.trino.client.QueryError, so every client reports it as a
 // failed query.
 func (s *Server) trinoError(ctx *fasthttp.RequestCtx, name, typ, msg string) {
-	id := syntheticQueryID()
+	s.trinoErrorFor(ctx, "", name, typ, msg)
+}
+
+// trinoErrorFor is trinoError for query id (a synthetic id when empty).
+func (s *Server) trinoErrorFor(ctx *fasthttp.RequestCtx, id, name, typ, msg string) {
+	if id == "" {
+		id = syntheticQueryID()
+	}
 	body := map[string]any{
 		"id":      id,
 		"infoUri": s.publicBase(ctx) + "/ui/query.html?" + id,
@@ -141,6 +163,19 @@ func (s *Server) trinoError(ctx *fasthttp.RequestCtx, name, typ, msg string) {
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// polledQueryID is the Trino query id of a routed poll
+// (/r/{token}/v1/statement/{phase}/{id}/…), or "".
+func polledQueryID(ctx *fasthttp.RequestCtx) string {
+	_, target, ok := SplitRouted(string(ctx.Path()))
+	if !ok {
+		return ""
+	}
+	if id := statementQueryID(target); validQueryID(id) {
+		return id
+	}
+	return ""
 }
 
 // syntheticQueryID returns an id shaped like Trino's (date_time_seq_random).

@@ -1,10 +1,15 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +24,9 @@ type clusterState struct {
 	Queued  int
 	Checked time.Time
 	Err     string
+	// LoadErr says why Running and Queued could not be read (they are 0
+	// then); empty when they were, or when the monitor reads no load.
+	LoadErr string
 	// Until, when set, ends a failed connection's verdict (markDown): the
 	// cluster counts as healthy again after it unless the monitor says
 	// otherwise first, so it is retried even with the monitor off.
@@ -28,8 +36,30 @@ type clusterState struct {
 // probeTimeout bounds one cluster's check (both of its requests).
 const probeTimeout = 5 * time.Second
 
-// monitor polls every cluster's /v1/info (health) and /v1/query (running
-// and queued queries, from the cluster's own bookkeeping) every interval.
+// Monitor types: where the monitor reads a cluster's load.
+const (
+	// MonitorMetrics reads the coordinator's query-manager gauges
+	// (RunningQueries, QueuedQueries) from Trino's OpenMetrics endpoint,
+	// asking for just those two (name[] filter): ~230 bytes whatever the
+	// query history, where /v1/query serializes every query it remembers.
+	MonitorMetrics = "metrics"
+	// MonitorQueryList counts the states in the whole /v1/query list.
+	MonitorQueryList = "query_list"
+	// MonitorInfo reads no load: health from /v1/info only.
+	MonitorInfo = "info"
+)
+
+// metricsLoadPath asks Trino's /metrics for the two gauges only.
+const metricsLoadPath = "/metrics?name[]=" + gaugeRunning + "&name[]=" + gaugeQueued
+
+const (
+	gaugeRunning = "trino_execution_name_QueryManager_RunningQueries"
+	gaugeQueued  = "trino_execution_name_QueryManager_QueuedQueries"
+)
+
+// monitor polls every cluster's /v1/info (health) and its load (running
+// and queued queries, from the cluster's own bookkeeping: see MonitorType)
+// every interval.
 // Clusters are checked concurrently, each within probeTimeout, and a round
 // skips a cluster whose previous check is still running: a cluster that
 // hangs delays no other cluster's state. The loop recovers from panics
@@ -105,27 +135,91 @@ func (s *Server) checkCluster(c *cluster) {
 		st.Healthy = true
 	}
 	if st.Healthy {
-		if status, body, err := s.probe(c, "/v1/query", deadline); err == nil && status == 200 {
-			var qs []struct {
-				State string `json:"state"`
-			}
-			if json.Unmarshal(body, &qs) == nil {
-				for _, q := range qs {
-					switch q.State {
-					case "QUEUED", "WAITING_FOR_RESOURCES", "DISPATCHING":
-						st.Queued++
-					case "PLANNING", "STARTING", "RUNNING", "FINISHING":
-						st.Running++
-					}
-				}
-			}
-		}
+		s.readLoad(c, st, deadline)
+	}
+	if s.probeConns.isClosed() {
+		return // the monitor is stopping: its failed probes say nothing
 	}
 	old := c.state.Swap(st)
 	if old == nil || old.Healthy != st.Healthy {
 		s.log.Info("cluster health", "cluster", c.name, "healthy", st.Healthy, "reason", st.Err)
 	}
+	if st.LoadErr != "" && (old == nil || old.LoadErr != st.LoadErr) && !s.probeConns.isClosed() {
+		s.log.Warn("cluster load unknown; counting only what this proxy sent", "cluster", c.name, "monitor_type", s.opts.MonitorType, "reason", st.LoadErr)
+	}
 	c.sent.Store(0)
+}
+
+// readLoad fills st.Running and st.Queued from the cluster, as
+// Options.MonitorType says, or st.LoadErr.
+func (s *Server) readLoad(c *cluster, st *clusterState, deadline time.Time) {
+	var path string
+	switch s.opts.MonitorType {
+	case MonitorInfo:
+		return
+	case MonitorQueryList:
+		path = "/v1/query"
+	default:
+		path = metricsLoadPath
+	}
+	status, body, err := s.probe(c, path, deadline)
+	switch {
+	case err != nil:
+		st.LoadErr = err.Error()
+		return
+	case status != fasthttp.StatusOK:
+		st.LoadErr = fmt.Sprintf("%s answered HTTP %d", strings.SplitN(path, "?", 2)[0], status)
+		return
+	}
+	if s.opts.MonitorType == MonitorQueryList {
+		var qs []struct {
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal(body, &qs); err != nil {
+			st.LoadErr = "bad /v1/query answer: " + err.Error()
+			return
+		}
+		for _, q := range qs {
+			switch q.State {
+			case "QUEUED", "WAITING_FOR_RESOURCES", "DISPATCHING":
+				st.Queued++
+			case "PLANNING", "STARTING", "RUNNING", "FINISHING":
+				st.Running++
+			}
+		}
+		return
+	}
+	running, okR := gauge(body, gaugeRunning)
+	queued, okQ := gauge(body, gaugeQueued)
+	if !okR || !okQ {
+		st.LoadErr = "/metrics lacks the query-manager gauges"
+		return
+	}
+	st.Running, st.Queued = running, queued
+}
+
+// gauge finds the sample "name value" in an OpenMetrics/Prometheus text
+// exposition (a gauge without labels, as Trino's JMX-derived ones are).
+func gauge(body []byte, name string) (int, bool) {
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		rest, ok := bytes.CutPrefix(line, []byte(name))
+		if !ok || len(rest) == 0 || (rest[0] != ' ' && rest[0] != '\t') {
+			continue
+		}
+		f := bytes.Fields(rest)
+		v, err := strconv.ParseFloat(string(f[0]), 64)
+		if err != nil || v < 0 || math.IsNaN(v) || v > math.MaxInt32 {
+			return 0, false
+		}
+		return int(v), true
+	}
+	return 0, false
 }
 
 // markDownFor is how long a failed connection keeps a cluster out of
@@ -180,6 +274,9 @@ type clusterRuntime struct {
 	probing atomic.Bool // a health check is running
 }
 
+// errMonitorStopped fails the probes of a monitor that is stopping.
+var errMonitorStopped = errors.New("proxy: health monitor stopped")
+
 // connSet tracks the monitor's connections so that stopping the monitor
 // can end a probe that waits on a cluster that never answers (fasthttp's
 // client takes no context).
@@ -211,7 +308,7 @@ func (cs *connSet) dial(addr string) (net.Conn, error) {
 	defer cs.mu.Unlock()
 	if cs.closed {
 		conn.Close()
-		return nil, errors.New("proxy: health monitor stopped")
+		return nil, errMonitorStopped
 	}
 	if cs.conns == nil {
 		cs.conns = map[*trackedConn]struct{}{}
@@ -230,4 +327,11 @@ func (cs *connSet) closeAll() {
 	for c := range conns {
 		c.Conn.Close()
 	}
+}
+
+// isClosed reports whether closeAll ran (the monitor is stopping).
+func (cs *connSet) isClosed() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.closed
 }

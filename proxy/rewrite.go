@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The statement endpoints answer with QueryResults JSON whose URIs point at
@@ -548,9 +549,14 @@ func (r *jsonRewriter) observeString(key, v string) {
 	}
 }
 
-// unescape decodes the raw bytes of a JSON string (without quotes).
+// unescape decodes the raw bytes of a JSON string (without quotes) as a
+// client's JSON decoder does: escapes resolved, and each byte that is not
+// valid UTF-8 replaced by U+FFFD (encoding/json's rule).
+// A rewritten URI is signed over this decoded form, because it is what a
+// client sends back, and written out as valid UTF-8 (Trino never writes
+// such bytes; FuzzRewriteURIs checks the two agree).
 func (r *jsonRewriter) unescape(raw []byte) string {
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw)
 	}
 	var s string

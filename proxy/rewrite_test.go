@@ -202,6 +202,10 @@ func FuzzRewriteURIs(f *testing.F) {
 	f.Add([]byte(`{"next\u0055ri":"http://trino:8081/v1/x","infoUri":"http://elsewhere/ui"}`))
 	f.Add([]byte(`[{"nextUri":"http://trino:8081/v1/x"}]`))
 	f.Add([]byte(`{"a":[[[[[[]]]]]],"stats":{"cpuTimeMillis":1e3}}`))
+	// Invalid UTF-8 in a URI: clients decode it to U+FFFD (one per bad
+	// byte, as encoding/json does), so the token covers that and the
+	// proxy writes it as valid UTF-8.
+	f.Add([]byte("{\"nextUri\":\"http://trino:8081/v1/statement/executing/q/\xff\xfe/1\",\"infoUri\":\"http://trino:8081/ui/\xc3\"}"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m := testMapper(t)
 		whole, _ := rewriteAll(t, m, in, false)

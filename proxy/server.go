@@ -10,6 +10,7 @@ package proxy
 import (
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +61,19 @@ type Options struct {
 	UpstreamTimeout time.Duration
 	// QueryMapSize bounds the query-id → cluster map. Zero means 100000.
 	QueryMapSize int
+	// UpstreamMaxConns bounds the open connections to each cluster; a
+	// request past it waits up to UpstreamTimeout for a free one, then
+	// gets 503 (nothing was sent) without the cluster being marked down.
+	// Zero means 1024.
+	UpstreamMaxConns int
+	// PageBufferBytes is how much of a result page is read before it is
+	// sent (page.go): a page that fails upstream within it is answered
+	// with a well-formed Trino error. Zero means 4 MiB.
+	PageBufferBytes int
+	// GzipLevel is the gzip level of pages sent to clients that accept
+	// gzip (1 fastest … 9 smallest). Zero means 1; negative sends pages
+	// uncompressed.
+	GzipLevel int
 	// MaxRequestBodyBytes bounds request bodies. Zero means 16 MiB.
 	MaxRequestBodyBytes int
 	// MaxHeaderBytes bounds a request's header block. Zero means 64 KiB.
@@ -108,12 +123,18 @@ type Options struct {
 	// "cost:large") to routed queries, for resource-group selectors.
 	ClassTag string
 	// MonitorInterval is how often cluster health (/v1/info) and load
-	// (/v1/query) are refreshed. Zero means 3s; negative disables the
+	// (see MonitorType) are refreshed. Zero means 3s; negative disables the
 	// monitor (every cluster then counts as healthy and idle).
 	MonitorInterval time.Duration
 	// MonitorUser is the X-Trino-User of the monitor's requests. Empty
 	// means "prestroid".
 	MonitorUser string
+	// MonitorType is where load is read: MonitorMetrics (the default when
+	// empty: Trino's OpenMetrics query-manager gauges), MonitorQueryList
+	// (the whole /v1/query list) or MonitorInfo (no load read).
+	MonitorType string
+	// MonitorMaxBytes bounds each monitor response. Zero means 1 MiB.
+	MonitorMaxBytes int
 	// Admission holds the budgets of in-flight queries. Nil, or all limits
 	// zero, means no admission control.
 	Admission *AdmissionOptions
@@ -136,6 +157,14 @@ type Options struct {
 	// already there). One Server per registry: a second one's metrics
 	// collide and New fails.
 	Registry *prometheus.Registry
+	// AdminToken, when set, is required on the admin endpoints (/metrics,
+	// /v1/estimate, /v1/routing: admin.go) as "Authorization: Bearer
+	// TOKEN" or X-Prestroid-Admin-Token. Empty means they are open.
+	AdminToken string
+	// AdminSeparate serves the admin endpoints only through ServeAdmin
+	// (their own listener): the client listener answers them 404. False
+	// serves them on the client listener too.
+	AdminSeparate bool
 	// EstimatorStats, when set, is called at each scrape for the
 	// estimator's cache and batcher figures (prestroid_estimator_*). Nil
 	// means they are not exported.
@@ -170,6 +199,8 @@ type Server struct {
 	// so that Shutdown does not wait out a hanging probe.
 	probeConns connSet
 	admit      *admission // nil without admission control
+	adminToken []byte     // SHA-256 of Options.AdminToken; nil: none
+	adminSrv   atomic.Pointer[fasthttp.Server]
 	log        *slog.Logger
 	srv        *fasthttp.Server
 	mu         sync.Mutex
@@ -186,6 +217,18 @@ func New(o Options) (*Server, error) {
 	// The defaults live in config (config/defaults.go), the one home.
 	if o.UpstreamTimeout == 0 {
 		o.UpstreamTimeout = config.DefaultUpstreamTimeout
+	}
+	if o.UpstreamMaxConns == 0 {
+		o.UpstreamMaxConns = config.DefaultUpstreamMaxConns
+	}
+	if o.PageBufferBytes == 0 {
+		o.PageBufferBytes = config.DefaultPageBufferBytes
+	}
+	if o.GzipLevel == 0 {
+		o.GzipLevel = config.DefaultGzipLevel
+	}
+	if o.GzipLevel > 9 {
+		return nil, fmt.Errorf("proxy: gzip level %d: want 1 to 9, or negative for none", o.GzipLevel)
 	}
 	if o.QueryMapSize == 0 {
 		o.QueryMapSize = config.DefaultQueryMapSize
@@ -220,6 +263,17 @@ func New(o Options) (*Server, error) {
 	}
 	if o.CredentialTTL == 0 {
 		o.CredentialTTL = config.DefaultCredentialTTL
+	}
+	if o.MonitorType == "" {
+		o.MonitorType = config.DefaultMonitorType
+	}
+	switch o.MonitorType {
+	case MonitorMetrics, MonitorQueryList, MonitorInfo:
+	default:
+		return nil, fmt.Errorf("proxy: unknown monitor type %q", o.MonitorType)
+	}
+	if o.MonitorMaxBytes == 0 {
+		o.MonitorMaxBytes = config.DefaultMonitorMaxBytes
 	}
 	switch o.Fallback {
 	case "", FallbackLarger, FallbackDefault, FallbackAny:
@@ -289,13 +343,14 @@ func New(o Options) (*Server, error) {
 				StreamResponseBody:       true,
 				ReadTimeout:              o.UpstreamTimeout,
 				WriteTimeout:             o.UpstreamTimeout,
-				MaxConns:                 1024,
+				MaxConns:                 o.UpstreamMaxConns,
+				MaxConnWaitTimeout:       o.UpstreamTimeout,
 				MaxIdleConnDuration:      30 * time.Second,
 				ReadBufferSize:           64 << 10,
 			},
 			probeClient: &fasthttp.HostClient{
 				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https", TLSConfig: o.UpstreamTLS,
-				MaxResponseBodySize: 64 << 20, ReadTimeout: probeTimeout, WriteTimeout: probeTimeout,
+				MaxResponseBodySize: o.MonitorMaxBytes, ReadTimeout: probeTimeout, WriteTimeout: probeTimeout,
 				Dial: s.probeConns.dial,
 			},
 		}
@@ -317,6 +372,10 @@ func New(o Options) (*Server, error) {
 		SecureErrorLogMessage: true, // never quote request bytes (credentials) in errors
 	}
 	s.srv.ErrorHandler = s.errorHandler
+	if o.AdminToken != "" {
+		h := sha256.Sum256([]byte(o.AdminToken))
+		s.adminToken = h[:]
+	}
 	if o.Admission.enabled() {
 		s.admit = newAdmission(*o.Admission)
 	}
@@ -357,6 +416,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	for _, x := range extra {
 		_ = x.ShutdownWithContext(ctx)
+	}
+	if a := s.adminSrv.Load(); a != nil {
+		_ = a.ShutdownWithContext(ctx)
 	}
 	err := s.srv.ShutdownWithContext(ctx)
 	select {
@@ -414,12 +476,12 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
 	case strings.HasPrefix(path, "/v1/query/"):
 		s.queryResource(ctx, method, strings.TrimPrefix(path, "/v1/query/"))
-	case path == "/v1/estimate" && method == fasthttp.MethodPost:
-		s.serveEstimate(ctx)
-	case path == "/v1/routing" && method == fasthttp.MethodPost:
-		s.serveRouting(ctx)
-	case path == "/metrics" && method == fasthttp.MethodGet:
-		s.serveMx(ctx)
+	case isAdmin(method, path):
+		if s.opts.AdminSeparate {
+			s.fail(ctx, ErrNotFound, false) // served on the admin listener only
+			return
+		}
+		s.admin(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
 		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
 	case path == "/ui" || strings.HasPrefix(path, "/ui/"), strings.HasPrefix(path, "/oauth2/"):
@@ -622,7 +684,10 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	// A cluster that could not be reached (nothing was sent) is marked
 	// down; a new query then goes to another healthy cluster: the same
 	// class first, then the default.
-	for err != nil && notSent(err) {
+	// A cluster with every connection busy is slow, not down: nothing was
+	// sent, and the client is told to retry (a connection limit is no
+	// health signal).
+	for err != nil && notSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
 		c.markDown(err)
 		if d == nil || d.Kind == KindTransaction {
 			break
@@ -644,7 +709,10 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
-		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Err: err}, mode == modeStatementPOST)
+		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Poll: mode == modeJSON && !errors.Is(err, fasthttp.ErrNoFreeConns), Err: err}, mode == modeStatementPOST)
+		if d != nil {
+			decisionHeaders(&ctx.Response.Header, d) // where it went, even when that failed
+		}
 		return
 	}
 	s.respond(ctx, c, resp, mode, d)
@@ -701,7 +769,11 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		t = d.ticket
 		tr = newTracked(ctx, d, c)
 	}
+	aborted := false // the page failed upstream: it tells nothing
 	rw := newJSONRewriter(src, func() error {
+		if aborted {
+			return release()
+		}
 		if info.ID != "" && mode == modeStatementPOST {
 			s.queries.Put(info.ID, cname)
 			if tr != nil {
@@ -719,7 +791,9 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		}
 		return release()
 	}, m, info)
-	ctx.SetBodyStream(rw, -1)
+	if err := s.sendPage(ctx, rw, func() { aborted = true }); err != nil {
+		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
+	}
 }
 
 // rewriteLocation points redirects at the cluster back through the proxy.

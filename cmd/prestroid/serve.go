@@ -27,6 +27,8 @@ func init() {
 type serveFlags struct {
 	configPath       string
 	listen           string
+	adminListen      string
+	adminTokenFile   string
 	upstream         string
 	publicURL        string
 	routeSecretFile  string
@@ -41,6 +43,8 @@ func runServe(args []string) int {
 	var f serveFlags
 	fs.StringVar(&f.configPath, "config", os.Getenv("PRESTROID_CONFIG"), "YAML config file (env PRESTROID_CONFIG); flags override it")
 	fs.StringVar(&f.listen, "listen", "", "listen address HOST:PORT (default 127.0.0.1:8080)")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "HOST:PORT of a separate listener for /metrics, /v1/estimate, /v1/routing (default: on --listen; env PRESTROID_ADMIN_LISTEN)")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the bearer token the admin endpoints require (default: none; env PRESTROID_ADMIN_TOKEN)")
 	fs.StringVar(&f.upstream, "upstream", "", "Trino coordinator URL(s), comma-separated; replaces the file's clusters (first = default)")
 	fs.StringVar(&f.publicURL, "public-url", "", "base URL clients use to reach the proxy (default: from the Host header)")
 	fs.StringVar(&f.routeSecretFile, "route-secret-file", "", "file holding the route-token HMAC secret (default: random per process; env PRESTROID_ROUTE_SECRET)")
@@ -76,10 +80,19 @@ func runServe(args []string) int {
 		scheme = "https"
 	}
 	logger.Info("prestroid listening", "addr", ln.Addr().String(), "scheme", scheme, "clusters", strings.Join(names, ","))
+	errc := make(chan error, 3)
+	if cfg.AdminListen != "" {
+		aln, err := net.Listen("tcp", cfg.AdminListen)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "prestroid serve: admin listener:", err)
+			return 1
+		}
+		logger.Info("admin endpoints listening", "addr", aln.Addr().String(), "token", cfg.AdminToken != "")
+		go func() { errc <- srv.ServeAdmin(aln) }()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.TLS.RedirectListen != "" {
 		rln, err := net.Listen("tcp", cfg.TLS.RedirectListen)
@@ -140,6 +153,16 @@ func loadServeConfig(f serveFlags) (*config.Config, error) {
 	}
 	if f.listen != "" {
 		cfg.Listen = f.listen
+	}
+	if f.adminListen != "" {
+		cfg.AdminListen = f.adminListen
+	}
+	if f.adminTokenFile != "" {
+		b, err := os.ReadFile(f.adminTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("admin token: %w", err)
+		}
+		cfg.AdminToken = strings.TrimSpace(string(b))
 	}
 	if f.upstream != "" {
 		cfg.SetUpstreams(strings.Split(f.upstream, ","))
@@ -245,9 +268,14 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		ForwardedHeaders:    cfg.ForwardedHeaders,
 		UpstreamTimeout:     time.Duration(cfg.UpstreamTimeout),
 		QueryMapSize:        cfg.QueryMapSize,
+		UpstreamMaxConns:    cfg.UpstreamMaxConns,
+		PageBufferBytes:     cfg.PageBufferBytes,
+		GzipLevel:           cfg.GzipLevel,
 		MaxRequestBodyBytes: cfg.MaxRequestBodyBytes,
 		MaxHeaderBytes:      cfg.MaxHeaderBytes,
 		Logger:              logger,
+		AdminToken:          cfg.AdminToken,
+		AdminSeparate:       cfg.AdminListen != "",
 		Classes:             classes,
 		Fallback:            r.Fallback,
 		Rules:               rules,
@@ -257,6 +285,8 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		ClassTag:            r.ClassTag,
 		MonitorInterval:     time.Duration(r.MonitorInterval),
 		MonitorUser:         r.MonitorUser,
+		MonitorType:         r.MonitorType,
+		MonitorMaxBytes:     r.MonitorMaxBytes,
 		Admission: &proxy.AdmissionOptions{
 			MaxQueries: a.MaxQueries, MaxCPUSeconds: a.MaxCPUSeconds,
 			UserMaxQueries: a.UserMaxQueries, UserMaxCPUSeconds: a.UserMaxCPUSeconds,
