@@ -170,9 +170,9 @@ func TestResidualConvergesOnSyntheticOffset(t *testing.T) {
 	srv := httptest.NewServer(&fakePlanner{})
 	defer srv.Close()
 	for _, c := range []struct {
-		name  string
-		sql   func(i int) string
-		want  Source
+		name string
+		sql  func(i int) string
+		want Source
 		// q-error ≤ 1.25 from this many queries on: the global offset is
 		// shrunk toward 0 (n/(n+Shrink) of it after n queries: 5^(1/8) =
 		// 1.22 at the 8th), a shape's residual toward the global offset.
