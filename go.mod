@@ -11,6 +11,7 @@ require (
 	github.com/trinodb/trino-go-client v1.1.0
 	github.com/valyala/fasthttp v1.78.0
 	github.com/yalue/onnxruntime_go v1.27.0
+	go.etcd.io/bbolt v1.4.3
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/time v0.15.0
 )

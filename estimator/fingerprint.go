@@ -14,7 +14,14 @@ import (
 // literals replaced by "?" (quoted identifiers are kept as written). Two
 // statements that differ only in literals share a fingerprint: their plans
 // have the same shape, which is what the cost model looks at.
-func Fingerprint(sql string) string {
+func Fingerprint(sql string) string { return normalize(sql, false) }
+
+// Normalize is Fingerprint with the literals kept: two statements that
+// differ only in spacing, comments or the case of unquoted words share it
+// (the history's exact-statement key).
+func Normalize(sql string) string { return normalize(sql, true) }
+
+func normalize(sql string, keepLiterals bool) string {
 	var b strings.Builder
 	b.Grow(len(sql))
 	// Tokens are separated by one space whatever the original spacing.
@@ -28,7 +35,11 @@ func Fingerprint(sql string) string {
 	for t := sc.Next(); t.Kind != sqllex.EOF; t = sc.Next() {
 		switch t.Kind {
 		case sqllex.String, sqllex.Number:
-			emit("?")
+			if keepLiterals {
+				emit(t.Text)
+			} else {
+				emit("?")
+			}
 		case sqllex.Word:
 			emit(strings.ToLower(t.Text))
 		default: // quoted identifiers as written, punctuation

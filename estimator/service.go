@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
 )
 
@@ -36,6 +38,24 @@ type CostEstimate struct {
 	// Tables is the number of distinct tables the plan scans and
 	// UnknownTables how many of them the model never saw in training.
 	Tables, UnknownTables int
+
+	// Source is the cascade stage that made the estimate and Sigma its
+	// uncertainty: the standard deviation of ln CPU seconds around
+	// ln CPUSeconds (a log-normal; 0 when none is known). CPUSeconds is the
+	// median.
+	Source Source
+	Sigma  float64
+	// ModelCPUSeconds is the model's own prediction before the cascade's
+	// corrections (0 when the model did not run).
+	ModelCPUSeconds float64
+	// Planner is the server that ran the EXPLAIN ("" when none ran);
+	// ExplainSkipped is set when every planner was at its EXPLAIN bound.
+	Planner        string
+	ExplainSkipped bool
+	// Basis is what Observe needs to learn from the query's outcome; nil
+	// when the statement is not learned from (cheap, not estimated, or no
+	// history configured).
+	Basis *Basis `json:"-"`
 	// Plan is the EXPLAIN JSON the estimate was made from. Never kept in
 	// the estimate cache (plans can be megabytes); a cache hit has it only
 	// from ServiceOptions.PlanCache.
@@ -80,6 +100,13 @@ type ServiceOptions struct {
 	PlanCache PlanCache
 	// Logger receives reload messages. Nil means slog.Default().
 	Logger *slog.Logger
+	// History is where the cascade learns from completed queries
+	// (Observe). Nil means no history stages: every estimate is the model's
+	// (or the cheap constant). The Service closes it.
+	History history.Store
+	// Cascade tunes the cascade's stages; its zero value is documented per
+	// field.
+	Cascade CascadeOptions
 }
 
 // Service estimates queries: classify, EXPLAIN as the caller, featurize,
@@ -90,6 +117,12 @@ type Service struct {
 	model atomic.Pointer[bundle.Model]
 	b     *batcher
 	log   *slog.Logger
+	learn *learner // nil without History
+	// inflight counts the EXPLAINs running per planner URL (*atomic.Int64).
+	inflight sync.Map
+	// scoreHook, when set (tests only), stands in for the model: the raw
+	// estimate of a plan.
+	scoreHook func(planJSON []byte) (*CostEstimate, error)
 }
 
 // NewService serves m (which the Service then owns and closes).
@@ -112,6 +145,9 @@ func NewService(m *bundle.Model, o ServiceOptions) *Service {
 	s := &Service{opts: o, log: o.Logger}
 	s.model.Store(m)
 	s.b = newBatcher(o.Workers, o.MaxBatch, o.MaxWait)
+	if o.History != nil {
+		s.learn = newLearner(o.History, o.Cascade, o.Logger)
+	}
 	return s
 }
 
@@ -126,9 +162,13 @@ func (s *Service) Swap(m *bundle.Model) {
 	}
 }
 
-// Close stops the inference workers and closes the model.
+// Close stops the inference workers, flushes the history and closes the
+// model.
 func (s *Service) Close() {
 	s.b.close()
+	if s.learn != nil {
+		s.learn.close()
+	}
 	if m := s.model.Swap(nil); m != nil {
 		m.Close()
 	}
@@ -149,53 +189,10 @@ func (s *Service) acquire() (*bundle.Model, error) {
 }
 
 // Estimate estimates sql for the caller described by h (read only; its
-// X-Trino-* headers and Authorization go to the EXPLAIN) against the Trino
-// coordinator at server. Statements that are not safe to explain
-// (plan.StatementKind.SafeToExplain: not explainable, or CREATE TABLE AS)
-// get a not-estimated result with the reason and a nil error, without
-// contacting Trino.
+// X-Trino-* headers and Authorization go to the EXPLAIN), planning on the
+// Trino coordinator at server: EstimateOn with one planner.
 func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Header) (*CostEstimate, error) {
-	kind := plan.Classify(sql)
-	if ok, why := kind.SafeToExplain(); !ok {
-		return &CostEstimate{Statement: kind, Reason: why}, nil
-	}
-	m, err := s.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer m.Release()
-	var key string
-	if s.opts.Cache != nil {
-		key = EstimateKey(m.ID(), sql, h)
-		if e, ok := s.opts.Cache.Get(key); ok {
-			e.Cached, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros = true, 0, 0, 0
-			if s.opts.PlanCache != nil {
-				e.Plan, _ = s.opts.PlanCache.Get(key)
-			}
-			return &e, nil
-		}
-	}
-	ectx, cancel := context.WithTimeout(ctx, s.opts.ExplainTimeout)
-	res, err := s.opts.Explain.Explain(ectx, server, sql, h)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	e, err := s.estimatePlan(ctx, m, res.PlanJSON)
-	if err != nil {
-		return nil, err
-	}
-	e.Statement = kind
-	e.ExplainMillis = float64(res.Wall.Microseconds()) / 1000
-	e.ExplainQueryID = res.QueryID
-	if key != "" {
-		s.opts.Cache.Set(key, *e)
-		if s.opts.PlanCache != nil {
-			s.opts.PlanCache.Set(key, res.PlanJSON)
-		}
-	}
-	e.Plan = res.PlanJSON
-	return e, nil
+	return s.EstimateOn(ctx, []string{server}, sql, h)
 }
 
 // EstimatePlan estimates an EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) plan.

@@ -1,0 +1,488 @@
+package estimator
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/history"
+	"github.com/prestroid/prestroid/estimator/plan"
+)
+
+// The estimate cascade (DESIGN §5.1): where each number comes from.
+//
+//	cheap           SHOW, DESCRIBE, queries of system.* / information_schema / VALUES: a constant, no EXPLAIN
+//	history         the same statement (normalized text, catalog, schema, session) ran before with a
+//	                confident record (at least MinCount runs, spread at most MaxSpread): its
+//	                recency-weighted CPU, no EXPLAIN
+//	model+residual  the same shape (literal-insensitive fingerprint): EXPLAIN + the model, corrected by
+//	                the shape's observed log residual, shrunk toward the global offset with few runs
+//	model           a new shape: EXPLAIN + the model, corrected by the deployment's global offset
+//	                (the scale of this cluster against the model's training machine), shrunk toward 0
+//	optimizer       the model missing or failing: Trino's summed cpuCost mapped to seconds by a
+//	                log-linear fit on this deployment's history
+//	none            fail open (the error)
+//
+// Over the EXPLAIN bound (CascadeOptions.ExplainLimit on every planner)
+// the cascade never waits: it answers from the statement's or its shape's
+// history (source history, with the model's uncertainty) or fails with
+// ErrExplainBusy. Every estimate carries its Source and Sigma.
+
+// CascadeOptions tune the cascade. The zero value is usable; each field's
+// zero meaning is given (config/defaults.go holds the served defaults).
+type CascadeOptions struct {
+	// CheapCPUSeconds is the estimate of statements cheap by nature. Zero
+	// means 0 s.
+	CheapCPUSeconds float64
+	// MinCount is how many runs make a statement's history usable. Zero
+	// means 1.
+	MinCount int
+	// MaxSpread is the largest standard deviation of ln CPU for which a
+	// statement's history is trusted without EXPLAIN. Zero means only
+	// histories without spread.
+	MaxSpread float64
+	// Alpha is the recency weight of a new observation (history.Stats).
+	// Zero means a plain mean.
+	Alpha float64
+	// Shrink is the prior weight, in observations, that pulls a shape's
+	// residual toward the global offset and the global offset toward 0.
+	// Zero means no shrinkage.
+	Shrink float64
+	// ModelSigma is the prior standard deviation of ln CPU around a model
+	// estimate (before the deployment's own residual spread is known). Zero
+	// means none: model estimates carry no interval until learned.
+	ModelSigma float64
+	// MinCalibration is how many queries the optimizer calibration needs
+	// before the optimizer stage serves. Zero means as soon as a line fits.
+	MinCalibration int
+	// ExplainLimit bounds the concurrent EXPLAINs per planner. Zero means
+	// unbounded.
+	ExplainLimit int
+	// QueueSize bounds the observations waiting to be written. Zero means
+	// 4096; past it, observations are dropped (and counted).
+	QueueSize int
+}
+
+// ErrExplainBusy means every planner was at its EXPLAIN bound and no
+// history could stand in: the caller fails open, it never waits.
+var ErrExplainBusy = errors.New("estimator: every planner is at its EXPLAIN bound")
+
+// sigmaFloor keeps history intervals from collapsing to a point.
+const sigmaFloor = 0.05
+
+// minSeconds is the smallest CPU time learned from (ln 0 is not a number;
+// Trino reports 0 ms for the smallest queries).
+const minSeconds = 0.001
+
+// Basis is what the cascade learns from once the query completes: its
+// history keys and the model's and the optimizer's numbers (NaN when they
+// were not computed).
+type Basis struct {
+	Exact, Shape string
+	// LnModel is ln of the model's raw prediction; LnCost ln(1+Σ cpuCost).
+	LnModel, LnCost float64
+	Source          Source
+}
+
+// History keys: a prefix byte and a SHA-256 digest.
+const (
+	keyExact     = "x:" // a statement's ln CPU
+	keyShape     = "s:" // a shape's ln CPU
+	keyResidual  = "r:" // a shape's ln actual − ln model
+	keyModel     = "g:model"
+	keyOptimizer = "g:optimizer" // (ln(1+cpuCost), ln CPU)
+)
+
+// HistoryKeys are the history keys of sql run in the session h: the exact
+// statement (Normalize) and its shape (Fingerprint), each with the catalog,
+// schema and every session property (any may change the plan). The user is
+// not part of them: the same statement costs the same whoever runs it.
+func HistoryKeys(sql string, h http.Header) (exact, shape string) {
+	ctx := []string{h.Get("X-Trino-Catalog"), h.Get("X-Trino-Schema")}
+	var props []string
+	for _, v := range h.Values("X-Trino-Session") {
+		for _, kv := range strings.Split(v, ",") {
+			if kv = strings.TrimSpace(kv); kv != "" {
+				props = append(props, kv)
+			}
+		}
+	}
+	slices.Sort(props)
+	digest := func(text string) string {
+		d := sha256.New()
+		d.Write([]byte(text))
+		for _, s := range append(ctx, props...) {
+			d.Write([]byte{0})
+			d.Write([]byte(s))
+		}
+		return string(d.Sum(nil))
+	}
+	return keyExact + digest(Normalize(sql)), keyShape + digest(Fingerprint(sql))
+}
+
+// EstimateOn runs the cascade for sql in the caller's session h, planning
+// (when an EXPLAIN is needed) on the least busy of planners (ties: the
+// first) below CascadeOptions.ExplainLimit. Statements that are not safe to
+// explain (plan.StatementKind.SafeToExplain) and not cheap get a
+// not-estimated result with the reason and a nil error, without contacting
+// Trino.
+func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string, h http.Header) (*CostEstimate, error) {
+	co := &s.opts.Cascade
+	kind := plan.Classify(sql)
+	if plan.Cheap(sql, h.Get("X-Trino-Catalog"), h.Get("X-Trino-Schema")) {
+		return &CostEstimate{Estimated: true, Statement: kind, Source: SourceCheap, CPUSeconds: co.CheapCPUSeconds}, nil
+	}
+	if ok, why := kind.SafeToExplain(); !ok {
+		return &CostEstimate{Statement: kind, Reason: why}, nil
+	}
+	var b *Basis
+	if s.learn != nil && kind != plan.StmtExecute { // EXECUTE's text does not say what runs
+		b = &Basis{LnModel: math.NaN(), LnCost: math.NaN()}
+		b.Exact, b.Shape = HistoryKeys(sql, h)
+		if x, ok := s.learn.get(b.Exact); ok && x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
+			return s.historyEstimate(kind, b, x, x.Spread()), nil
+		}
+	}
+	var m *bundle.Model
+	var merr error
+	if s.scoreHook == nil {
+		if m, merr = s.acquire(); merr == nil {
+			defer m.Release()
+		} else if b == nil {
+			return nil, merr // no model and no calibration to fall back on: skip the EXPLAIN
+		}
+	}
+	var key string
+	if m != nil && s.opts.Cache != nil {
+		key = EstimateKey(m.ID(), sql, h)
+		if e, ok := s.opts.Cache.Get(key); ok {
+			e.Cached, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros = true, 0, 0, 0
+			if s.opts.PlanCache != nil {
+				e.Plan, _ = s.opts.PlanCache.Get(key)
+			}
+			s.correct(&e, b)
+			return &e, nil
+		}
+	}
+	planner, release := s.explainSlot(planners)
+	if release == nil {
+		if e := s.busyEstimate(kind, b); e != nil {
+			return e, nil
+		}
+		return nil, ErrExplainBusy
+	}
+	ectx, cancel := context.WithTimeout(ctx, s.opts.ExplainTimeout)
+	res, err := s.opts.Explain.Explain(ectx, planner, sql, h)
+	cancel()
+	release()
+	if err != nil {
+		return nil, err
+	}
+	if b != nil {
+		if c, err := plan.TotalCPUCost(res.PlanJSON); err == nil {
+			b.LnCost = math.Log1p(c)
+		}
+	}
+	explained := func(e *CostEstimate) *CostEstimate {
+		e.Statement, e.Planner = kind, planner
+		e.ExplainMillis = float64(res.Wall.Microseconds()) / 1000
+		e.ExplainQueryID = res.QueryID
+		return e
+	}
+	if merr == nil {
+		var e *CostEstimate
+		if s.scoreHook != nil {
+			e, err = s.scoreHook(res.PlanJSON)
+		} else {
+			e, err = s.estimatePlan(ctx, m, res.PlanJSON)
+		}
+		if err == nil {
+			explained(e)
+			if key != "" {
+				s.opts.Cache.Set(key, *e)
+				if s.opts.PlanCache != nil {
+					s.opts.PlanCache.Set(key, res.PlanJSON)
+				}
+			}
+			e.Plan = res.PlanJSON
+			s.correct(e, b)
+			return e, nil
+		}
+		merr = err
+	}
+	if e := s.optimizerEstimate(b); e != nil {
+		explained(e).Plan = res.PlanJSON
+		return e, nil
+	}
+	return nil, merr
+}
+
+// historyEstimate serves a statement from its history.
+func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, sigma float64) *CostEstimate {
+	b.Source = SourceHistory
+	return &CostEstimate{Estimated: true, Statement: kind, Source: SourceHistory, Basis: b,
+		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
+}
+
+// busyEstimate stands in for an EXPLAIN the bound refused: the statement's
+// history, however short, else its shape's, with at least the model's
+// uncertainty (other literals may cost more); nil when there is neither.
+func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis) *CostEstimate {
+	if b == nil {
+		return nil
+	}
+	for _, k := range []string{b.Exact, b.Shape} {
+		if st, ok := s.learn.get(k); ok {
+			e := s.historyEstimate(kind, b, st, math.Max(st.Spread(), s.opts.Cascade.ModelSigma))
+			e.ExplainSkipped = true
+			return e
+		}
+	}
+	return nil
+}
+
+// correct turns the model's raw estimate into the cascade's: the global
+// offset (shrunk toward 0), then the shape's residual (shrunk toward the
+// global offset), with the uncertainty of each.
+func (s *Service) correct(e *CostEstimate, b *Basis) {
+	e.ModelCPUSeconds, e.Source = e.CPUSeconds, SourceModel
+	co := &s.opts.Cascade
+	e.Sigma = co.ModelSigma
+	if b == nil {
+		return
+	}
+	e.Basis, b.Source = b, SourceModel
+	if !(e.CPUSeconds > 0) {
+		return
+	}
+	lnRaw := math.Log(e.CPUSeconds)
+	b.LnModel = lnRaw
+	k := co.Shrink
+	off, sigma2 := 0.0, co.ModelSigma*co.ModelSigma
+	if g, ok := s.learn.get(keyModel); ok {
+		n := float64(g.Count)
+		off = n * g.Mean / (n + k)
+		sigma2 = (n*g.Var + k*sigma2) / (n + k)
+	}
+	if r, ok := s.learn.get(keyResidual + b.Shape[len(keyShape):]); ok {
+		n := float64(r.Count)
+		off = (n*r.Mean + k*off) / (n + k)
+		sigma2 = (n*r.Var + k*sigma2) / (n + k)
+		e.Source = SourceModelResidual
+	}
+	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), math.Sqrt(sigma2)
+	b.Source = e.Source
+}
+
+// optimizerEstimate maps Trino's cpuCost to seconds with the calibration;
+// nil while it is not fitted (or there is no plan cost).
+func (s *Service) optimizerEstimate(b *Basis) *CostEstimate {
+	if b == nil || math.IsNaN(b.LnCost) {
+		return nil
+	}
+	c, ok := s.learn.get(keyOptimizer)
+	if !ok || c.Count < uint64(s.opts.Cascade.MinCalibration) {
+		return nil
+	}
+	a, slope, sd, ok := c.Line()
+	if !ok {
+		return nil
+	}
+	b.Source = SourceOptimizer
+	return &CostEstimate{Estimated: true, Source: SourceOptimizer, Basis: b,
+		CPUSeconds: math.Exp(a + slope*b.LnCost), Sigma: max(sd, s.opts.Cascade.ModelSigma)}
+}
+
+// explainSlot takes an EXPLAIN slot on the least busy planner below the
+// bound; release is nil when every planner is at it.
+func (s *Service) explainSlot(planners []string) (planner string, release func()) {
+	limit := int64(s.opts.Cascade.ExplainLimit)
+	for range 3 { // a lost race tries again, then gives up
+		var best *atomic.Int64
+		for _, p := range planners {
+			v, _ := s.inflight.LoadOrStore(p, new(atomic.Int64))
+			n := v.(*atomic.Int64)
+			if (limit <= 0 || n.Load() < limit) && (best == nil || n.Load() < best.Load()) {
+				best, planner = n, p
+			}
+		}
+		if best == nil {
+			return "", nil
+		}
+		if cur := best.Load(); (limit <= 0 || cur < limit) && best.CompareAndSwap(cur, cur+1) {
+			return planner, func() { best.Add(-1) }
+		}
+	}
+	return "", nil
+}
+
+// Observe learns from a completed query: its statement's and shape's
+// history, the shape's residual and the global calibrations, from the
+// estimate's Basis and the query's actual CPU time. It never blocks: the
+// write happens on the learner's goroutine (dropped when its queue is
+// full). A nil Basis is ignored.
+func (s *Service) Observe(b *Basis, actualSeconds float64) {
+	if b == nil || s.learn == nil || math.IsNaN(actualSeconds) || actualSeconds < 0 {
+		return
+	}
+	s.learn.enqueue(observation{b: *b, y: math.Log(max(actualSeconds, minSeconds)), at: time.Now()})
+}
+
+// HistoryStats are the learner's counters.
+type HistoryStats struct {
+	Entries           int
+	Observed, Dropped uint64
+	WriteErrors       uint64
+}
+
+// HistoryStats reports the history's size and the learner's counters (zero
+// without History).
+func (s *Service) HistoryStats() HistoryStats {
+	if s.learn == nil {
+		return HistoryStats{}
+	}
+	return HistoryStats{Entries: s.learn.store.Len(), Observed: s.learn.observed.Load(),
+		Dropped: s.learn.dropped.Load(), WriteErrors: s.learn.errors.Load()}
+}
+
+// Flush waits until every observation enqueued so far is written (for
+// tests). After Close it returns at once.
+func (s *Service) Flush() {
+	if s.learn == nil {
+		return
+	}
+	done := make(chan struct{})
+	s.learn.mu.RLock()
+	if s.learn.closed {
+		s.learn.mu.RUnlock()
+		return
+	}
+	s.learn.q <- observation{flush: done}
+	s.learn.mu.RUnlock()
+	<-done
+}
+
+type observation struct {
+	b     Basis
+	y     float64
+	at    time.Time
+	flush chan struct{}
+}
+
+// learner writes observations to the store from one goroutine, batching
+// what queued up into one Update (one transaction on disk).
+type learner struct {
+	store                     history.Store
+	opts                      CascadeOptions
+	log                       *slog.Logger
+	mu                        sync.RWMutex // closed and q's closing
+	closed                    bool
+	q                         chan observation
+	done                      chan struct{}
+	observed, dropped, errors atomic.Uint64
+}
+
+func newLearner(st history.Store, o CascadeOptions, log *slog.Logger) *learner {
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4096
+	}
+	l := &learner{store: st, opts: o, log: log, q: make(chan observation, o.QueueSize), done: make(chan struct{})}
+	go l.run()
+	return l
+}
+
+func (l *learner) get(key string) (history.Stats, bool) { return l.store.Get(key) }
+
+func (l *learner) enqueue(o observation) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		l.dropped.Add(1)
+		return
+	}
+	select {
+	case l.q <- o:
+	default:
+		l.dropped.Add(1)
+	}
+}
+
+func (l *learner) run() {
+	defer close(l.done)
+	for o := range l.q {
+		batch := []observation{o}
+	more:
+		for len(batch) < 256 {
+			select {
+			case o, ok := <-l.q:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		l.write(batch)
+	}
+}
+
+func (l *learner) write(batch []observation) {
+	var ups []history.Update
+	var flushes []chan struct{}
+	a := l.opts.Alpha
+	for _, o := range batch {
+		if o.flush != nil {
+			flushes = append(flushes, o.flush)
+			continue
+		}
+		b, y, at := o.b, o.y, o.at
+		add := func(key string, v float64) {
+			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(v, a, at) }})
+		}
+		add(b.Exact, y)
+		add(b.Shape, y)
+		if !math.IsNaN(b.LnModel) {
+			add(keyResidual+b.Shape[len(keyShape):], y-b.LnModel)
+			add(keyModel, y-b.LnModel)
+		}
+		if !math.IsNaN(b.LnCost) {
+			x := b.LnCost
+			ups = append(ups, history.Update{Key: keyOptimizer, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, a, at) }})
+		}
+		l.observed.Add(1)
+	}
+	if len(ups) > 0 {
+		if err := l.store.Update(ups...); err != nil {
+			l.errors.Add(1)
+			l.log.Warn("estimator: history write failed", "error", err)
+		}
+	}
+	for _, f := range flushes {
+		close(f)
+	}
+}
+
+func (l *learner) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	close(l.q)
+	l.mu.Unlock()
+	<-l.done
+	if err := l.store.Close(); err != nil {
+		l.log.Warn("estimator: history close", "error", err)
+	}
+}

@@ -1,0 +1,44 @@
+package plan
+
+import "testing"
+
+func TestCheap(t *testing.T) {
+	for _, c := range []struct {
+		name, sql, catalog, schema string
+		want                       bool
+	}{
+		{"SHOW is cheap", "SHOW CATALOGS", "", "", true},
+		{"DESCRIBE is cheap", "DESCRIBE tpch.tiny.nation", "", "", true},
+		{"a poll of system.runtime.queries is cheap", "SELECT query_id, state FROM system.runtime.queries WHERE query LIKE '%x%'", "", "", true},
+		{"a quoted system table is cheap", `select * from "SYSTEM"."runtime"."nodes"`, "", "", true},
+		{"information_schema in any catalog is cheap", "SELECT table_name FROM tpch.information_schema.tables WHERE table_schema = 'tiny'", "", "", true},
+		{"a two-part name resolves against the session catalog", "SELECT * FROM runtime.queries", "system", "", true},
+		{"a one-part name resolves against the session schema", "SELECT * FROM tables", "tpch", "information_schema", true},
+		{"a one-part name in a data schema is not cheap", "SELECT * FROM nation", "tpch", "tiny", false},
+		{"VALUES is cheap", "VALUES (1, 'a'), (2, 'b')", "", "", true},
+		{"SELECT with no table is cheap", "SELECT 1 + 1", "", "", true},
+		{"a join of system tables is cheap", "SELECT * FROM system.runtime.queries q JOIN system.runtime.tasks t ON q.query_id = t.query_id", "", "", true},
+		{"a join with a data table is not cheap", "SELECT * FROM system.runtime.queries q JOIN tpch.tiny.nation n ON true", "", "", false},
+		{"a comma list with a data table is not cheap", "SELECT * FROM system.runtime.nodes, tpch.tiny.nation", "", "", false},
+		{"a comma after a subquery still counts", "SELECT * FROM (SELECT 1) a, tpch.tiny.nation", "", "", false},
+		{"a comma after a join condition still counts", "SELECT * FROM system.runtime.nodes a JOIN system.runtime.nodes b ON a.node_id = b.node_id, tpch.sf1.lineitem", "", "", false},
+		{"a data table in a subquery is not cheap", "SELECT * FROM system.runtime.nodes WHERE node_id IN (SELECT n_name FROM tpch.tiny.nation)", "", "", false},
+		{"a parenthesized join with a data table is not cheap", "SELECT * FROM (tpch.tiny.nation n JOIN system.runtime.nodes x ON true)", "", "", false},
+		{"a WITH query over system tables is cheap", "WITH q AS (SELECT * FROM system.runtime.queries) SELECT count(*) FROM q", "", "", true},
+		{"a WITH query over data is not cheap", "WITH q AS (SELECT * FROM tpch.tiny.nation) SELECT count(*) FROM q", "", "", false},
+		{"a table function is not cheap", "SELECT * FROM TABLE(system.sequence(1, 1000000000))", "", "", false},
+		{"TABLE of a data table is not cheap", "TABLE tpch.tiny.nation", "", "", false},
+		{"UNNEST reads no table", "SELECT x FROM UNNEST(ARRAY[1,2]) AS t(x)", "", "", true},
+		{"an insert is never cheap", "INSERT INTO memory.default.t SELECT * FROM system.runtime.nodes", "", "", false},
+		{"FROM inside a function is read conservatively", "SELECT extract(year FROM current_date)", "", "", false},
+		{"a union with a data table is not cheap", "SELECT node_id FROM system.runtime.nodes UNION ALL SELECT n_name FROM tpch.tiny.nation", "", "", false},
+		{"an unterminated string is not cheap", "SELECT * FROM system.runtime.nodes WHERE x = 'a", "", "", false},
+		{"a dangling FROM is not cheap", "SELECT * FROM", "", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Cheap(c.sql, c.catalog, c.schema); got != c.want {
+				t.Errorf("Cheap(%q, %q, %q) = %v, want %v", c.sql, c.catalog, c.schema, got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,36 @@
+package estimator
+
+// Source says which stage of the estimate cascade (cascade.go, DESIGN
+// §5.1) produced an estimate. Its String is the label in headers, JSON,
+// feedback records and metrics.
+type Source uint8
+
+const (
+	// SourceNone: no estimate (not estimated, or failed: fail open).
+	SourceNone Source = iota
+	// SourceCheap: a statement cheap by nature (plan.Cheap): a constant,
+	// no EXPLAIN.
+	SourceCheap
+	// SourceHistory: the statement's own observed CPU time (or, when the
+	// planners are at their EXPLAIN bound, its shape's), no EXPLAIN.
+	SourceHistory
+	// SourceModelResidual: EXPLAIN + the model, corrected by the shape's
+	// observed residual.
+	SourceModelResidual
+	// SourceModel: EXPLAIN + the model (with the deployment's calibration).
+	SourceModel
+	// SourceOptimizer: EXPLAIN + Trino's cpuCost mapped to seconds by a
+	// log-linear calibration fitted on this deployment's history (the
+	// model was unavailable or failed).
+	SourceOptimizer
+)
+
+var sourceNames = [...]string{SourceNone: "none", SourceCheap: "cheap", SourceHistory: "history",
+	SourceModelResidual: "model+residual", SourceModel: "model", SourceOptimizer: "optimizer"}
+
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
