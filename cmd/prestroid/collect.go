@@ -59,7 +59,7 @@ func collectFlagSet(f *collectFlags) *flag.FlagSet {
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "per-query execution timeout (cancels the query on Trino)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the planned queries as JSON lines and exit")
 	fs.BoolVar(&f.noPlan, "no-plan", false, "do not take EXPLAIN plans")
-	fs.StringVar(&f.storage, "storage", "", "catalog of the Parquet copies made by `prestroid materialize` to run on (e.g. iceberg); empty: the tpch/tpcds connectors")
+	fs.StringVar(&f.storage, "storage", "", "catalog of the Parquet copies made by prestroid materialize to run on (e.g. iceberg); empty: the tpch/tpcds connectors")
 	fs.StringVar(&f.splitOut, "write-split", "", "write the seeded template-level 8/1/1 split to this file and exit")
 	return fs
 }
