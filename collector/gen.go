@@ -95,14 +95,17 @@ func GenColumns() []string {
 
 // gen holds one generated query's state.
 type gen struct {
-	rng    *rand.Rand
-	dom    *Domains
-	scale  string
-	params map[string]string
-	n      int // alias counter
+	rng   *rand.Rand
+	dom   *Domains
+	scale string
+	// catalog and schema hold the tables (Place: the connector, or a
+	// materialized copy).
+	catalog, schema string
+	params          map[string]string
+	n               int // alias counter
 }
 
-func (g *gen) tbl(t string) string { return "tpcds." + g.scale + "." + t }
+func (g *gen) tbl(t string) string { return g.catalog + "." + g.schema + "." + t }
 
 func (g *gen) alias(prefix string) string {
 	g.n++
@@ -245,9 +248,18 @@ func whereClause(ps []string) string {
 	return "\nWHERE " + strings.Join(ps, "\n  AND ")
 }
 
-// GeneratedQuery makes variant v of a generator kind at a scale.
+// GeneratedQuery makes variant v of a generator kind at a scale, over the
+// tpcds connector.
 func GeneratedQuery(kind, scale string, v int, seed int64, sessionShare float64, dom *Domains) Item {
-	g := &gen{rng: seedFor(seed, "gen/"+kind, scale, fmt.Sprint(v)), dom: dom, scale: scale, params: map[string]string{}}
+	return generatedQuery("", kind, scale, v, seed, sessionShare, dom)
+}
+
+// generatedQuery makes variant v of a generator kind at a scale over the
+// tables of storage (Place). The random draws do not depend on storage: the
+// same variant on another storage is the same query on other tables.
+func generatedQuery(storage, kind, scale string, v int, seed int64, sessionShare float64, dom *Domains) Item {
+	cat, schema := Place(storage, "tpcds", scale)
+	g := &gen{rng: seedFor(seed, "gen/"+kind, scale, fmt.Sprint(v)), dom: dom, scale: scale, catalog: cat, schema: schema, params: map[string]string{}}
 	var sql string
 	switch kind {
 	case "union":
@@ -265,8 +277,8 @@ func GeneratedQuery(kind, scale string, v int, seed int64, sessionShare float64,
 	default:
 		panic("collector: unknown generator " + kind)
 	}
-	it := Item{Catalog: "tpcds", Schema: scale, SQL: sql, Workload: Workload{
-		Family: "gen", Template: "gen/" + kind, Variant: v, Scale: scale, Seed: seed, Params: g.params,
+	it := Item{Catalog: cat, Schema: schema, SQL: sql, Workload: Workload{
+		Family: "gen", Template: "gen/" + kind, Variant: v, Scale: scale, Storage: storage, Seed: seed, Params: g.params,
 	}}
 	it.Session = randomSession(g.rng, sessionShare)
 	return it

@@ -74,17 +74,56 @@ type Record struct {
 	ResultRows int64 `json:"result_rows,omitempty"`
 	// Collector describes the run that wrote the record.
 	Collector *RunInfo `json:"collector,omitempty"`
+	// Load is the collecting host's load average around the execution
+	// (collector only; absent where /proc/loadavg is not readable).
+	Load *Load `json:"load,omitempty"`
+	// Warmth says whether the Trino JVM had run the query's shape before
+	// (collector only; absent when the server's identity was unknown).
+	Warmth *Warmth `json:"warmth,omitempty"`
+}
+
+// Load is the 1-, 5- and 15-minute load average of the collecting host
+// (/proc/loadavg), read just before the query was submitted and just after
+// it ended. The harness runs Trino on that host, so a load well above the
+// query's own parallelism means something else competed for the CPU.
+type Load struct {
+	Before [3]float64 `json:"before"`
+	After  [3]float64 `json:"after"`
+}
+
+// Warmth is the query's shape and whether the Trino JVM that ran it had
+// run that shape before. Trino compiles bytecode per expression and
+// operator shape, so a shape's first run on a fresh JVM pays compilation
+// (and JIT warm-up) in its CPU time; a long-running coordinator has
+// mostly warm shapes.
+type Warmth struct {
+	// Shape is the first 16 hex of SHA-256 over catalog, schema, sorted
+	// session properties and the SQL fingerprint (literals replaced:
+	// sqllex.Fingerprint).
+	Shape string `json:"shape"`
+	// Warm: a query of this shape ran on this JVM before, as far as the
+	// record file knows (its earlier records with the same JVM included).
+	Warm bool `json:"warm"`
+	// Node and StartedAt identify the JVM: Trino's node id and its start
+	// time (now minus /v1/status's uptime, to the second; uptime has three
+	// significant digits, so restarts are told apart by more than 1% of
+	// the uptime).
+	Node      string    `json:"node"`
+	StartedAt time.Time `json:"started_at"`
 }
 
 // Workload says where a collector query came from.
 type Workload struct {
-	Family   string            `json:"family"`   // "tpcds", "tpch" or "gen" (generated large queries)
-	Template string            `json:"template"` // e.g. "tpcds/q03", "gen/union"; the unit of the train/val/test split
-	Variant  int               `json:"variant"`  // 0 = the file's own qualification values
-	Scale    string            `json:"scale"`    // schema: "tiny", "sf1", ...
-	Params   map[string]string `json:"params,omitempty"`
-	Seed     int64             `json:"seed"`
-	Rep      int               `json:"rep,omitempty"` // repetition index (noise measurement); 0 for the first run
+	Family   string `json:"family"`   // "tpcds", "tpch" or "gen" (generated large queries)
+	Template string `json:"template"` // e.g. "tpcds/q03", "gen/union"; the unit of the train/val/test split
+	Variant  int    `json:"variant"`  // 0 = the file's own qualification values
+	Scale    string `json:"scale"`    // connector scale: "tiny", "sf1", ...
+	// Storage is the catalog of the materialized Parquet copies the query
+	// ran on (schema SchemaName(family, scale)); empty: the connector.
+	Storage string            `json:"storage,omitempty"`
+	Params  map[string]string `json:"params,omitempty"`
+	Seed    int64             `json:"seed"`
+	Rep     int               `json:"rep,omitempty"` // repetition index (noise measurement); 0 for the first run
 }
 
 // Plan is the EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) of the query, taken by

@@ -92,6 +92,7 @@ type Runner struct {
 	Info     RunInfo
 
 	version string
+	shapes  *shapeTracker
 }
 
 // Summary counts a run's outcomes.
@@ -153,6 +154,7 @@ func (r *Runner) Run(ctx context.Context, items []Item) (Summary, error) {
 	} else {
 		return sum, err
 	}
+	r.shapes = newShapeTracker(r.Writer.pastWarmth())
 	var todo []*Item
 	for i := range items {
 		if r.Writer.Has(items[i].Key) {
@@ -297,11 +299,16 @@ func (r *Runner) runOne(ctx context.Context, it *Item) *Record {
 	if s := it.sessionHeader(); s != "" {
 		args = append(args, sql.Named("X-Trino-Session", s))
 	}
+	rec.Warmth = r.warmth(ctx, it)
+	before, okBefore := loadAvg()
 	rec.SubmittedAt = time.Now().UTC()
 	t0 := time.Now()
 	nrows, err := drain(qctx, r.DB, it.SQL, args)
 	client := time.Since(t0)
 	rec.FinishedAt = time.Now().UTC()
+	if after, ok := loadAvg(); ok && okBefore {
+		rec.Load = &Load{Before: before, After: after}
+	}
 	rec.ResultRows = nrows
 	info, _ := sink.last()
 	rec.QueryID = info.QueryId
@@ -341,6 +348,21 @@ func (r *Runner) runOne(ctx context.Context, it *Item) *Record {
 		}
 	}
 	return rec
+}
+
+// warmth marks the item's shape as run on the server's current JVM and
+// says whether it had run there before; nil when the server does not say
+// which JVM it is (the flag would be a guess).
+func (r *Runner) warmth(ctx context.Context, it *Item) *Warmth {
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	j, err := ServerJVM(sctx, r.httpClient(), r.Server)
+	if err != nil {
+		return nil
+	}
+	shape := Shape(it.Catalog, it.Schema, it.Session, it.SQL)
+	warm, j := r.shapes.mark(j, shape)
+	return &Warmth{Shape: shape, Warm: warm, Node: j.Node, StartedAt: j.StartedAt}
 }
 
 // drain runs the query and reads every row.

@@ -56,14 +56,19 @@ func scaleFactor(schema string) string {
 	return strings.TrimPrefix(schema, "sf")
 }
 
-// Fill replaces the placeholders for the template's catalog and schema and
-// removes a trailing semicolon (SOURCE.md, "Placeholders").
-func (t Template) Fill(schema string) string {
+// Fill replaces the placeholders for the template's connector catalog at
+// the scale (its schema) and removes a trailing semicolon (SOURCE.md,
+// "Placeholders").
+func (t Template) Fill(scale string) string { return t.FillAt(t.Catalog, scale, scale) }
+
+// FillAt is Fill with the tables in catalog.schema (a materialized copy of
+// the scale: Place).
+func (t Template) FillAt(catalog, schema, scale string) string {
 	s := strings.NewReplacer(
-		"${database}", t.Catalog,
+		"${database}", catalog,
 		"${schema}", schema,
 		"${prefix}", "",
-		"${scale}", scaleFactor(schema),
+		"${scale}", scaleFactor(scale),
 	).Replace(t.Text)
 	return strings.TrimRight(trailingSemicolon.ReplaceAllString(s, ""), " \t\r\n")
 }
@@ -161,6 +166,11 @@ type GenConfig struct {
 	// Reps runs every item this many times (1 if zero), with distinct keys:
 	// the repeated runs measure label noise.
 	Reps int
+	// Storage is the catalog of materialized copies of the TPC schemas
+	// (`prestroid materialize`: schemas tpcds_sf1, ...) to run on; empty
+	// runs on the tpch/tpcds connectors. Queries are drawn the same either
+	// way (same literals and sessions); only their tables differ.
+	Storage string
 }
 
 // seedFor derives an independent, reproducible random stream for one
@@ -230,12 +240,12 @@ func Generate(cfg GenConfig, templates []Template, dom *Domains) []Item {
 		for v := 0; v < nv; v++ {
 			if v < variants {
 				for _, i := range order {
-					add(TemplateVariant(ts[i], sl.scale, v, cfg.Seed, cfg.SessionShare, dom))
+					add(templateVariant(cfg.Storage, ts[i], sl.scale, v, cfg.Seed, cfg.SessionShare, dom))
 				}
 			}
 			if genHere && v < cfg.GenVariants {
 				for _, kind := range GenKinds {
-					add(GeneratedQuery(kind, sl.scale, v, cfg.Seed, cfg.SessionShare, dom))
+					add(generatedQuery(cfg.Storage, kind, sl.scale, v, cfg.Seed, cfg.SessionShare, dom))
 				}
 			}
 		}
@@ -243,11 +253,19 @@ func Generate(cfg GenConfig, templates []Template, dom *Domains) []Item {
 	return out
 }
 
-// TemplateVariant makes variant v of template t at a scale.
+// TemplateVariant makes variant v of template t at a scale, on the
+// template's connector.
 func TemplateVariant(t Template, scale string, v int, seed int64, sessionShare float64, dom *Domains) Item {
-	sql := t.Fill(scale)
-	it := Item{Catalog: t.Catalog, Schema: scale, Workload: Workload{
-		Family: t.Family, Template: t.Name, Variant: v, Scale: scale, Seed: seed,
+	return templateVariant("", t, scale, v, seed, sessionShare, dom)
+}
+
+// templateVariant makes variant v of template t at a scale on storage
+// (Place); the literals and session drawn do not depend on storage.
+func templateVariant(storage string, t Template, scale string, v int, seed int64, sessionShare float64, dom *Domains) Item {
+	cat, schema := Place(storage, t.Family, scale)
+	sql := t.FillAt(cat, schema, scale)
+	it := Item{Catalog: cat, Schema: schema, Workload: Workload{
+		Family: t.Family, Template: t.Name, Variant: v, Scale: scale, Storage: storage, Seed: seed,
 	}}
 	if v > 0 {
 		rng := seedFor(seed, t.Name, scale, fmt.Sprint(v))

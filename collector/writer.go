@@ -27,8 +27,11 @@ type Writer struct {
 	mu   sync.Mutex
 	f    *os.File
 	keys map[string]bool
-	buf  bytes.Buffer
-	zw   *gzip.Writer
+	// warmth holds the Warmth of every record (shapes per JVM, for a
+	// resumed run's warm flags).
+	warmth []*Warmth
+	buf    bytes.Buffer
+	zw     *gzip.Writer
 }
 
 // OpenWriter opens path for appending (creating it and its directory if
@@ -44,7 +47,12 @@ func OpenWriter(path string) (*Writer, error) {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
 	w := &Writer{f: f, keys: map[string]bool{}}
-	good, err := scanMembers(f, func(r *Record) { w.keys[r.Key] = true })
+	good, err := scanMembers(f, func(r *Record) {
+		w.keys[r.Key] = true
+		if r.Warmth != nil {
+			w.warmth = append(w.warmth, r.Warmth)
+		}
+	})
 	if err != nil && !errors.Is(err, ErrTruncated) {
 		f.Close()
 		return nil, err
@@ -59,6 +67,13 @@ func OpenWriter(path string) (*Writer, error) {
 	}
 	w.zw, _ = gzip.NewWriterLevel(&w.buf, gzip.BestCompression)
 	return w, nil
+}
+
+// pastWarmth is the Warmth of the records in the file, oldest first.
+func (w *Writer) pastWarmth() []*Warmth {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]*Warmth(nil), w.warmth...)
 }
 
 // Has reports whether a record with this key is already in the file.

@@ -9,49 +9,13 @@ import (
 	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
-// Fingerprint normalizes a SQL statement for caching: comments dropped,
-// tokens separated by one space, unquoted words lower-cased, string and numeric
-// literals replaced by "?" (quoted identifiers are kept as written). Two
-// statements that differ only in literals share a fingerprint: their plans
-// have the same shape, which is what the cost model looks at.
-func Fingerprint(sql string) string { return normalize(sql, false) }
+// Fingerprint normalizes a SQL statement for caching (sqllex.Fingerprint):
+// statements that differ only in literals share a fingerprint.
+func Fingerprint(sql string) string { return sqllex.Fingerprint(sql) }
 
-// Normalize is Fingerprint with the literals kept: two statements that
-// differ only in spacing, comments or the case of unquoted words share it
-// (the history's exact-statement key).
-func Normalize(sql string) string { return normalize(sql, true) }
-
-func normalize(sql string, keepLiterals bool) string {
-	var b strings.Builder
-	b.Grow(len(sql))
-	// Tokens are separated by one space whatever the original spacing.
-	emit := func(s string) {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(s)
-	}
-	sc := sqllex.NewScanner(sqllex.Statement, sql)
-	for t := sc.Next(); t.Kind != sqllex.EOF; t = sc.Next() {
-		switch t.Kind {
-		case sqllex.String, sqllex.Number:
-			if keepLiterals {
-				emit(t.Text)
-			} else {
-				emit("?")
-			}
-		case sqllex.Word:
-			emit(strings.ToLower(t.Text))
-		default: // quoted identifiers as written, punctuation
-			emit(t.Text)
-		}
-	}
-	out := b.String()
-	for strings.HasSuffix(out, " ;") || out == ";" {
-		out = strings.TrimSuffix(strings.TrimSuffix(out, ";"), " ")
-	}
-	return out
-}
+// Normalize is Fingerprint with the literals kept (sqllex.Normalize): the
+// history's exact-statement key.
+func Normalize(sql string) string { return sqllex.Normalize(sql) }
 
 // plannerIrrelevant are X-Trino-* request headers that do not change a
 // query's plan (or its cost); every other X-Trino-* header, Authorization

@@ -62,6 +62,11 @@ type Config struct {
 	// Split is the template-level train/validation/test split (JSON,
 	// collector.Split).
 	Split string
+	// ScaleSplit, when set, makes the test split one scale instead
+	// (ApplyScaleSplit): a scale name ("sf10") or ScaleLargest. The
+	// featurize step decides; the later steps follow its queries.jsonl.
+	// Empty: the template-level split alone.
+	ScaleSplit string
 
 	// N, K, C are the sub-tree node limit, the sub-trees per query and
 	// the convolution depth (DESIGN §2.4); Pf the predicate vector size

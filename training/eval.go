@@ -26,6 +26,9 @@ type EvalConfig struct {
 	// split.
 	Data  []string
 	Split string
+	// ScaleSplit holds out a scale as the test split (Config.ScaleSplit);
+	// ignored with TrainWorkdirs (the training run's split holds).
+	ScaleSplit string
 	// Workdir holds the intermediate files; Report gets eval.json,
 	// report.md and the plots. Both required (see DefaultReport).
 	Workdir string
@@ -76,7 +79,7 @@ func Eval(cfg *EvalConfig) error {
 	if len(cfg.TrainWorkdirs) > 0 {
 		trainWork = cfg.TrainWorkdirs[0]
 	}
-	if err := EvalPrepare(log, cfg.Bundle, cfg.Data, cfg.Split, cfg.Workdir, trainWork); err != nil {
+	if err := EvalPrepare(log, cfg.Bundle, cfg.Data, cfg.Split, cfg.ScaleSplit, cfg.Workdir, trainWork); err != nil {
 		return err
 	}
 	args := []string{"-m", "trainer.eval", "--bundle", cfg.Bundle, "--workdir", cfg.Workdir,
@@ -97,7 +100,10 @@ func Eval(cfg *EvalConfig) error {
 // EvalPrepare writes queries.jsonl (all splits, for the baselines),
 // meta.json and the test split's tensors encoded with the bundle into
 // workdir. With trainWork, the queries are exactly that training run's.
-func EvalPrepare(log io.Writer, bundle string, paths []string, splitPath, workdir, trainWork string) error {
+//
+// scaleSplit, when set and there is no trainWork, applies a scale split
+// (ApplyScaleSplit); with trainWork the training run's split holds.
+func EvalPrepare(log io.Writer, bundle string, paths []string, splitPath, scaleSplit, workdir, trainWork string) error {
 	enc, m, err := LoadBundleEncoder(bundle)
 	if err != nil {
 		return err
@@ -116,6 +122,10 @@ func EvalPrepare(log io.Writer, bundle string, paths []string, splitPath, workdi
 		}
 		st = &LoadStats{}
 		if err := readJSON(filepath.Join(trainWork, "meta.json"), st); err != nil {
+			return err
+		}
+	} else if scaleSplit != "" {
+		if _, err := ApplyScaleSplit(qs, st, scaleSplit); err != nil {
 			return err
 		}
 	}

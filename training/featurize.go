@@ -15,6 +15,13 @@ func Featurize(cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	if cfg.ScaleSplit != "" {
+		held, err := ApplyScaleSplit(qs, st, cfg.ScaleSplit)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cfg.log(), "featurize: scale split: %s held out as the test split\n", held)
+	}
 	if st.PerSplit["train"] == 0 {
 		return fmt.Errorf("no usable training queries in %d records (dropped: %v)", st.Records, st.Dropped)
 	}

@@ -77,6 +77,9 @@ type LoadStats struct {
 	Dropped   map[string]int `json:"dropped"`
 	PerSplit  map[string]int `json:"per_split"`
 	Truncated bool           `json:"truncated_tail,omitempty"`
+	// ScaleSplit is the held-out scale of a scale split (ApplyScaleSplit);
+	// empty: the template-level split.
+	ScaleSplit string `json:"scale_split,omitempty"`
 }
 
 // LoadQueries reads the records, keeps the usable ones (FINISHED, CPU > 0,
@@ -303,7 +306,8 @@ func sameQueries(path string, qs []*Query) ([]*Query, error) {
 	dec := json.NewDecoder(bufio.NewReader(f))
 	for {
 		var line struct {
-			Key string `json:"key"`
+			Key   string `json:"key"`
+			Split string `json:"split"`
 		}
 		if err := dec.Decode(&line); err == io.EOF {
 			break
@@ -314,6 +318,8 @@ func sameQueries(path string, qs []*Query) ([]*Query, error) {
 		if q == nil {
 			return nil, fmt.Errorf("query %s of %s is not in the records any more", line.Key, path)
 		}
+		// The featurize step decided the split (a scale split included).
+		q.Split = line.Split
 		out = append(out, q)
 	}
 	return out, nil

@@ -279,7 +279,7 @@ func TestEvalPrepareEncodesTheTestSplitWithTheBundle(t *testing.T) {
 	bundle := filepath.Join("..", "estimator", "testdata", "bundle-fixture")
 	work := t.TempDir()
 	var log strings.Builder
-	if err := EvalPrepare(&log, bundle, []string{noiseRecords}, splitFile, work, ""); err != nil {
+	if err := EvalPrepare(&log, bundle, []string{noiseRecords}, splitFile, "", work, ""); err != nil {
 		t.Fatal(err)
 	}
 	var meta LoadStats

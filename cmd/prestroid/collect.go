@@ -36,6 +36,7 @@ type collectFlags struct {
 	timeout                               time.Duration
 	dryRun, noPlan                        bool
 	splitOut                              string
+	storage                               string
 }
 
 func collectFlagSet(f *collectFlags) *flag.FlagSet {
@@ -58,6 +59,7 @@ func collectFlagSet(f *collectFlags) *flag.FlagSet {
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "per-query execution timeout (cancels the query on Trino)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the planned queries as JSON lines and exit")
 	fs.BoolVar(&f.noPlan, "no-plan", false, "do not take EXPLAIN plans")
+	fs.StringVar(&f.storage, "storage", "", "catalog of the Parquet copies made by prestroid materialize to run on (e.g. iceberg); empty: the tpch/tpcds connectors")
 	fs.StringVar(&f.splitOut, "write-split", "", "write the seeded template-level 8/1/1 split to this file and exit")
 	return fs
 }
@@ -103,6 +105,7 @@ func collect(ctx context.Context, f *collectFlags) error {
 	cfg := collector.GenConfig{
 		Seed: f.seed, Scales: splitList(f.scales), Variants: f.variants, SessionShare: f.sessionShare,
 		Templates: splitList(f.templates), GenScales: splitList(f.genScales), GenVariants: f.genVariants, Reps: f.reps,
+		Storage: f.storage,
 	}
 	if err := fetchDomains(ctx, db, dom, ts, cfg); err != nil {
 		return err

@@ -38,6 +38,7 @@ func runEval(args []string) int {
 	fs.Var(&data, "data", "record file or directory (repeatable; more may follow the flags)")
 	bundle := fs.String("bundle", "", "model bundle directory (required)")
 	split := fs.String("split", "data/split.json", "template-level train/validation/test split")
+	scaleSplit := fs.String("scale-split", "", "hold out one scale as the test split: a scale (sf10) or \"largest\" (without --train-workdir; with it the training run's split holds)")
 	workdir := fs.String("workdir", "", "directory for intermediate files (default: REPORT/work)")
 	report := fs.String("report", "", "directory for eval.json, report.md and plots (default: BUNDLE.eval)")
 	var trainWorks multiFlag
@@ -67,7 +68,7 @@ func runEval(args []string) int {
 	if *python == "" {
 		*python = training.DefaultPython()
 	}
-	cfg := training.EvalConfig{Bundle: *bundle, Data: paths, Split: *split, Workdir: *workdir, Report: *report,
+	cfg := training.EvalConfig{Bundle: *bundle, Data: paths, Split: *split, ScaleSplit: *scaleSplit, Workdir: *workdir, Report: *report,
 		TrainWorkdirs: trainWorks, Python: *python, Baselines: *baselines, Seed: *seed, Quick: *quick}
 	if err := training.Eval(&cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid eval:", err)

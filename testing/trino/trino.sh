@@ -10,6 +10,7 @@
 #   trino.sh cli [ARGS...]    run the Trino CLI jar (Java 11+)
 #   trino.sh cli-jar          print the path of the CLI jar
 #   trino.sh cert             print the path of the instance's HTTPS certificate (PEM)
+#   trino.sh wipe-lake        remove the stopped instance's hive/iceberg data and metastores
 #
 # Environment:
 #   TRINO_PORT         HTTP port of the instance (default 8081); every port is an
@@ -29,6 +30,15 @@
 #                      TRINO_HTTPS_PORT. Trino takes no passwords over plain HTTP, so
 #                      the HTTP port keeps answering X-Trino-User alone (the harness's
 #                      own readiness check and tests' direct checks use it)
+#   TRINO_CATALOGS     extra catalogs on the local file system, space or comma
+#                      separated: "hive" and/or "iceberg" (default none). Their
+#                      plugin zips are fetched once (cached); only instances that
+#                      ask for them load them. Data and metastores live under the
+#                      instance's data dir ($PRESTROID_CACHE/instances/PORT/data/lake)
+#                      and survive restarts; `trino.sh wipe-lake` removes them.
+#   TRINO_HIVE_MAX_PARTITIONS hive.max-partitions-per-writers of the hive catalog
+#                      (default 2000: TPC-DS fact tables partitioned by date key
+#                      have ~1,830 partitions)
 set -euo pipefail
 
 # The one place the Trino version is written. 483 is not served by the Maven
@@ -42,6 +52,11 @@ port=${TRINO_PORT:-8081}
 inst=$cache/instances/$port
 java_home=${TRINO_JAVA_HOME:-/usr/lib/jvm/temurin-25-jdk-amd64}
 heap=${TRINO_HEAP:-2G}
+lake=$inst/data/lake
+catalogs=$(echo "${TRINO_CATALOGS:-}" | tr ',' ' ')
+for c in $catalogs; do
+  case "$c" in hive|iceberg) ;; *) echo "trino.sh: TRINO_CATALOGS: unknown catalog '$c' (want hive and/or iceberg)" >&2; exit 2 ;; esac
+done
 
 die() { echo "trino.sh: $*" >&2; exit 1; }
 
@@ -92,6 +107,65 @@ fetch() {
   touch "$dist/.complete"
 }
 
+# fetch_plugin NAME: the optional connector plugin trino-NAME (zip from
+# Maven), unpacked once under $dist/extra/NAME; instances that ask for it
+# load it through their own plugin dir (see write_lake_catalogs), so the
+# others keep starting with the base plugins only.
+fetch_plugin() {
+  local p=$1 dl=$cache/downloads
+  [ -f "$dist/extra/$p/.complete" ] && return 0
+  command -v mvn >/dev/null || die "mvn is needed to download the $p plugin"
+  [ -f "$dl/trino-$p-$TRINO_VERSION.zip" ] || mvn_copy "io.trino:trino-$p:$TRINO_VERSION:zip" "$dl"
+  rm -rf "$dist/extra/$p.tmp" "$dist/extra/$p" && mkdir -p "$dist/extra/$p.tmp"
+  unzip -q "$dl/trino-$p-$TRINO_VERSION.zip" -d "$dist/extra/$p.tmp"
+  mv "$dist/extra/$p.tmp/trino-$p-$TRINO_VERSION" "$dist/extra/$p"
+  rmdir "$dist/extra/$p.tmp"
+  touch "$dist/extra/$p/.complete"
+}
+
+# write_lake_catalogs ETC: the hive and iceberg catalogs of TRINO_CATALOGS,
+# both on the local file system rooted at $lake (locations local:///...),
+# each with a file metastore whose directory also holds its tables
+# ($lake/hive/SCHEMA/TABLE, $lake/iceberg/SCHEMA/TABLE-UUID); iceberg's is
+# catalog type testing_file_metastore, the file metastore Trino's own
+# tests use (hive_metastore wants a Thrift URI). Tables are Parquet with
+# ZSTD. The instance gets its own plugin dir: links to the base plugins
+# plus the extra ones.
+write_lake_catalogs() {
+  local etc=$1
+  [ -n "$catalogs" ] || return 0
+  mkdir -p "$etc/plugin"
+  for d in "$dist/server/plugin"/*; do ln -s "$d" "$etc/plugin/"; done
+  echo "plugin.dir=$etc/plugin" >>"$etc/config.properties"
+  for c in $catalogs; do
+    ln -sfn "$dist/extra/$c" "$etc/plugin/$c"
+    mkdir -p "$lake/$c"
+  done
+  if [[ " $catalogs " == *" hive "* ]]; then
+    cat >"$etc/catalog/hive.properties" <<EOF
+connector.name=hive
+hive.metastore=file
+hive.metastore.catalog.dir=local:///hive
+fs.native-local.enabled=true
+local.location=$lake
+hive.storage-format=PARQUET
+hive.compression-codec=ZSTD
+hive.max-partitions-per-writers=${TRINO_HIVE_MAX_PARTITIONS:-2000}
+EOF
+  fi
+  if [[ " $catalogs " == *" iceberg "* ]]; then
+    cat >"$etc/catalog/iceberg.properties" <<EOF
+connector.name=iceberg
+iceberg.catalog.type=testing_file_metastore
+hive.metastore.catalog.dir=local:///iceberg
+fs.native-local.enabled=true
+local.location=$lake
+iceberg.file-format=PARQUET
+iceberg.compression-codec=ZSTD
+EOF
+  fi
+}
+
 write_etc() {
   local etc=$inst/etc
   # Half the heap for queries leaves Trino's default 30% headroom free.
@@ -136,6 +210,7 @@ EOF
   printf 'connector.name=tpch\ntpch.splits-per-node=4\n' >"$etc/catalog/tpch.properties"
   printf 'connector.name=tpcds\ntpcds.splits-per-node=4\n' >"$etc/catalog/tpcds.properties"
   printf 'connector.name=memory\nmemory.max-data-per-node=512MB\n' >"$etc/catalog/memory.properties"
+  write_lake_catalogs "$etc"
   if [ -n "${TRINO_ETC_OVERLAY:-}" ]; then cp -r "$TRINO_ETC_OVERLAY"/. "$etc/"; fi
 }
 
@@ -197,6 +272,7 @@ pid_alive() { [ -f "$inst/pid" ] && kill -0 "$(cat "$inst/pid")" 2>/dev/null; }
 up() {
   need_java
   fetch
+  for c in $catalogs; do fetch_plugin "$c"; done
   if pid_alive && ready; then echo "trino.sh: Trino already up on 127.0.0.1:$port" >&2; return 0; fi
   if ! pid_alive && info >/dev/null; then die "port $port is taken by another process"; fi
   if ! pid_alive; then
@@ -234,7 +310,7 @@ down() {
 }
 
 case "${1:-}" in
-  fetch) fetch ;;
+  fetch) fetch; for c in $catalogs; do fetch_plugin "$c"; done ;;
   up) up ;;
   down) down ;;
   status) info || die "no Trino answering on port $port" ;;
@@ -242,5 +318,6 @@ case "${1:-}" in
   cli-jar) fetch; echo "$dist/trino-cli.jar" ;;
   cert) [ -f "$inst/etc/https-cert.pem" ] || die "no HTTPS certificate for port $port (TRINO_HTTPS_PORT)"; echo "$inst/etc/https-cert.pem" ;;
   version) echo "$TRINO_VERSION" ;;
-  *) sed -n '2,31p' "$0"; exit 2 ;;
+  wipe-lake) ! pid_alive || die "stop the instance on port $port first"; rm -rf "$lake"; echo "trino.sh: removed $lake" >&2 ;;
+  *) sed -n '2,41p' "$0"; exit 2 ;;
 esac

@@ -1,0 +1,340 @@
+package collector
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Materialized TPC tables: the TPC-H and TPC-DS schemas copied by CTAS from
+// the connectors (which generate rows on every scan) into a lake catalog
+// (hive or iceberg on the harness's local file system, Parquet), partitioned
+// and ANALYZEd, so that the collector measures scans of real files with the
+// optimizer's real statistics (issue 18).
+//
+// A copy of family F at scale S is schema F_S of the catalog, dots in the
+// scale made underscores (tpcds_sf1, tpch_sf0_1, tpcds_tiny). A table is
+// complete when its comment is the marker written after its ANALYZE
+// (MaterializeMarker); a table without it was still written by a finished
+// CTAS (CTAS commits atomically), so a resumed run only analyzes it. Running
+// again is therefore idempotent and resumes where a run was stopped.
+
+// MaterializeVersion is the layout version in the marker: a change of
+// partitioning or types bumps it, and a table marked with another version is
+// reported, never silently mixed with the new layout.
+const MaterializeVersion = 1
+
+var markerRE = regexp.MustCompile(`^prestroid-materialize v(\d+) rows=(\d+)$`)
+
+// MaterializeMarker is the table comment of a complete table.
+func MaterializeMarker(rows int64) string {
+	return fmt.Sprintf("prestroid-materialize v%d rows=%d", MaterializeVersion, rows)
+}
+
+// SchemaName is the schema of family's tables at scale in a lake catalog:
+// "tpcds_sf1", "tpch_tiny", "tpcds_sf0_1".
+func SchemaName(family, scale string) string {
+	return family + "_" + strings.ReplaceAll(scale, ".", "_")
+}
+
+// Place is where a collection on storage finds family's tables at scale:
+// the connector itself when storage is empty, else the materialized copy in
+// the storage catalog.
+func Place(storage, family, scale string) (catalog, schema string) {
+	if storage == "" {
+		return family, scale
+	}
+	return storage, SchemaName(family, scale)
+}
+
+// partitionKeys are the partition columns of the big fact tables. TPC-DS
+// fact tables by their date key, as the usual TPC-DS-on-Hive layouts do
+// (about 1,830 distinct dates plus NULL: the hive catalog's
+// hive.max-partitions-per-writers must allow them, trino.sh sets 2000);
+// iceberg buckets the same keys by 30 days (truncate), about 61 partitions
+// at every scale. TPC-H's date columns have over 2,400 distinct days, more
+// than a hive writer may open: only iceberg partitions them, by month.
+var partitionKeys = map[string]string{
+	"tpcds.store_sales":   "ss_sold_date_sk",
+	"tpcds.catalog_sales": "cs_sold_date_sk",
+	"tpcds.web_sales":     "ws_sold_date_sk",
+	"tpcds.inventory":     "inv_date_sk",
+	"tpch.lineitem":       "shipdate", // the connector names TPC-H columns without prefixes
+	"tpch.orders":         "orderdate",
+}
+
+// skipTables are source tables no workload reads: tpcds.dbgen_version
+// (the generator's own version row; its time(3) column has no Hive type).
+var skipTables = map[string]bool{"tpcds.dbgen_version": true}
+
+// Materializer copies TPC schemas into a lake catalog. The zero value is not
+// usable: set DB and Catalog.
+type Materializer struct {
+	// DB is a trino-go-client database (the DSN's user owns the tables).
+	DB *sql.DB
+	// Catalog is the target catalog; its connector (hive or iceberg) is
+	// looked up in system.metadata.catalogs.
+	Catalog string
+	// Tables restricts the copy to these table names (all if empty).
+	Tables []string
+	// Progress receives a line per table (nil: none).
+	Progress io.Writer
+
+	connector string
+}
+
+// TableResult is what Materialize did with one table.
+type TableResult struct {
+	Source, Target string
+	Rows           int64
+	// Skipped: the table was complete before the run.
+	Skipped bool
+	// Partitioning is the table's partition spec, empty if none.
+	Partitioning string
+	CTAS         time.Duration // zero when the table existed
+	Analyze      time.Duration // zero when skipped
+	Files        int64         // data files
+	Bytes        int64         // data file bytes on storage
+}
+
+// ErrStaleLayout is returned for a table marked by another layout version.
+var ErrStaleLayout = errors.New("collector: table materialized with another layout version")
+
+// Materialize copies every table of each family ("tpch", "tpcds") at each
+// scale ("tiny", "sf1", "sf0.1"), skipping complete tables, and returns one
+// result per table in order. It stops at the first error.
+func (m *Materializer) Materialize(ctx context.Context, families, scales []string) ([]TableResult, error) {
+	if err := m.lookupConnector(ctx); err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	for _, t := range m.Tables {
+		keep[t] = true
+	}
+	var out []TableResult
+	for _, sc := range scales {
+		for _, fam := range families {
+			if fam != "tpch" && fam != "tpcds" {
+				return out, fmt.Errorf("collector: materialize: unknown family %q (want tpch or tpcds)", fam)
+			}
+			schema := SchemaName(fam, sc)
+			if _, err := m.DB.ExecContext(ctx, fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s.%s", m.Catalog, quoteIdent(schema))); err != nil {
+				return out, fmt.Errorf("collector: materialize: create schema %s.%s: %w", m.Catalog, schema, err)
+			}
+			tables, err := m.sourceTables(ctx, fam, sc)
+			if err != nil {
+				return out, err
+			}
+			for _, t := range tables {
+				if skipTables[fam+"."+t] || len(keep) > 0 && !keep[t] {
+					continue
+				}
+				r, err := m.table(ctx, fam, sc, t)
+				if err != nil {
+					return out, err
+				}
+				out = append(out, r)
+				if m.Progress != nil {
+					fmt.Fprintln(m.Progress, r.String())
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// String is the progress line of a table.
+func (r TableResult) String() string {
+	state := fmt.Sprintf("ctas %.1fs analyze %.1fs", r.CTAS.Seconds(), r.Analyze.Seconds())
+	if r.Skipped {
+		state = "complete before"
+	}
+	part := r.Partitioning
+	if part == "" {
+		part = "unpartitioned"
+	}
+	return fmt.Sprintf("%s <- %s: %d rows, %d files, %.1f MiB, %s; %s",
+		r.Target, r.Source, r.Rows, r.Files, float64(r.Bytes)/(1<<20), part, state)
+}
+
+func (m *Materializer) lookupConnector(ctx context.Context) error {
+	err := m.DB.QueryRowContext(ctx, "SELECT connector_name FROM system.metadata.catalogs WHERE catalog_name = ?", m.Catalog).Scan(&m.connector)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("collector: materialize: no catalog %q on the server (start it with TRINO_CATALOGS=\"hive iceberg\" testing/trino/trino.sh up)", m.Catalog)
+	}
+	if err != nil {
+		return fmt.Errorf("collector: materialize: catalog %s: %w", m.Catalog, err)
+	}
+	if m.connector != "hive" && m.connector != "iceberg" {
+		return fmt.Errorf("collector: materialize: catalog %s is a %s catalog; want hive or iceberg", m.Catalog, m.connector)
+	}
+	return nil
+}
+
+func (m *Materializer) sourceTables(ctx context.Context, fam, scale string) ([]string, error) {
+	rows, err := m.DB.QueryContext(ctx, fmt.Sprintf("SELECT table_name FROM %s.information_schema.tables WHERE table_schema = ? ORDER BY table_name", fam), scale)
+	if err != nil {
+		return nil, fmt.Errorf("collector: materialize: tables of %s.%s: %w", fam, scale, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("collector: materialize: no tables in %s.%s (is %q a scale of the connector?)", fam, scale, scale)
+	}
+	return out, nil
+}
+
+type column struct{ name, typ string }
+
+func (m *Materializer) columns(ctx context.Context, fam, scale, table string) ([]column, error) {
+	rows, err := m.DB.QueryContext(ctx, fmt.Sprintf("SELECT column_name, data_type FROM %s.information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position", fam), scale, table)
+	if err != nil {
+		return nil, fmt.Errorf("collector: materialize: columns of %s.%s.%s: %w", fam, scale, table, err)
+	}
+	defer rows.Close()
+	var out []column
+	for rows.Next() {
+		var c column
+		if err := rows.Scan(&c.name, &c.typ); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// comment is the table's comment; ok is false when the table does not exist.
+func (m *Materializer) comment(ctx context.Context, schema, table string) (comment string, ok bool, err error) {
+	var c sql.NullString
+	err = m.DB.QueryRowContext(ctx, "SELECT comment FROM system.metadata.table_comments WHERE catalog_name = ? AND schema_name = ? AND table_name = ?",
+		m.Catalog, schema, table).Scan(&c)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("collector: materialize: comment of %s.%s.%s: %w", m.Catalog, schema, table, err)
+	}
+	return c.String, true, nil
+}
+
+// table makes one table complete: CTAS unless it exists, ANALYZE and the
+// marker unless it has it.
+func (m *Materializer) table(ctx context.Context, fam, scale, table string) (TableResult, error) {
+	schema := SchemaName(fam, scale)
+	target := fmt.Sprintf("%s.%s.%s", m.Catalog, quoteIdent(schema), table)
+	source := fmt.Sprintf("%s.%s.%s", fam, quoteIdent(scale), table)
+	r := TableResult{Source: fmt.Sprintf("%s.%s.%s", fam, scale, table), Target: fmt.Sprintf("%s.%s.%s", m.Catalog, schema, table)}
+	cols, err := m.columns(ctx, fam, scale, table)
+	if err != nil {
+		return r, err
+	}
+	selectList, props := m.layout(fam, table, cols)
+	r.Partitioning = props.describe
+	cmt, exists, err := m.comment(ctx, schema, table)
+	if err != nil {
+		return r, err
+	}
+	if exists {
+		if mm := markerRE.FindStringSubmatch(cmt); mm != nil {
+			if v, _ := strconv.Atoi(mm[1]); v != MaterializeVersion {
+				return r, fmt.Errorf("%w: %s is v%s, this is v%d: drop it (or the schema) to rebuild", ErrStaleLayout, r.Target, mm[1], MaterializeVersion)
+			}
+			r.Rows, _ = strconv.ParseInt(mm[2], 10, 64)
+			r.Skipped = true
+			return r, m.size(ctx, schema, table, &r)
+		}
+	} else {
+		q := fmt.Sprintf("CREATE TABLE %s%s AS SELECT %s FROM %s", target, props.with, selectList, source)
+		t0 := time.Now()
+		if _, err := m.DB.ExecContext(ctx, q); err != nil {
+			return r, fmt.Errorf("collector: materialize: %s: %w", r.Target, err)
+		}
+		r.CTAS = time.Since(t0)
+	}
+	t0 := time.Now()
+	if _, err := m.DB.ExecContext(ctx, "ANALYZE "+target); err != nil {
+		return r, fmt.Errorf("collector: materialize: analyze %s: %w", r.Target, err)
+	}
+	r.Analyze = time.Since(t0)
+	if err := m.DB.QueryRowContext(ctx, "SELECT count(*) FROM "+target).Scan(&r.Rows); err != nil {
+		return r, fmt.Errorf("collector: materialize: count %s: %w", r.Target, err)
+	}
+	if _, err := m.DB.ExecContext(ctx, fmt.Sprintf("COMMENT ON TABLE %s IS '%s'", target, MaterializeMarker(r.Rows))); err != nil {
+		return r, fmt.Errorf("collector: materialize: mark %s: %w", r.Target, err)
+	}
+	return r, m.size(ctx, schema, table, &r)
+}
+
+type tableProps struct {
+	with     string // " WITH (...)" or ""
+	describe string // e.g. "partitioned by ss_sold_date_sk"
+}
+
+// layout is the CTAS select list and table properties of a table. Iceberg
+// has no char(n): the connectors' char values are padded, and a plain cast
+// keeps the padding (then 'Books' no longer equals i_category), so char
+// columns become rtrim(CAST(c AS varchar)), which compares as char does.
+// Hive keeps every type, and wants its partition column last.
+func (m *Materializer) layout(fam, table string, cols []column) (string, tableProps) {
+	key := partitionKeys[fam+"."+table]
+	var props tableProps
+	var sel, last []string
+	for _, c := range cols {
+		expr := quoteIdent(c.name)
+		if m.connector == "iceberg" && strings.HasPrefix(c.typ, "char(") {
+			expr = fmt.Sprintf("rtrim(CAST(%s AS varchar)) AS %s", expr, quoteIdent(c.name))
+		}
+		if m.connector == "hive" && c.name == key && fam == "tpcds" {
+			last = append(last, expr)
+			continue
+		}
+		sel = append(sel, expr)
+	}
+	switch {
+	case key == "":
+	case m.connector == "hive" && fam == "tpcds":
+		props = tableProps{fmt.Sprintf(" WITH (partitioned_by = ARRAY['%s'])", key), "partitioned by " + key}
+	case m.connector == "iceberg" && fam == "tpcds":
+		spec := fmt.Sprintf("truncate(%s, 30)", key)
+		props = tableProps{fmt.Sprintf(" WITH (partitioning = ARRAY['%s'])", spec), "partitioned by " + spec}
+	case m.connector == "iceberg" && fam == "tpch":
+		spec := fmt.Sprintf("month(%s)", key)
+		props = tableProps{fmt.Sprintf(" WITH (partitioning = ARRAY['%s'])", spec), "partitioned by " + spec}
+	}
+	return strings.Join(append(sel, last...), ", "), props
+}
+
+// size fills the table's data file count and bytes: iceberg's $files
+// table; for hive the distinct files behind the rows ($path, $file_size),
+// which reads only the Parquet footers.
+func (m *Materializer) size(ctx context.Context, schema, table string, r *TableResult) error {
+	var q string
+	if m.connector == "iceberg" {
+		q = fmt.Sprintf(`SELECT count(*), coalesce(sum(file_size_in_bytes), 0) FROM %s.%s."%s$files"`, m.Catalog, quoteIdent(schema), table)
+	} else {
+		q = fmt.Sprintf(`SELECT count(*), coalesce(sum(s), 0) FROM (SELECT "$path", max("$file_size") AS s FROM %s.%s.%s GROUP BY 1)`, m.Catalog, quoteIdent(schema), table)
+	}
+	if err := m.DB.QueryRowContext(ctx, q).Scan(&r.Files, &r.Bytes); err != nil {
+		return fmt.Errorf("collector: materialize: size of %s: %w", r.Target, err)
+	}
+	return nil
+}
+
+// quoteIdent quotes a Trino identifier.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
