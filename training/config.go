@@ -14,8 +14,12 @@
 //	train      python -m trainer.train: Tree-CNN, ONNX export, parity
 //	           check, bundle in Out
 //
-// and one step that is never run unless named:
+// and steps that are never run unless named:
 //
+//	text       queries.jsonl → text_{split}.npz (featurize.EncodeText of
+//	           each query's SQL and session), then python -m trainer.text:
+//	           the text stage's quantile model, text.onnx and the manifest's
+//	           text section in Out (an existing bundle: run it after train)
 //	cv         python -m trainer.cv: template-level cross-validation of the
 //	           configuration over the train and validation queries
 //	           (CVFolds, CVSeeds), for model choice without the test split;
@@ -44,6 +48,7 @@ const (
 	StepTensors   = "tensors"
 	StepTrain     = "train"
 	StepCV        = "cv"
+	StepText      = "text"
 )
 
 // Config is one training run. DefaultConfig gives the values `prestroid
@@ -125,6 +130,12 @@ type Config struct {
 	CVSeeds    string
 	CVBaseline string
 
+	// TextDim is the text step's hashed feature size (0:
+	// featurize.DefaultTextDim); TextHidden its network's first hidden
+	// layer (0: the trainer's default).
+	TextDim    int
+	TextHidden int
+
 	// Log receives the steps' one-line summaries and the Python children's
 	// output. Nil means os.Stderr.
 	Log io.Writer
@@ -194,10 +205,12 @@ func Run(cfg *Config, steps []string) error {
 			err = Train(cfg)
 		case StepCV:
 			err = CV(cfg)
+		case StepText:
+			err = Text(cfg)
 		case "":
 			continue
 		default:
-			err = fmt.Errorf("unknown step %q (have %s,cv)", step, strings.Join(Steps, ","))
+			err = fmt.Errorf("unknown step %q (have %s,cv,text)", step, strings.Join(Steps, ","))
 		}
 		if err != nil {
 			return &StepError{Step: step, Err: err}

@@ -32,6 +32,9 @@ type Query struct {
 	// LnCPU is ln(CPU seconds), the unnormalized target.
 	LnCPU float64 `json:"ln_cpu_s"`
 	SQL   string  `json:"sql"`
+	// Catalog and Schema are the statement's session catalog and schema.
+	Catalog string `json:"catalog,omitempty"`
+	Schema  string `json:"schema,omitempty"`
 	// Session is the query's explicit session properties.
 	Session map[string]string `json:"session,omitempty"`
 	// TrinoCPUCost is the sum of the optimizer's cpuCost estimates over
@@ -193,7 +196,7 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 		Key: r.Key, Template: template, Split: splitNames[part],
 		Family: family, Scale: scale,
 		CPUMs: r.Stats.CPUMillis, LnCPU: math.Log(float64(r.Stats.CPUMillis) / 1000),
-		SQL: r.SQL, Session: r.SessionProperties,
+		SQL: r.SQL, Catalog: r.Catalog, Schema: r.Schema, Session: r.SessionProperties,
 		PlanNodes: p.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,
 		Ops: map[string]int{}, Tables: []string{}, Preds: [][]string{}, Joins: []Join{},
 		root: root,

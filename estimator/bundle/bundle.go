@@ -107,6 +107,8 @@ type Manifest struct {
 	Metrics json.RawMessage `json:"metrics"`
 	Inputs  []string        `json:"inputs"`
 	Output  string          `json:"output"`
+	// Text is the optional text stage (text.go); nil without one.
+	Text *TextManifest `json:"text,omitempty"`
 }
 
 // Target is the normalization of the training target.
@@ -143,6 +145,8 @@ type Bundle struct {
 	Vectors  *featurize.MapVectors // Global = manifest.global_pred_vector
 	Model    []byte                // model.onnx
 	Golden   *Golden
+	// TextModel is text.onnx, read when the manifest has a text section.
+	TextModel []byte
 }
 
 // Golden are the golden cases of golden.npz: model inputs in the
@@ -269,6 +273,13 @@ func ReadFS(fsys fs.FS, source string) (*Bundle, error) {
 	if b.Golden, err = readGolden(data, m); err != nil {
 		return nil, fail(GoldenFile, "%v", err)
 	}
+
+	// text.onnx, when the manifest has a text section.
+	if m.Text != nil {
+		if b.TextModel, err = read(TextFile, maxModelBytes); err != nil {
+			return nil, err
+		}
+	}
 	return b, nil
 }
 
@@ -341,6 +352,9 @@ func (m *Manifest) validate() error {
 	}
 	if m.Output == "" {
 		return errors.New("output is empty")
+	}
+	if m.Text != nil {
+		return m.Text.validate()
 	}
 	return nil
 }

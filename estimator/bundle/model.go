@@ -17,7 +17,8 @@ type Model struct {
 	bundle *Bundle
 	enc    *featurize.Encoder
 	sess   Session
-	order  []int // position in the manifest's inputs of ModelInputs, then EstimateInputs (if used)
+	text   *textModel // nil without a text stage
+	order  []int      // position in the manifest's inputs of ModelInputs, then EstimateInputs (if used)
 
 	mu      sync.Mutex
 	refs    int
@@ -67,6 +68,10 @@ func LoadModel(b *Bundle, rt Runtime, o ModelOptions) (*Model, error) {
 	if err := m.checkGolden(); err != nil {
 		sess.Close()
 		return nil, fail(GoldenFile, err)
+	}
+	if m.text, err = loadText(b, rt); err != nil {
+		sess.Close()
+		return nil, err
 	}
 	return m, nil
 }
@@ -318,7 +323,7 @@ func (m *Model) Release() {
 	}
 	m.mu.Unlock()
 	if closeNow {
-		m.sess.Close()
+		m.closeSessions()
 	}
 }
 
@@ -332,7 +337,14 @@ func (m *Model) Close() {
 	}
 	m.mu.Unlock()
 	if closeNow {
-		m.sess.Close()
+		m.closeSessions()
+	}
+}
+
+func (m *Model) closeSessions() {
+	m.sess.Close()
+	if m.text != nil {
+		m.text.sess.Close()
 	}
 }
 

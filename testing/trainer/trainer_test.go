@@ -24,6 +24,7 @@ import (
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/npy"
 )
 
 const repo = "../.."
@@ -299,6 +300,56 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 		}
 	})
 
+	t.Run("the text step adds a text stage whose golden statements the Go encoder reproduces", func(t *testing.T) {
+		run(t, bin, "train", "--workdir", work, "--out", bundleDir, "--python", py, "--steps", "text",
+			"--text-dim", "256", "--text-hidden", "16", "--epochs", "20", "--patience", "5")
+		b, err := bundle.Read(bundleDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm := b.Manifest.Text
+		if tm == nil || len(b.TextModel) == 0 {
+			t.Fatal("no text section or text.onnx in the bundle")
+		}
+		if tm.Dim != 256 || tm.Featurizer != bundle.TextFeaturizer || len(tm.Quantiles) != 3 {
+			t.Errorf("text section: dim %d featurizer %q quantiles %v", tm.Dim, tm.Featurizer, tm.Quantiles)
+		}
+		byKey := map[string]*collector.Record{}
+		for _, r := range recs {
+			byKey[r.Key] = r
+		}
+		if len(tm.Golden) == 0 {
+			t.Fatal("no golden statements")
+		}
+		for _, g := range tm.Golden {
+			r := byKey[g.Name]
+			if r == nil {
+				t.Fatalf("golden statement %q is not one of the records", g.Name)
+			}
+			if g.SQL != r.SQL || g.Catalog != r.Catalog || g.Schema != r.Schema {
+				t.Errorf("golden %q: SQL/catalog/schema differ from its record", g.Name)
+			}
+			if !(g.Expected[0] <= g.Expected[1] && g.Expected[1] <= g.Expected[2]) {
+				t.Errorf("golden %q: quantiles %v cross", g.Name, g.Expected)
+			}
+		}
+		// The text matrices are the serving encoder's output (the model
+		// was trained on exactly what serving will feed it).
+		arrs := readNPZ(t, filepath.Join(work, "text_test.npz"))
+		keys := readLines(t, filepath.Join(work, "text_test.keys.txt"))
+		x := arrs["x"].Data.([]float32)
+		for i, k := range keys {
+			r := byKey[k]
+			want := featurize.EncodeText(make([]float32, 256), r.SQL,
+				featurize.TextContext{Catalog: r.Catalog, Schema: r.Schema, Session: r.SessionProperties})
+			for j, v := range want {
+				if x[i*256+j] != v {
+					t.Fatalf("text_test.npz row %d (%s) slot %d: %v, encoder %v", i, k, j, x[i*256+j], v)
+				}
+			}
+		}
+	})
+
 	t.Run("eval reports every model and baseline", func(t *testing.T) {
 		out := run(t, bin, "eval", "--bundle", bundleDir, "--data", recPath, "--report", filepath.Join(dir, "report"),
 			"--train-workdir", work, "--python", py, "--json", "--quick")
@@ -407,4 +458,26 @@ func TestRetrainScript(t *testing.T) {
 	if b, _ := os.ReadFile(reloaded); strings.Count(string(b), "reload") != 2 {
 		t.Errorf("reloads %q, want one per installed bundle (2)", b)
 	}
+}
+
+func readNPZ(t *testing.T, path string) map[string]*npy.Array {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrs, err := npy.ReadNPZ(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return arrs
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
 }

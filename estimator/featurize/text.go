@@ -1,0 +1,151 @@
+package featurize
+
+import (
+	"math"
+	"sort"
+
+	"github.com/prestroid/prestroid/internal/sqllex"
+)
+
+// The text stage's input (DESIGN §5.2, the cascade's microsecond stage): the
+// statement's SQL text and its session, without a plan, as a hashed bag of
+// tokens. The same code writes the training matrix and the serving vector.
+//
+// Tokens are internal/sqllex's Statement tokens: bare words lower-cased,
+// quoted identifiers by their lower-cased value (so "tpch"."sf1" and
+// tpch.sf1 are the same tokens), every string literal one token <str>,
+// every number <num>, punctuation as itself; comments and white space are
+// dropped. The features are the unigrams, the bigrams of consecutive tokens
+// and the context tokens @catalog=…, @schema=… and @session:name=value,
+// each hashed (FNV-1a) into one of Dim slots with a sign from the hash
+// (signed feature hashing: collisions cancel on average instead of adding
+// up), counted, sublinear (1 + ln count), and the vector scaled to unit
+// L2 norm.
+
+// DefaultTextDim is the hashed vector's size of `prestroid train --steps
+// text`; a bundle's text section names the one its model was trained with.
+const DefaultTextDim = 4096
+
+// TextContext is what the statement runs against, besides its text.
+type TextContext struct {
+	Catalog, Schema string
+	// Session holds the session properties sent with the statement.
+	Session map[string]string
+}
+
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+	// bigramMix combines two token hashes into the bigram's.
+	bigramMix = 0x9e3779b1
+)
+
+func fnvLower(h uint32, s string) uint32 {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		h ^= uint32(c)
+		h *= fnvPrime
+	}
+	return h
+}
+
+// textTokenHash is the hash of one token, or false for trivia.
+func textTokenHash(t sqllex.Token) (uint32, bool) {
+	switch t.Kind {
+	case sqllex.Space, sqllex.Comment, sqllex.EOF:
+		return 0, false
+	case sqllex.String:
+		return fnvLower(fnvOffset, "<str>"), true
+	case sqllex.Number:
+		return fnvLower(fnvOffset, "<num>"), true
+	case sqllex.Quoted:
+		// The value, not the text: one doubled quote inside a quoted
+		// identifier is rare enough that hashing Inner is as good.
+		return fnvLower(fnvOffset, t.Inner()), true
+	default:
+		return fnvLower(fnvOffset, t.Text), true
+	}
+}
+
+// finalize mixes the bits of an FNV hash (FNV's low bits are weak for a
+// power-of-two modulus).
+func finalize(h uint32) uint32 {
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h
+}
+
+// EncodeText writes the text features of sql in ctx into dst (its length is
+// the dimension, a power of two or not) and returns dst. dst is overwritten
+// in full. It allocates nothing but the sorted session keys.
+func EncodeText(dst []float32, sql string, ctx TextContext) []float32 {
+	clear(dst)
+	if len(dst) == 0 {
+		return dst
+	}
+	dim := uint32(len(dst))
+	add := func(h uint32) {
+		h = finalize(h)
+		if h&1 == 0 {
+			dst[(h>>1)%dim]++
+		} else {
+			dst[(h>>1)%dim]--
+		}
+	}
+	var prev uint32
+	havePrev := false
+	sc := sqllex.NewScanner(sqllex.Statement, sql)
+	for t := sc.Next(); t.Kind != sqllex.EOF; t = sc.Next() {
+		h, ok := textTokenHash(t)
+		if !ok {
+			continue
+		}
+		add(h)
+		if havePrev {
+			add(prev*bigramMix ^ h)
+		}
+		prev, havePrev = h, true
+	}
+	if ctx.Catalog != "" {
+		add(fnvLower(fnvLower(fnvOffset, "@catalog="), ctx.Catalog))
+	}
+	if ctx.Schema != "" {
+		add(fnvLower(fnvLower(fnvOffset, "@schema="), ctx.Schema))
+	}
+	if len(ctx.Session) > 0 {
+		keys := make([]string, 0, len(ctx.Session))
+		for k := range ctx.Session {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			add(fnvLower(fnvLower(fnvLower(fnvLower(fnvOffset, "@session:"), k), "="), ctx.Session[k]))
+		}
+	}
+	var norm float64
+	for i, v := range dst {
+		if v == 0 {
+			continue
+		}
+		// Sublinear counts keep the sign of the (signed) sum.
+		m := 1 + math.Log(math.Abs(float64(v)))
+		if v < 0 {
+			m = -m
+		}
+		dst[i] = float32(m)
+		norm += m * m
+	}
+	if norm > 0 {
+		inv := float32(1 / math.Sqrt(norm))
+		for i := range dst {
+			dst[i] *= inv
+		}
+	}
+	return dst
+}
