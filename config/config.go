@@ -151,7 +151,7 @@ func Load(path string) (*Config, error) {
 //	PRESTROID_UPSTREAM (comma-separated URLs; replaces clusters, named
 //	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
 //	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
-//	(estimator.ort_lib).
+//	(estimator.ort_lib), PRESTROID_ADMISSION_REDIS (admission.redis).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
@@ -176,6 +176,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 		c.LogLevel = v
 	}
 	c.Estimator.applyEnv(lookup)
+	c.Admission.applyEnv(lookup)
 	return nil
 }
 

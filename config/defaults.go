@@ -39,6 +39,17 @@ const (
 	// Admission.MaxWait's defaults.
 	DefaultQueueSize = 1000
 	DefaultMaxWait   = 10 * time.Minute
+	// DefaultIdleRelease is how long an admitted query may go unseen on
+	// any page before its budget is freed (a client that went away; Trino
+	// abandons a query after 5 minutes without polls).
+	DefaultIdleRelease = 6 * time.Minute
+	// DefaultLease, DefaultRedisPrefix, DefaultRedisDown and
+	// DefaultReplicas are Admission.Lease's, RedisPrefix's, RedisDown's and
+	// Replicas' defaults.
+	DefaultLease       = 30 * time.Second
+	DefaultRedisPrefix = "prestroid:"
+	DefaultRedisDown   = "local"
+	DefaultReplicas    = 1
 
 	// DefaultFeedbackRotateRecords and DefaultFeedbackRotateEvery are
 	// Feedback.RotateRecords' and Feedback.RotateEvery's defaults.
@@ -101,6 +112,10 @@ func (c *Config) FillDefaults() {
 
 	setInt(&c.Admission.QueueSize, DefaultQueueSize)
 	setDuration(&c.Admission.MaxWait, DefaultMaxWait)
+	setDuration(&c.Admission.Lease, DefaultLease)
+	setString(&c.Admission.RedisPrefix, DefaultRedisPrefix)
+	setString(&c.Admission.RedisDown, DefaultRedisDown)
+	setInt(&c.Admission.Replicas, DefaultReplicas)
 
 	setInt(&c.Feedback.RotateRecords, DefaultFeedbackRotateRecords)
 	setDuration(&c.Feedback.RotateEvery, DefaultFeedbackRotateEvery)

@@ -34,7 +34,7 @@ type decision struct {
 	cluster  *cluster
 	est      Estimate
 	estimate bool          // est holds a model estimate
-	ticket   *ticket       // admission ticket, when admission control is on
+	admitID  string        // the admission id, when admission control admitted it
 	took     time.Duration // deciding, estimate included (Server-Timing)
 }
 
