@@ -117,6 +117,16 @@ type redisStore struct {
 
 var _ admissionStore = (*redisStore)(nil)
 
+// redisLog routes go-redis' own messages (a pool that cannot dial) to the
+// first store's logger at debug level: the store logs each outage once.
+var redisLog sync.Once
+
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
+	r.l.Debug("redis: " + fmt.Sprintf(format, v...))
+}
+
 func newRedisStore(o AdmissionOptions, m *metrics, log *slog.Logger) (*redisStore, error) {
 	r := *o.Redis
 	opt, err := redis.ParseURL(r.URL)
@@ -146,6 +156,7 @@ func newRedisStore(o AdmissionOptions, m *metrics, log *slog.Logger) (*redisStor
 	if log == nil {
 		log = slog.Default()
 	}
+	redisLog.Do(func() { redis.SetLogger(redisLogger{log}) })
 	ttl := o.MaxWait + o.IdleRelease + 2*r.Lease
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	s := &redisStore{o: o, rdb: redis.NewClient(opt), keys: []string{r.Prefix}, lease: r.Lease, m: m, log: log,

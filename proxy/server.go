@@ -309,12 +309,6 @@ func New(o Options) (*Server, error) {
 			s.monitor(ctx, o.MonitorInterval)
 		}
 		wg.Wait()
-		if s.admit != nil {
-			_ = s.admit.Close()
-		}
-		if s.rate != nil {
-			_ = s.rate.Close()
-		}
 	}()
 	return s, nil
 }
@@ -334,6 +328,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-s.done:
 	case <-ctx.Done():
+	}
+	if s.admit != nil {
+		_ = s.admit.Close()
+	}
+	if s.rate != nil {
+		_ = s.rate.Close()
 	}
 	return err
 }
