@@ -104,7 +104,9 @@ func runAlternating(t *testing.T, rs []replica, p e2e.Page, until func(e2e.Page)
 
 func done(e2e.Page) bool { return false }
 
-func running(p e2e.Page) bool { return p.Stats.State == "RUNNING" && !strings.Contains(p.ID, "_prestroid_") }
+func running(p e2e.Page) bool {
+	return p.Stats.State == "RUNNING" && !strings.Contains(p.ID, "_prestroid_")
+}
 
 func TestReplicasShareOneBudget(t *testing.T) {
 	direct := e2e.TrinoURL(t)
