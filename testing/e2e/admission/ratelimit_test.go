@@ -3,11 +3,11 @@ package admission
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"os/exec"
 	"regexp"
 	"strconv"
-	"math/rand/v2"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
