@@ -4,7 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -153,17 +157,27 @@ type savedQuery struct {
 	TookNanos int64
 }
 
-func saveQuery(r *fasthttp.Request, d *decision) []byte {
+// saveQuery seals the waiting query for the store: it holds the caller's
+// credentials (Authorization, cookies) and SQL, and with admission.redis it
+// sits in Redis until a replica submits it, so it is encrypted (AES-256-GCM
+// under a key derived from the route secret, which every replica shares)
+// and bound to its admission id.
+func (s *Server) saveQuery(id string, r *fasthttp.Request, d *decision) []byte {
 	b, _ := json.Marshal(savedQuery{Header: r.Header.Header(), Body: r.Body(), Decision: d.Decision,
 		Cluster: d.cluster.name, Estimate: d.est, Estimated: d.estimate, TookNanos: int64(d.took)})
-	return b
+	return s.signer.seal(b, []byte(id))
 }
 
-// restoreQuery rebuilds a saved query into req; it fails when the payload is
-// corrupt or names a cluster this replica does not have.
-func (s *Server) restoreQuery(payload []byte, req *fasthttp.Request) (*decision, error) {
+// restoreQuery rebuilds a saved query into req; it fails when the payload
+// does not open under this replica's route secret, is corrupt, or names a
+// cluster this replica does not have.
+func (s *Server) restoreQuery(id string, payload []byte, req *fasthttp.Request) (*decision, error) {
+	plain, err := s.signer.open(payload, []byte(id))
+	if err != nil {
+		return nil, err
+	}
 	var q savedQuery
-	if err := json.Unmarshal(payload, &q); err != nil {
+	if err := json.Unmarshal(plain, &q); err != nil {
 		return nil, fmt.Errorf("proxy: saved query: %w", err)
 	}
 	c, ok := s.byName[q.Cluster]
@@ -176,6 +190,39 @@ func (s *Server) restoreQuery(payload []byte, req *fasthttp.Request) (*decision,
 	}
 	req.SetBodyRaw(q.Body)
 	return &decision{Decision: q.Decision, cluster: c, est: q.Estimate, estimate: q.Estimated, took: time.Duration(q.TookNanos)}, nil
+}
+
+// payloadKey derives the key that seals saved queries from the route secret.
+func (s *Signer) payloadKey() []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("prestroid admission payload v1"))
+	return m.Sum(nil)
+}
+
+// seal encrypts plain with AES-256-GCM, bound to aad: nonce || ciphertext.
+func (s *Signer) seal(plain, aad []byte) []byte {
+	block, _ := aes.NewCipher(s.payloadKey())
+	gcm, _ := cipher.NewGCM(block)
+	nonce := make([]byte, gcm.NonceSize(), gcm.NonceSize()+len(plain)+gcm.Overhead())
+	_, _ = rand.Read(nonce)
+	return gcm.Seal(nonce, nonce, plain, aad)
+}
+
+// errPayload: a saved query that does not open (another route secret, or
+// tampered with in the store).
+var errPayload = errors.New("proxy: saved query does not open under this route secret")
+
+func (s *Signer) open(sealed, aad []byte) ([]byte, error) {
+	block, _ := aes.NewCipher(s.payloadKey())
+	gcm, _ := cipher.NewGCM(block)
+	if len(sealed) < gcm.NonceSize() {
+		return nil, errPayload
+	}
+	plain, err := gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], aad)
+	if err != nil {
+		return nil, errPayload
+	}
+	return plain, nil
 }
 
 // newAdmissionStore builds the store o asks for.
@@ -236,7 +283,7 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bo
 	// The request must outlive this handler if the query waits.
 	e.Payload = func() []byte {
 		d.Queued = true
-		return saveQuery(&ctx.Request, d)
+		return s.saveQuery(e.ID, &ctx.Request, d)
 	}
 	c, cancel := storeCtx()
 	now, err := s.admit.Enter(c, e)
@@ -339,7 +386,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 	}
 	s.metrics.queueWait.Observe(time.Since(st.Enqueued).Seconds())
 	// Submit now: replay the saved POST as this request.
-	d, err := s.restoreQuery(payload, &ctx.Request)
+	d, err := s.restoreQuery(id, payload, &ctx.Request)
 	if err != nil {
 		c, cancel := storeCtx()
 		_ = s.admit.Release(c, id)

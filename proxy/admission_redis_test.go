@@ -2,11 +2,16 @@ package proxy
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/prestroid/prestroid/testing/redistest"
 )
@@ -180,4 +185,73 @@ func TestSharedAdmissionRedisDown(t *testing.T) {
 			t.Fatalf("status %d page %+v", resp.StatusCode, again)
 		}
 	})
+}
+
+func TestSharedQueueHoldsNoPlaintext(t *testing.T) {
+	rs := redistest.Start(t)
+	stub, _ := statefulStub(t)
+	p, srv := admissionProxy(t, stub.URL, nil, sharedOpts(rs, 3*time.Second, AdmissionOptions{MaxQueries: 1}))
+	call(t, "POST", p+"/v1/statement", "SELECT 1", "alice")
+	req, _ := http.NewRequest("POST", p+"/v1/statement", strings.NewReader("SELECT 'sql-marker-42'"))
+	req.Header.Set("X-Trino-User", "bob")
+	req.SetBasicAuth("bob", "hunter2-password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"QUEUED"`) {
+		t.Fatalf("not queued: %s", body)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys %v %v", keys, err)
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte("bob:hunter2-password"))
+	saved := 0
+	for _, k := range keys {
+		var vals []string
+		switch typ := rdb.Type(ctx, k).Val(); typ {
+		case "hash":
+			for f, v := range rdb.HGetAll(ctx, k).Val() {
+				vals = append(vals, f, v)
+			}
+		case "string":
+			vals = []string{rdb.Get(ctx, k).Val()}
+		case "list":
+			vals = rdb.LRange(ctx, k, 0, -1).Val()
+		case "zset":
+			vals = rdb.ZRange(ctx, k, 0, -1).Val()
+		default:
+			t.Fatalf("key %s of type %s", k, typ)
+		}
+		dump := strings.Join(vals, "\n")
+		if req := rdb.HGet(ctx, k, "req").Val(); strings.HasPrefix(k, "prestroid:t:") && req != "" {
+			saved++
+			id := strings.TrimPrefix(k, "prestroid:t:")
+			if json.Valid([]byte(req)) {
+				t.Errorf("ticket %s holds its request as plain JSON", k)
+			}
+			var q savedQuery
+			plain, err := srv.signer.open([]byte(req), []byte(id))
+			if err != nil || json.Unmarshal(plain, &q) != nil || string(q.Body) != "SELECT 'sql-marker-42'" {
+				t.Errorf("the saved request does not open under the route secret: %v %q", err, q.Body)
+			}
+			if _, err := srv.signer.open([]byte(req), []byte("another id")); err == nil {
+				t.Errorf("the saved request opens under another admission id")
+			}
+		}
+		for _, secret := range []string{"sql-marker-42", basic, "hunter2"} {
+			if strings.Contains(dump, secret) {
+				t.Errorf("Redis key %s holds %q in the clear", k, secret)
+			}
+		}
+	}
+	if saved != 1 {
+		t.Errorf("%d tickets hold a saved request, want bob's", saved)
+	}
 }
