@@ -378,7 +378,12 @@ func (s *redisStore) Bind(ctx context.Context, id, upstreamID string) error {
 	if s.local != nil && s.local.has(id) {
 		return s.local.Bind(ctx, id, upstreamID)
 	}
-	s.hold("u:" + upstreamID)
+	// From now on the slot is renewed under Trino's id, which every page
+	// carries (Touch) and the last page releases (Finish).
+	s.mu.Lock()
+	delete(s.held, "t:"+id)
+	s.held["u:"+upstreamID] = time.Now()
+	s.mu.Unlock()
 	_, err := s.run(ctx, scBind, id, upstreamID)
 	return err
 }

@@ -255,3 +255,31 @@ func TestSharedQueueHoldsNoPlaintext(t *testing.T) {
 		t.Errorf("%d tickets hold a saved request, want bob's", saved)
 	}
 }
+
+func TestSharedAdmissionForgetsFinishedQueries(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	st := storeFor(t, sharedOpts(rs, 3*time.Second, AdmissionOptions{MaxQueries: 100})).(*redisStore)
+	for i := 0; i < 50; i++ {
+		e := mkEntry("alice", 1)
+		st.Enter(ctx, e)
+		st.Bind(ctx, e.ID, "up"+e.ID)
+		st.Touch("up" + e.ID)
+		st.Finish(ctx, "up"+e.ID)
+	}
+	st.mu.Lock()
+	n := len(st.held)
+	st.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d finished queries still renewed by this replica", n)
+	}
+	if q, in, _ := st.Lengths(ctx); q != 0 || in != 0 {
+		t.Errorf("lengths: queued %d in flight %d", q, in)
+	}
+	keys, _ := redis.NewClient(&redis.Options{Addr: rs.Addr}).Keys(ctx, st.keys[0]+"*").Result()
+	for _, k := range keys {
+		if !strings.HasSuffix(k, "use") { // the usage hash may stay, empty of counts
+			t.Errorf("key %s left behind by finished queries", k)
+		}
+	}
+}
