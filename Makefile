@@ -49,21 +49,31 @@ promtool:
 	$(eval PRESTROID_PROMTOOL := $(shell scripts/install-promtool.sh))
 	@test -n "$(PRESTROID_PROMTOOL)" || { echo "promtool is needed by make test (scripts/install-promtool.sh)"; exit 1; }
 
+# redis-server for the shared-admission tests (proxy's Redis store,
+# testing/e2e/replicas): on PATH, else Debian's redis-server package. The
+# tests start their own server on a free port (testing/redistest).
+.PHONY: redis
+redis:
+	$(eval PRESTROID_REDIS_SERVER := $(shell scripts/install-redis.sh))
+	@test -n "$(PRESTROID_REDIS_SERVER)" || { echo "redis-server is needed by make test (scripts/install-redis.sh)"; exit 1; }
+
 # Unit tests only: no Trino needed (integration tests skip themselves).
 test-unit unit-test:
 	$(GO) test ./...
 
 # The environment that turns the integration tests on (they fail, not skip,
 # when PRESTROID_TRINO_URL is set and Trino misbehaves). PRESTROID_PROMTOOL
-# (promtool for the metrics test) is passed on when set; `make test` sets it
-# (the promtool target below).
+# (promtool for the metrics test) and PRESTROID_REDIS_SERVER (the Redis
+# tests) are passed on when set; `make test` sets them (the promtool and
+# redis targets above).
 TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
 	PRESTROID_PYTHON=$(CURDIR)/$(PY) \
 	PRESTROID_WORKLOADS=$(WORKLOADS) \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
-	$(if $(PRESTROID_PROMTOOL),PRESTROID_PROMTOOL=$(PRESTROID_PROMTOOL))
+	$(if $(PRESTROID_PROMTOOL),PRESTROID_PROMTOOL=$(PRESTROID_PROMTOOL)) \
+	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER))
 # go test runs up to TEST_P packages at once, starting them in the order
 # given: the long poles first (the client workloads, the trainer's tiny
 # training, the tests that start a second Trino), so that the short ones
@@ -87,7 +97,7 @@ TEST_FLAGS ?=
 # The full suite against a real Trino started by the harness: every Go
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
-test: build vet venv ort trainer-venv promtool
+test: build vet venv ort trainer-venv promtool redis
 	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
@@ -96,7 +106,7 @@ test: build vet venv ort trainer-venv promtool
 	[ $$go -eq 0 ] && [ $$py -eq 0 ]
 
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
-test-e2e: build venv ort
+test-e2e: build venv ort redis
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 

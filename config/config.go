@@ -219,7 +219,8 @@ func Load(path string) (*Config, error) {
 //	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
 //	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
 //	(estimator.ort_lib), PRESTROID_TLS_CERT_FILE, PRESTROID_TLS_KEY_FILE,
-//	PRESTROID_UPSTREAM_CA_FILE (upstream_tls.ca_file), PRESTROID_IDENTITY.
+//	PRESTROID_UPSTREAM_CA_FILE (upstream_tls.ca_file), PRESTROID_IDENTITY,
+//	PRESTROID_ADMISSION_REDIS (admission.redis).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
@@ -254,6 +255,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	}
 	c.applyTLSEnv(lookup)
 	c.Estimator.applyEnv(lookup)
+	c.Admission.applyEnv(lookup)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func valid() *Config {
@@ -58,6 +59,10 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"an admin listener without a port", func(c *Config) { c.AdminListen = "localhost" }, []string{"admin_listen", `"localhost"`}},
 		{"the admin listener on the client listener", func(c *Config) { c.AdminListen = c.Listen }, []string{"admin_listen", "differ"}},
 		{"a short admin token, without echoing it", func(c *Config) { c.AdminToken = "hunter2" }, []string{"admin_token", "7 bytes"}},
+		{"a Redis URL of another scheme, without echoing its password", func(c *Config) { c.Admission.Redis = "http://:hunter2@r:6379" }, []string{"admission.redis"}},
+		{"an unknown redis_down", func(c *Config) { c.Admission.RedisDown = "panic" }, []string{"admission.redis_down", `"panic"`}},
+		{"a lease under a second", func(c *Config) { c.Admission.Lease = Duration(100 * time.Millisecond) }, []string{"admission.lease"}},
+		{"a negative rate", func(c *Config) { c.Admission.UserRate = -1 }, []string{"admission.user_rate", "-1"}},
 	} {
 		t.Run(tc.name+" is refused", func(t *testing.T) {
 			c := valid()
@@ -97,6 +102,17 @@ func TestLoadFileThenEnv(t *testing.T) {
 		os.WriteFile(p, []byte("lisen: x\n"), 0o600)
 		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "lisen") {
 			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("PRESTROID_ADMISSION_REDIS sets admission.redis", func(t *testing.T) {
+		t.Setenv("PRESTROID_ADMISSION_REDIS", "redis://:pw@r:6379/2")
+		os.WriteFile(p, []byte("clusters:\n  - {name: a, url: \"http://a:1\"}\nadmission: {max_queries: 2, redis: \"redis://file:6379\"}\n"), 0o600)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Admission.Redis != "redis://:pw@r:6379/2" || c.Admission.MaxQueries != 2 {
+			t.Errorf("admission = %+v", c.Admission)
 		}
 	})
 	t.Run("PRESTROID_UPSTREAM replaces the clusters", func(t *testing.T) {

@@ -65,6 +65,17 @@ const (
 	// (256 MiB) defaults.
 	DefaultMaxQueuedQueryBytes = 4 << 20
 	DefaultMaxQueueBytes       = 256 << 20
+	// DefaultIdleRelease is how long an admitted query may go unseen on
+	// any page before its budget is freed (a client that went away; Trino
+	// abandons a query after 5 minutes without polls).
+	DefaultIdleRelease = 6 * time.Minute
+	// DefaultLease, DefaultRedisPrefix, DefaultRedisDown and
+	// DefaultReplicas are Admission.Lease's, RedisPrefix's, RedisDown's and
+	// Replicas' defaults.
+	DefaultLease       = 30 * time.Second
+	DefaultRedisPrefix = "prestroid:"
+	DefaultRedisDown   = "local"
+	DefaultReplicas    = 1
 
 	// DefaultFeedbackRotateRecords and DefaultFeedbackRotateEvery are
 	// Feedback.RotateRecords' and Feedback.RotateEvery's defaults.
@@ -140,6 +151,10 @@ func (c *Config) FillDefaults() {
 	if c.Admission.MaxQueueBytes == 0 {
 		c.Admission.MaxQueueBytes = DefaultMaxQueueBytes
 	}
+	setDuration(&c.Admission.Lease, DefaultLease)
+	setString(&c.Admission.RedisPrefix, DefaultRedisPrefix)
+	setString(&c.Admission.RedisDown, DefaultRedisDown)
+	setInt(&c.Admission.Replicas, DefaultReplicas)
 
 	setInt(&c.Feedback.RotateRecords, DefaultFeedbackRotateRecords)
 	setDuration(&c.Feedback.RotateEvery, DefaultFeedbackRotateEvery)

@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Routing configures what the proxy does with cost estimates (DESIGN §5).
@@ -71,8 +73,10 @@ type CostClass struct {
 	RoutingGroup string `yaml:"routing_group"`
 }
 
-// Admission holds the budgets of in-flight queries (per proxy replica).
-// Every zero limit means unlimited; all zero means no admission control.
+// Admission holds the budgets of in-flight queries: per proxy replica, or
+// shared by every replica through Redis when Redis is set. Every zero limit
+// means unlimited; all zero means no admission control (rate limits apply
+// either way).
 type Admission struct {
 	MaxQueries         int     `yaml:"max_queries"`
 	MaxCPUSeconds      float64 `yaml:"max_cpu_seconds"`
@@ -95,6 +99,40 @@ type Admission struct {
 	// past either fails at once with a Trino error.
 	MaxQueuedQueryBytes int   `yaml:"max_queued_query_bytes"`
 	MaxQueueBytes       int64 `yaml:"max_queue_bytes"`
+
+	// Redis is the URL of the Redis that holds the budgets, the queue and
+	// the rate limits' buckets for every replica configured with it:
+	// redis://[[user]:password@]host:port[/db] (rediss:// for TLS). It may
+	// hold a password, so it is never logged; PRESTROID_ADMISSION_REDIS
+	// sets it from the environment. Empty means this process's memory.
+	// A standalone Redis (or one behind Sentinel), not Redis Cluster.
+	Redis string `yaml:"redis"`
+	// RedisPrefix starts every key the proxy writes (zero: "prestroid:");
+	// replicas sharing budgets share the prefix.
+	RedisPrefix string `yaml:"redis_prefix"`
+	// Lease is how long an admitted query's slot is held in Redis without
+	// renewal (zero: 30s). The replicas that see the query's pages renew
+	// it every Lease/3 for as long as the query is polled; a crashed
+	// replica's slots come back within Lease.
+	Lease Duration `yaml:"lease"`
+	// RedisDown is what a replica does while Redis is unreachable: "local"
+	// (the default) admits against this replica's share of the budgets
+	// (each divided by Replicas, rounded up), "open" admits every query.
+	RedisDown string `yaml:"redis_down"`
+	// Replicas is the number of proxy replicas, to divide the budgets by
+	// when Redis is unreachable (zero: 1).
+	Replicas int `yaml:"replicas"`
+
+	// UserRate and GroupRate limit new queries (POST /v1/statement) per
+	// user and per group, in queries per second (token buckets); zero means
+	// no limit. UserBurst and GroupBurst are the buckets' sizes (zero: the
+	// rate rounded up, at least 1). Over the limit a query is refused with
+	// HTTP 503 and Retry-After before anything reaches Trino, which every
+	// Trino client retries.
+	UserRate   float64 `yaml:"user_rate"`
+	UserBurst  int     `yaml:"user_burst"`
+	GroupRate  float64 `yaml:"group_rate"`
+	GroupBurst int     `yaml:"group_burst"`
 }
 
 // Feedback configures the feedback log: every query whose last page passes
@@ -174,10 +212,34 @@ func (c *Config) validateRouting() error {
 		"admission.group_max_queries": float64(a.GroupMaxQueries), "admission.group_max_cpu_seconds": a.GroupMaxCPUSeconds,
 		"admission.queue_size": float64(a.QueueSize), "admission.max_wait": float64(a.MaxWait),
 		"admission.max_queued_query_bytes": float64(a.MaxQueuedQueryBytes), "admission.max_queue_bytes": float64(a.MaxQueueBytes),
+		"admission.lease": float64(a.Lease), "admission.replicas": float64(a.Replicas),
+		"admission.user_rate": a.UserRate, "admission.user_burst": float64(a.UserBurst),
+		"admission.group_rate": a.GroupRate, "admission.group_burst": float64(a.GroupBurst),
 	} {
 		if v < 0 || math.IsNaN(v) {
 			return bad(key, v, "must not be negative")
 		}
 	}
+	switch a.RedisDown {
+	case "", "local", "open":
+	default:
+		return bad("admission.redis_down", strconv.Quote(a.RedisDown), "want local or open")
+	}
+	if a.Redis != "" {
+		u, err := url.Parse(a.Redis)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			// The value may hold a password: name the key, not the value.
+			return bad("admission.redis", "(not shown)", "want redis://[[user]:password@]host:port[/db] or rediss://…")
+		}
+	}
+	if a.Lease != 0 && time.Duration(a.Lease) < time.Second {
+		return bad("admission.lease", a.Lease, "must be at least 1s")
+	}
 	return nil
+}
+
+func (a *Admission) applyEnv(lookup func(string) (string, bool)) {
+	if v, ok := lookup("PRESTROID_ADMISSION_REDIS"); ok && v != "" {
+		a.Redis = v
+	}
 }

@@ -1,14 +1,21 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prestroid/prestroid/config"
@@ -17,16 +24,20 @@ import (
 
 // Admission control: budgets of in-flight queries and of their predicted
 // CPU seconds, global, per user and per group. A query over budget waits in
-// a fair queue (round robin over users) inside the proxy while its client
-// sees an ordinary QUEUED Trino query: the POST answers with a QUEUED page
-// whose nextUri points at the proxy, and the proxy answers those polls
-// itself (long-polling up to a second) until the query is admitted; the
-// poll that sees the admission submits the query to Trino and returns
-// Trino's first page, after which the client follows Trino's URIs as usual.
+// a fair queue (round robin over users) while its client sees an ordinary
+// QUEUED Trino query: the POST answers with a QUEUED page whose nextUri
+// points at the proxy, and the proxy answers those polls itself
+// (long-polling up to a second) until the query is admitted; the poll that
+// sees the admission submits the query to Trino and returns Trino's first
+// page, after which the client follows Trino's URIs as usual.
 //
-// Queued queries live only in this proxy's memory: nothing was sent to
-// Trino for them, and after a restart their next poll gets a clear Trino
-// error. Budgets are per replica.
+// Where budgets and the queue live is an admissionStore: this process's
+// memory (memStore, the default: budgets per replica, and a queued query is
+// lost with its process), or Redis (redisStore, AdmissionOptions.Redis):
+// budgets shared by every replica, slots held as leases that the replicas
+// serving a query renew (a crashed replica's slots come back when their
+// lease runs out), and a queued query that any replica may poll and submit.
+// The glue below is the same for both.
 
 // AdmissionOptions are the budgets; a zero limit means unlimited.
 type AdmissionOptions struct {
@@ -50,14 +61,22 @@ type AdmissionOptions struct {
 	// once (Trino refuses query text over 1,000,000 characters anyway).
 	// Zero means 4 MiB.
 	MaxQueuedQueryBytes int
-	// MaxQueueBytes bounds the bytes held by all waiting queries together;
-	// past it a query that would have to wait fails at once, like a full
-	// queue. Zero means 256 MiB.
+	// MaxQueueBytes bounds the bytes held by all waiting queries of this
+	// replica's memory store together; past it a query that would have to
+	// wait fails at once, like a full queue. Zero means 256 MiB. (With
+	// Redis the waiting requests live in Redis, bounded per query only.)
 	MaxQueueBytes int64
 	// IdleRelease frees the budget of an admitted query not seen on any
 	// page for this long (a client that went away); zero means 6 minutes
 	// (Trino abandons a query after 5 minutes without polls).
 	IdleRelease time.Duration
+	// Redis, when set, holds the budgets and the queue in Redis, shared by
+	// every replica configured with the same Redis and Redis.Prefix. Nil
+	// means this process's memory.
+	Redis *RedisAdmission
+	// Rate limits new queries per user and per group (ratelimit.go),
+	// in Redis too when Redis is set. Zero rates mean no limit.
+	Rate RateLimits
 }
 
 func (o *AdmissionOptions) enabled() bool {
@@ -65,312 +84,214 @@ func (o *AdmissionOptions) enabled() bool {
 		o.UserMaxCPUSeconds > 0 || o.GroupMaxQueries > 0 || o.GroupMaxCPUSeconds > 0)
 }
 
-// ticket is one query under admission control.
-type ticket struct {
-	id       string // the proxy's id while queued
-	user     string
-	group    string
-	cpu      float64
-	enqueued time.Time
-	lastPoll time.Time
-	admitted chan struct{} // closed on admission
-	failed   string        // set with admitted closed: why it will not run
-	req      *fasthttp.Request
-	bytes    int64 // what req holds, counted in admission.queuedBytes while queued
-	d        *decision
-
-	// after admission
-	upstreamID string
-	cluster    string
-	lastSeen   time.Time
-	released   bool
+// admissionStore holds the budgets, the admitted queries' slots and the
+// fair queue. Ids are the proxy's own query ids (newLocalID); upstream ids
+// are Trino's. Every method is safe for concurrent use. An error means the
+// store could not answer (Redis unreachable); errQueueFull is the one
+// refusal.
+type admissionStore interface {
+	// Enter admits e at once (true) or queues it (false), asking e for its
+	// payload only when it must wait.
+	Enter(ctx context.Context, e *entry) (bool, error)
+	// Wait refreshes a queued query's last poll and waits up to d for it
+	// to leave the queue; it returns the query's status then.
+	Wait(ctx context.Context, id string, d time.Duration) (queueStatus, error)
+	// Take hands an admitted query's payload to exactly one caller: the
+	// poll that submits it. Otherwise it returns nil and the status.
+	Take(ctx context.Context, id string) ([]byte, queueStatus, error)
+	// Cancel removes a queued query (DELETE while queued); false when id
+	// is not queued.
+	Cancel(ctx context.Context, id string) (bool, error)
+	// Bind records the upstream id of an admitted query.
+	Bind(ctx context.Context, id, upstreamID string) error
+	// Touch notes that a page of the upstream query passed (it is alive);
+	// it never blocks on the network.
+	Touch(upstreamID string)
+	// Finish frees the slot of the upstream query (its last page, DELETE).
+	Finish(ctx context.Context, upstreamID string) error
+	// Release frees an admitted query's slot by the proxy's id (a failed
+	// submission).
+	Release(ctx context.Context, id string) error
+	// Upstream is the upstream id an admitted query was bound to.
+	Upstream(ctx context.Context, id string) (string, bool)
+	// Sweep fails queries that waited too long or whose client went away
+	// and frees slots nobody renews.
+	Sweep(ctx context.Context, now time.Time) error
+	// Lengths are the queued and admitted queries, for metrics and tests.
+	Lengths(ctx context.Context) (queued, inflight int, err error)
+	// Close stops background work.
+	Close() error
 }
 
-type usage struct {
-	n   int
-	cpu float64
+// entry is a new query under admission control.
+type entry struct {
+	ID, User, Group string
+	CPU             float64
+	// Bytes is the size of the client's request (headers and body), known
+	// before anything is copied: a store refuses to queue one over the
+	// bounds.
+	Bytes int64
+	// Payload is the saved request and decision (savedQuery), asked for
+	// only when the query must wait.
+	Payload func() []byte
 }
 
-type admission struct {
-	o AdmissionOptions
+// queueState is where a query stands in admission.
+type queueState uint8
 
-	mu          sync.Mutex
-	queued      map[string]*ticket   // by proxy id
-	byUser      map[string][]*ticket // FIFO per user
-	users       []string             // round-robin order of users with queued tickets
-	nQueued     int
-	queuedBytes int64              // held by the requests of queued tickets
-	inflight    map[string]*ticket // admitted, by proxy id
-	byUp        map[string]*ticket // admitted, by upstream query id
-	global      usage
-	perUser     map[string]*usage
-	perGroup    map[string]*usage
+const (
+	stateUnknown  queueState = iota // not held (lost in a restart, expired)
+	stateQueued                     // waiting
+	stateAdmitted                   // admitted, payload not yet taken
+	stateTaken                      // admitted and submitted
+	stateFailed                     // will not run; queueStatus.Why says why
+)
+
+type queueStatus struct {
+	State    queueState
+	Enqueued time.Time
+	Why      string
 }
 
-func newAdmission(o AdmissionOptions) *admission {
-	if o.QueueSize == 0 {
-		o.QueueSize = config.DefaultQueueSize
+// errQueueBytes: the query would have to wait, and its request (or the
+// bytes all waiting requests hold) is over the bounds.
+type errQueueBytes struct{ msg string }
+
+func (e errQueueBytes) Error() string { return e.msg }
+
+// tooBigToQueue says why e may not wait, or nil; held is what the waiting
+// queries hold already (-1: not counted by this store).
+func tooBigToQueue(o *AdmissionOptions, e *entry, held int64) error {
+	maxOne, maxAll := int64(o.MaxQueuedQueryBytes), o.MaxQueueBytes
+	if maxOne == 0 {
+		maxOne = config.DefaultMaxQueuedQueryBytes
 	}
-	if o.MaxWait == 0 {
-		o.MaxWait = config.DefaultMaxWait
+	if maxAll == 0 {
+		maxAll = config.DefaultMaxQueueBytes
 	}
-	if o.MaxQueuedQueryBytes == 0 {
-		o.MaxQueuedQueryBytes = config.DefaultMaxQueuedQueryBytes
+	if e.Bytes > maxOne {
+		return errQueueBytes{fmt.Sprintf("the query must wait for admission, and its request (%d bytes) is over the %d bytes a waiting query may hold", e.Bytes, maxOne)}
 	}
-	if o.MaxQueueBytes == 0 {
-		o.MaxQueueBytes = config.DefaultMaxQueueBytes
+	if held >= 0 && held+e.Bytes > maxAll {
+		return errQueueBytes{fmt.Sprintf("the proxy's admission queue is full (%d bytes held by waiting queries)", held)}
 	}
-	if o.IdleRelease == 0 {
-		o.IdleRelease = 6 * time.Minute
-	}
-	return &admission{o: o, queued: map[string]*ticket{}, byUser: map[string][]*ticket{},
-		inflight: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*usage{}, perGroup: map[string]*usage{}}
+	return nil
 }
 
-func (a *admission) groupOf(ctx *fasthttp.RequestCtx, user string) string {
-	return userGroup(&ctx.Request.Header, &a.o, user)
+// errQueueFull: the queue holds QueueSize queries.
+type errQueueFull struct{ size int }
+
+func (e errQueueFull) Error() string {
+	return fmt.Sprintf("the proxy's admission queue is full (%d queries)", e.size)
 }
 
-// fits reports whether t can start now. A scope with nothing in flight
-// always admits one query, so a query larger than its budget still runs.
-func (a *admission) fits(t *ticket) bool {
-	ok := func(u *usage, maxN int, maxCPU float64) bool {
-		if u == nil || u.n == 0 {
-			return true
-		}
-		return (maxN == 0 || u.n+1 <= maxN) && (maxCPU == 0 || u.cpu+t.cpu <= maxCPU)
-	}
-	return ok(&a.global, a.o.MaxQueries, a.o.MaxCPUSeconds) &&
-		ok(a.perUser[t.user], a.o.UserMaxQueries, a.o.UserMaxCPUSeconds) &&
-		ok(a.perGroup[t.group], a.o.GroupMaxQueries, a.o.GroupMaxCPUSeconds)
+// savedQuery is a waiting query as any replica can submit it: the client's
+// request and the routing decision.
+type savedQuery struct {
+	Header    []byte // the request line and headers, as fasthttp writes them
+	Body      []byte
+	Decision  Decision
+	Cluster   string
+	Estimate  Estimate
+	Estimated bool
+	TookNanos int64
 }
 
-func (a *admission) charge(t *ticket, sign int) {
-	for _, u := range []*usage{&a.global, a.use(a.perUser, t.user), a.use(a.perGroup, t.group)} {
-		u.n += sign
-		u.cpu += float64(sign) * t.cpu
-		if u.n <= 0 {
-			u.n, u.cpu = 0, 0
-		}
-	}
+// saveQuery seals the waiting query for the store: it holds the caller's
+// credentials (Authorization, cookies) and SQL, and with admission.redis it
+// sits in Redis until a replica submits it, so it is encrypted (AES-256-GCM
+// under a key derived from the route secret, which every replica shares)
+// and bound to its admission id.
+func (s *Server) saveQuery(id string, r *fasthttp.Request, d *decision) []byte {
+	b, _ := json.Marshal(savedQuery{Header: r.Header.Header(), Body: r.Body(), Decision: d.Decision,
+		Cluster: d.cluster.name, Estimate: d.est, Estimated: d.estimate, TookNanos: int64(d.took)})
+	return s.signer.seal(b, []byte(id))
 }
 
-func (a *admission) use(m map[string]*usage, k string) *usage {
-	u := m[k]
-	if u == nil {
-		u = &usage{}
-		m[k] = u
+// restoreQuery rebuilds a saved query into req; it fails when the payload
+// does not open under this replica's route secret, is corrupt, or names a
+// cluster this replica does not have.
+func (s *Server) restoreQuery(id string, payload []byte, req *fasthttp.Request) (*decision, error) {
+	plain, err := s.signer.open(payload, []byte(id))
+	if err != nil {
+		return nil, err
 	}
-	return u
+	var q savedQuery
+	if err := json.Unmarshal(plain, &q); err != nil {
+		return nil, fmt.Errorf("proxy: saved query: %w", err)
+	}
+	c, ok := s.byName[q.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("%w: saved query for cluster %q", ErrUnknownCluster, q.Cluster)
+	}
+	req.Reset()
+	if err := req.Header.Read(bufio.NewReader(bytes.NewReader(q.Header))); err != nil {
+		return nil, fmt.Errorf("proxy: saved query's header: %w", err)
+	}
+	req.SetBodyRaw(q.Body)
+	return &decision{Decision: q.Decision, cluster: c, est: q.Estimate, estimate: q.Estimated, took: time.Duration(q.TookNanos)}, nil
 }
 
-// enter admits t at once (true) or queues it (false). err is set when the
-// queue is full.
-func (a *admission) enter(t *ticket) (bool, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.nQueued == 0 && a.fits(t) {
-		a.start(t)
-		return true, nil
-	}
-	if a.nQueued >= a.o.QueueSize {
-		return false, fmt.Errorf("the proxy's admission queue is full (%d queries)", a.o.QueueSize)
-	}
-	if t.bytes > int64(a.o.MaxQueuedQueryBytes) {
-		return false, fmt.Errorf("the query must wait for admission, and its request (%d bytes) is over the %d bytes a waiting query may hold", t.bytes, a.o.MaxQueuedQueryBytes)
-	}
-	if a.queuedBytes+t.bytes > a.o.MaxQueueBytes {
-		return false, fmt.Errorf("the proxy's admission queue is full (%d bytes held by waiting queries)", a.queuedBytes)
-	}
-	a.queuedBytes += t.bytes
-	a.queued[t.id] = t
-	if len(a.byUser[t.user]) == 0 {
-		a.users = append(a.users, t.user)
-	}
-	a.byUser[t.user] = append(a.byUser[t.user], t)
-	a.nQueued++
-	return false, nil
+// payloadKey derives the key that seals saved queries from the route secret.
+func (s *Signer) payloadKey() []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("prestroid admission payload v1"))
+	return m.Sum(nil)
 }
 
-// start marks t admitted; a.mu held.
-func (a *admission) start(t *ticket) {
-	a.charge(t, +1)
-	t.lastSeen = time.Now()
-	a.inflight[t.id] = t
-	close(t.admitted)
+// seal encrypts plain with AES-256-GCM, bound to aad: nonce || ciphertext.
+func (s *Signer) seal(plain, aad []byte) []byte {
+	block, _ := aes.NewCipher(s.payloadKey())
+	gcm, _ := cipher.NewGCM(block)
+	nonce := make([]byte, gcm.NonceSize(), gcm.NonceSize()+len(plain)+gcm.Overhead())
+	_, _ = rand.Read(nonce)
+	return gcm.Seal(nonce, nonce, plain, aad)
 }
 
-// pump admits queued tickets, taking users in round-robin order, as long as
-// the head ticket of some user fits; a.mu held.
-func (a *admission) pump() {
-	for progress := true; progress && a.nQueued > 0; {
-		progress = false
-		for i := 0; i < len(a.users); i++ {
-			u := a.users[i]
-			q := a.byUser[u]
-			if len(q) == 0 || !a.fits(q[0]) {
-				continue
-			}
-			t := q[0]
-			a.dequeue(t)
-			a.start(t)
-			progress = true
-			// Rotate: this user goes to the back of the order.
-			if idx := indexOf(a.users, u); idx >= 0 && len(a.byUser[u]) > 0 {
-				a.users = append(append(a.users[:idx:idx], a.users[idx+1:]...), u)
-			}
-			break
-		}
+// errPayload: a saved query that does not open (another route secret, or
+// tampered with in the store).
+var errPayload = errors.New("proxy: saved query does not open under this route secret")
+
+func (s *Signer) open(sealed, aad []byte) ([]byte, error) {
+	block, _ := aes.NewCipher(s.payloadKey())
+	gcm, _ := cipher.NewGCM(block)
+	if len(sealed) < gcm.NonceSize() {
+		return nil, errPayload
 	}
+	plain, err := gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], aad)
+	if err != nil {
+		return nil, errPayload
+	}
+	return plain, nil
 }
 
-func indexOf(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
+// newAdmissionStore builds the store o asks for.
+func newAdmissionStore(o AdmissionOptions, m *metrics, log *slog.Logger) (admissionStore, error) {
+	if o.Redis != nil {
+		return newRedisStore(o, m, log)
 	}
-	return -1
+	return newMemStore(o), nil
 }
 
-// dequeue removes t from the queue; a.mu held.
-func (a *admission) dequeue(t *ticket) {
-	if _, ok := a.queued[t.id]; !ok {
-		return
-	}
-	delete(a.queued, t.id)
-	q := a.byUser[t.user]
-	for i, x := range q {
-		if x == t {
-			q = append(q[:i:i], q[i+1:]...)
-			break
-		}
-	}
-	if len(q) == 0 {
-		delete(a.byUser, t.user)
-		if i := indexOf(a.users, t.user); i >= 0 {
-			a.users = append(a.users[:i:i], a.users[i+1:]...)
-		}
+// admissionIdentity is who a query's budgets and rate limits are charged
+// to, the one place that says so: the decision's identity (identity.go:
+// the verified user with identity: verified, else X-Trino-User) when the
+// query has been placed; before that (the rate limits, which run before
+// any EXPLAIN) the identity the request claims.
+func (s *Server) admissionIdentity(h *fasthttp.RequestHeader, d *decision) (user, group string) {
+	if d != nil {
+		user = d.identity.User
 	} else {
-		a.byUser[t.user] = q
+		user = s.claimedIdentity(h).User
 	}
-	a.nQueued--
-	a.queuedBytes -= t.bytes
+	return user, userGroup(h, s.opts.Admission, user)
 }
 
-// cancel removes a queued ticket (DELETE while queued); ok is false when
-// the id is not queued.
-func (a *admission) cancel(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t, ok := a.queued[id]
-	if !ok {
-		return false
-	}
-	a.dequeue(t)
-	t.failed = "canceled"
-	close(t.admitted)
-	return true
-}
+// storeTimeout bounds one call to the admission store from a handler.
+const storeTimeout = 2 * time.Second
 
-// takeRequest hands the saved request to exactly one poll.
-func (a *admission) takeRequest(t *ticket) *fasthttp.Request {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r := t.req
-	t.req = nil
-	return r
-}
-
-// bind records the upstream id of an admitted ticket.
-func (a *admission) bind(t *ticket, upstreamID, cluster string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if t.released {
-		return
-	}
-	t.upstreamID, t.cluster = upstreamID, cluster
-	a.byUp[upstreamID] = t
-}
-
-// seen refreshes an admitted query's liveness and, on its last page,
-// releases its budget.
-func (a *admission) seen(upstreamID string, last bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t, ok := a.byUp[upstreamID]
-	if !ok {
-		return
-	}
-	t.lastSeen = time.Now()
-	if last {
-		a.releaseLocked(t)
-	}
-}
-
-// release frees an admitted ticket's budget (failed submission, DELETE).
-func (a *admission) release(t *ticket) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.releaseLocked(t)
-}
-
-func (a *admission) releaseLocked(t *ticket) {
-	if t.released {
-		return
-	}
-	t.released = true
-	delete(a.inflight, t.id)
-	if t.upstreamID != "" {
-		delete(a.byUp, t.upstreamID)
-	}
-	a.charge(t, -1)
-	a.pump()
-}
-
-// sweep releases admitted queries nobody polls and fails queued ones that
-// waited too long or whose client went away.
-func (a *admission) sweep(now time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, t := range a.inflight {
-		if now.Sub(t.lastSeen) > a.o.IdleRelease {
-			a.releaseLocked(t)
-		}
-	}
-	for _, t := range a.queued {
-		switch {
-		case now.Sub(t.enqueued) > a.o.MaxWait:
-			t.failed = fmt.Sprintf("waited more than %s in the proxy's admission queue", a.o.MaxWait)
-		case now.Sub(t.lastPoll) > 5*time.Minute:
-			t.failed = "abandoned: no poll for 5 minutes"
-		default:
-			continue
-		}
-		a.dequeue(t)
-		close(t.admitted)
-	}
-	a.pump()
-}
-
-func (a *admission) lookupQueued(id string) (*ticket, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if t, ok := a.queued[id]; ok {
-		t.lastPoll = time.Now()
-		return t, true
-	}
-	if t, ok := a.inflight[id]; ok {
-		return t, true
-	}
-	return nil, false
-}
-
-// Lengths for metrics and tests.
-func (a *admission) lengths() (queued, inflight int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.nQueued, len(a.inflight)
+func storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
 }
 
 // The proxy's own queued-query URIs: routed like any other, under the
@@ -387,46 +308,65 @@ func newLocalID() string {
 	return time.Now().UTC().Format("20060102_150405") + "_prestroid_" + hex.EncodeToString(b[:])
 }
 
-// admitOrQueue runs admission for a placed query. It returns true when the
-// query may be forwarded now; otherwise it has answered the client.
-func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (*ticket, bool) {
-	user := d.identity.User
-	t := &ticket{id: newLocalID(), user: user, group: s.admit.groupOf(ctx, user), enqueued: time.Now(),
-		admitted: make(chan struct{}), d: d}
-	t.lastPoll = t.enqueued
+// idTime is when a proxy id was made (its prefix), zero when unreadable.
+func idTime(id string) time.Time {
+	if len(id) < 15 {
+		return time.Time{}
+	}
+	t, _ := time.Parse("20060102_150405", id[:15])
+	return t
+}
+
+// admitOrQueue runs admission for a placed query. It returns the admission
+// id and true when the query may be forwarded now; otherwise it has
+// answered the client.
+func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bool) {
+	user, group := s.admissionIdentity(&ctx.Request.Header, d)
+	// The request's size is known before any copy, so an oversized one is
+	// refused uncopied, and only when it would have to wait (the store
+	// decides).
+	e := &entry{ID: newLocalID(), User: user, Group: group,
+		Bytes: int64(len(ctx.Request.Header.Header()) + len(ctx.Request.Body()))}
 	if d.estimate {
-		t.cpu = d.est.CPUSeconds
+		e.CPU = d.est.CPUSeconds
 	}
-	// The request must outlive this handler if the query waits. Its size
-	// is known before the copy, so an oversized one is refused uncopied
-	// only when it would have to wait (enter decides).
-	t.bytes = int64(len(ctx.Request.Header.Header()) + len(ctx.Request.Body()))
-	t.req = &fasthttp.Request{}
-	ctx.Request.CopyTo(t.req)
-	now, err := s.admit.enter(t)
-	if err != nil {
+	// The request must outlive this handler if the query waits.
+	e.Payload = func() []byte {
+		d.Queued = true
+		return s.saveQuery(e.ID, &ctx.Request, d)
+	}
+	c, cancel := storeCtx()
+	now, err := s.admit.Enter(c, e)
+	cancel()
+	var full errQueueFull
+	var big errQueueBytes
+	switch {
+	case errors.As(err, &full), errors.As(err, &big):
 		s.trinoError(ctx, "PRESTROID_QUEUE_FULL", "INSUFFICIENT_RESOURCES", "prestroid: "+err.Error())
-		return nil, false
+		return "", false
+	case err != nil:
+		// The store failed and had no fallback: fail open, as the
+		// estimator does.
+		s.log.Warn("admission store failed; query admitted without a budget", "error", err)
+		return "", true
+	case now:
+		d.Queued = false
+		return e.ID, true
 	}
-	if now {
-		t.req = nil
-		return t, true
-	}
-	d.Queued = true
 	s.metrics.queued.Inc()
-	s.queuedPage(ctx, t, 1)
+	s.queuedPage(ctx, e.ID, time.Now(), 1)
 	decisionHeaders(&ctx.Response.Header, d)
-	return nil, false
+	return "", false
 }
 
 // queuedPage answers with a QUEUED QueryResults whose nextUri polls the
 // proxy.
-func (s *Server) queuedPage(ctx *fasthttp.RequestCtx, t *ticket, token int) {
+func (s *Server) queuedPage(ctx *fasthttp.RequestCtx, id string, enqueued time.Time, token int) {
 	base := s.publicBase(ctx)
-	target := queuedPrefix + t.id + "/" + strconv.Itoa(token)
-	elapsed := time.Since(t.enqueued).Milliseconds()
+	target := queuedPrefix + id + "/" + strconv.Itoa(token)
+	elapsed := max(time.Since(enqueued).Milliseconds(), 0)
 	page := map[string]any{
-		"id":      t.id,
+		"id":      id,
 		"infoUri": base + "/ui/",
 		"nextUri": base + s.signer.RoutedPath(localCluster, target),
 		"stats": map[string]any{"state": "QUEUED", "queued": true, "scheduled": false, "nodes": 0,
@@ -456,39 +396,78 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 		return
 	}
 	if method == fasthttp.MethodDelete {
-		s.admit.cancel(id)
+		c, cancel := storeCtx()
+		_, _ = s.admit.Cancel(c, id)
+		cancel()
 		ctx.SetStatusCode(fasthttp.StatusNoContent)
 		return
 	}
-	t, ok := s.admit.lookupQueued(id)
-	if !ok {
+	st, err := s.admit.Wait(context.Background(), id, time.Second)
+	if err != nil {
+		s.storeUnavailable(ctx, id, token)
+		return
+	}
+	switch st.State {
+	case stateUnknown:
 		s.lostQueued(ctx)
 		return
-	}
-	timer := time.NewTimer(time.Second)
-	defer timer.Stop()
-	select {
-	case <-t.admitted:
-	case <-timer.C:
-		s.queuedPage(ctx, t, token+1)
+	case stateQueued:
+		s.queuedPage(ctx, id, st.Enqueued, token+1)
+		return
+	case stateFailed:
+		s.metrics.queueWait.Observe(time.Since(st.Enqueued).Seconds())
+		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES", "prestroid: query not run: "+st.Why)
 		return
 	}
-	s.metrics.queueWait.Observe(time.Since(t.enqueued).Seconds())
-	if t.failed != "" {
-		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES", "prestroid: query not run: "+t.failed)
+	c, cancel := storeCtx()
+	payload, st, err := s.admit.Take(c, id)
+	cancel()
+	switch {
+	case err != nil:
+		s.storeUnavailable(ctx, id, token)
 		return
-	}
-	req := s.admit.takeRequest(t)
-	if req == nil {
+	case payload == nil && st.State == stateQueued:
+		s.queuedPage(ctx, id, st.Enqueued, token+1)
+		return
+	case payload == nil:
 		// Already submitted by an earlier poll (a retried request): the
 		// client holds Trino's URIs by now.
 		s.trinoError(ctx, "PRESTROID_QUEUE_STALE", "USER_ERROR", "prestroid: this queued URI was already answered")
 		return
 	}
+	s.metrics.queueWait.Observe(time.Since(st.Enqueued).Seconds())
 	// Submit now: replay the saved POST as this request.
-	ctx.Request.Reset()
-	req.CopyTo(&ctx.Request)
-	s.submit(ctx, t)
+	d, err := s.restoreQuery(id, payload, &ctx.Request)
+	if err != nil {
+		c, cancel := storeCtx()
+		_ = s.admit.Release(c, id)
+		cancel()
+		s.log.Warn("queued query could not be restored", "error", err)
+		s.trinoError(ctx, "PRESTROID_QUEUE_LOST", "EXTERNAL", "prestroid: the queued query could not be restored on this proxy; it never reached Trino; submit it again")
+		return
+	}
+	s.submit(ctx, id, d)
+}
+
+// storeUnavailable answers a queued poll while the admission store cannot
+// be reached: the query stays queued (the client polls again) until its
+// wait runs out.
+func (s *Server) storeUnavailable(ctx *fasthttp.RequestCtx, id string, token int) {
+	enq := idTime(id)
+	if !enq.IsZero() && time.Since(enq) > s.maxWait() {
+		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES",
+			fmt.Sprintf("prestroid: query not run: waited more than %s in the proxy's admission queue (the shared queue is unreachable)", s.maxWait()))
+		return
+	}
+	time.Sleep(time.Second) // as a long poll would
+	s.queuedPage(ctx, id, enq, token+1)
+}
+
+func (s *Server) maxWait() time.Duration {
+	if o := s.opts.Admission; o != nil && o.MaxWait > 0 {
+		return o.MaxWait
+	}
+	return 10 * time.Minute
 }
 
 // lostQueued answers a poll for a queued query this proxy does not know:
@@ -499,13 +478,14 @@ func (s *Server) lostQueued(ctx *fasthttp.RequestCtx) {
 }
 
 // submit forwards an admitted query.
-func (s *Server) submit(ctx *fasthttp.RequestCtx, t *ticket) {
-	d := t.d
+func (s *Server) submit(ctx *fasthttp.RequestCtx, id string, d *decision) {
 	d.cluster.sent.Add(1)
-	d.ticket = t
+	d.admitID = id
 	s.forwardPlaced(ctx, d.cluster, "/v1/statement", modeStatementPOST, d)
 	if ctx.Response.StatusCode() != fasthttp.StatusOK {
-		s.admit.release(t)
+		c, cancel := storeCtx()
+		_ = s.admit.Release(c, id)
+		cancel()
 	}
 }
 
@@ -518,7 +498,11 @@ func (s *Server) runSweeper(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tk.C:
-			s.admit.sweep(now)
+			c, cancel := storeCtx()
+			if err := s.admit.Sweep(c, now); err != nil {
+				s.log.Debug("admission sweep failed", "error", err)
+			}
+			cancel()
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/testing/redistest"
 )
 
 // statefulStub is a coordinator whose queries run until their executing
@@ -79,134 +81,264 @@ func call(t *testing.T, method, url, body string, user string) (pg, *http.Respon
 	return p, resp
 }
 
-func TestAdmissionQueuesOverBudgetAndAdmitsInOrder(t *testing.T) {
-	stub, posts := statefulStub(t)
-	p, srv := admissionProxy(t, stub.URL, nil, &AdmissionOptions{MaxQueries: 1})
+// backend is where admission keeps its state in a test: this process's
+// memory, or a real redis-server started for the test.
+type backend struct {
+	name  string
+	redis func(t *testing.T) *RedisAdmission // nil: memory
+}
 
-	first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice")
-	if first.Stats.State != "RUNNING" || posts.Load() != 1 {
-		t.Fatalf("first query not submitted: %+v", first)
+var backends = []backend{
+	{name: "memory"},
+	{name: "redis", redis: func(t *testing.T) *RedisAdmission {
+		srv := redistest.Start(t) // skips without redis-server
+		return &RedisAdmission{URL: "redis://" + srv.Addr, Lease: 3 * time.Second}
+	}},
+}
+
+// forEachBackend runs fn against both stores: the same behaviour is
+// expected of each.
+func forEachBackend(t *testing.T, fn func(t *testing.T, b backend, a func(AdmissionOptions) *AdmissionOptions)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			var r *RedisAdmission
+			if b.redis != nil {
+				r = b.redis(t)
+			}
+			fn(t, b, func(o AdmissionOptions) *AdmissionOptions {
+				if r != nil {
+					rc := *r
+					o.Redis = &rc
+				}
+				return &o
+			})
+		})
 	}
-	second, resp := call(t, "POST", p+"/v1/statement", "SELECT 2", "bob")
-	if second.Stats.State != "QUEUED" || !strings.Contains(second.NextURI, "/r/prestroid~local.") || posts.Load() != 1 {
-		t.Fatalf("second query not queued in the proxy: %+v (posts %d)", second, posts.Load())
+}
+
+func lengths(t *testing.T, s *Server) (int, int) {
+	t.Helper()
+	q, in, err := s.admit.Lengths(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.HasSuffix(resp.Header.Get("X-Prestroid-Decision"), "; queued") {
-		t.Errorf("decision %q", resp.Header.Get("X-Prestroid-Decision"))
-	}
-	start := time.Now()
-	again, _ := call(t, "GET", second.NextURI, "", "bob")
-	if again.Stats.State != "QUEUED" || time.Since(start) < 900*time.Millisecond {
-		t.Fatalf("a poll while over budget should long-poll ~1s and stay QUEUED: %+v after %v", again, time.Since(start))
-	}
-	if q, in := srv.admit.lengths(); q != 1 || in != 1 {
-		t.Fatalf("queued %d in flight %d", q, in)
-	}
-	// The first query's last page frees the budget.
-	last, _ := call(t, "GET", first.NextURI, "", "alice")
-	if last.NextURI != "" || last.Stats.State != "FINISHED" {
-		t.Fatalf("first query's last page: %+v", last)
-	}
-	admitted, _ := call(t, "GET", again.NextURI, "", "bob")
-	if admitted.Stats.State != "RUNNING" || !strings.HasSuffix(admitted.ID, "_stub") || posts.Load() != 2 {
-		t.Fatalf("second query not submitted on admission: %+v (posts %d)", admitted, posts.Load())
-	}
-	if !strings.Contains(admitted.NextURI, "/r/default.") {
-		t.Errorf("admitted query's nextUri not routed to the cluster: %s", admitted.NextURI)
-	}
-	call(t, "GET", admitted.NextURI, "", "bob")
-	if q, in := srv.admit.lengths(); q != 0 || in != 0 {
-		t.Errorf("after both finished: queued %d in flight %d", q, in)
-	}
+	return q, in
+}
+
+func TestAdmissionQueuesOverBudgetAndAdmitsInOrder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ backend, opts func(AdmissionOptions) *AdmissionOptions) {
+		stub, posts := statefulStub(t)
+		p, srv := admissionProxy(t, stub.URL, nil, opts(AdmissionOptions{MaxQueries: 1}))
+
+		first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice")
+		if first.Stats.State != "RUNNING" || posts.Load() != 1 {
+			t.Fatalf("first query not submitted: %+v", first)
+		}
+		second, resp := call(t, "POST", p+"/v1/statement", "SELECT 2", "bob")
+		if second.Stats.State != "QUEUED" || !strings.Contains(second.NextURI, "/r/prestroid~local.") || posts.Load() != 1 {
+			t.Fatalf("second query not queued in the proxy: %+v (posts %d)", second, posts.Load())
+		}
+		if !strings.HasSuffix(resp.Header.Get("X-Prestroid-Decision"), "; queued") {
+			t.Errorf("decision %q", resp.Header.Get("X-Prestroid-Decision"))
+		}
+		start := time.Now()
+		again, _ := call(t, "GET", second.NextURI, "", "bob")
+		if again.Stats.State != "QUEUED" || time.Since(start) < 900*time.Millisecond {
+			t.Fatalf("a poll while over budget should long-poll ~1s and stay QUEUED: %+v after %v", again, time.Since(start))
+		}
+		if q, in := lengths(t, srv); q != 1 || in != 1 {
+			t.Fatalf("queued %d in flight %d", q, in)
+		}
+		// The first query's last page frees the budget.
+		last, _ := call(t, "GET", first.NextURI, "", "alice")
+		if last.NextURI != "" || last.Stats.State != "FINISHED" {
+			t.Fatalf("first query's last page: %+v", last)
+		}
+		admitted, resp := call(t, "GET", again.NextURI, "", "bob")
+		if admitted.Stats.State != "RUNNING" || !strings.HasSuffix(admitted.ID, "_stub") || posts.Load() != 2 {
+			t.Fatalf("second query not submitted on admission: %+v (posts %d)", admitted, posts.Load())
+		}
+		if !strings.Contains(admitted.NextURI, "/r/default.") {
+			t.Errorf("admitted query's nextUri not routed to the cluster: %s", admitted.NextURI)
+		}
+		if d := resp.Header.Get("X-Prestroid-Decision"); !strings.HasSuffix(d, "; queued") {
+			t.Errorf("the admitted query's decision %q does not say it waited", d)
+		}
+		call(t, "GET", admitted.NextURI, "", "bob")
+		if q, in := lengths(t, srv); q != 0 || in != 0 {
+			t.Errorf("after both finished: queued %d in flight %d", q, in)
+		}
+	})
 }
 
 func TestAdmissionCancelFullAndLost(t *testing.T) {
-	stub, posts := statefulStub(t)
-	signer, _ := NewSigner([]byte(strings.Repeat("q", 32)))
-	p, srv := admissionProxy(t, stub.URL, signer, &AdmissionOptions{MaxQueries: 1, QueueSize: 1})
-	call(t, "POST", p+"/v1/statement", "SELECT 1", "alice") // runs, holds the budget
-	queued, _ := call(t, "POST", p+"/v1/statement", "SELECT 2", "alice")
-	if queued.Stats.State != "QUEUED" {
-		t.Fatalf("not queued: %+v", queued)
-	}
-	t.Run("past the queue size a query fails at once with a Trino error", func(t *testing.T) {
-		full, resp := call(t, "POST", p+"/v1/statement", "SELECT 3", "carol")
-		if resp.StatusCode != 200 || full.Error == nil || full.Error.ErrorName != "PRESTROID_QUEUE_FULL" {
-			t.Fatalf("status %d page %+v", resp.StatusCode, full)
+	forEachBackend(t, func(t *testing.T, b backend, opts func(AdmissionOptions) *AdmissionOptions) {
+		stub, posts := statefulStub(t)
+		signer, _ := NewSigner([]byte(strings.Repeat("q", 32)))
+		p, srv := admissionProxy(t, stub.URL, signer, opts(AdmissionOptions{MaxQueries: 1, QueueSize: 1}))
+		call(t, "POST", p+"/v1/statement", "SELECT 1", "alice") // runs, holds the budget
+		queued, _ := call(t, "POST", p+"/v1/statement", "SELECT 2", "alice")
+		if queued.Stats.State != "QUEUED" {
+			t.Fatalf("not queued: %+v", queued)
 		}
-	})
-	t.Run("a proxy restart loses queued queries with a clear error, never a hang", func(t *testing.T) {
-		p2, _ := admissionProxy(t, stub.URL, signer, &AdmissionOptions{MaxQueries: 1})
-		lost, resp := call(t, "GET", strings.Replace(queued.NextURI, p, p2, 1), "", "alice")
-		if resp.StatusCode != 200 || lost.Error == nil || lost.Error.ErrorName != "PRESTROID_QUEUE_LOST" || lost.NextURI != "" {
-			t.Fatalf("status %d page %+v", resp.StatusCode, lost)
+		t.Run("past the queue size a query fails at once with a Trino error", func(t *testing.T) {
+			full, resp := call(t, "POST", p+"/v1/statement", "SELECT 3", "carol")
+			if resp.StatusCode != 200 || full.Error == nil || full.Error.ErrorName != "PRESTROID_QUEUE_FULL" {
+				t.Fatalf("status %d page %+v", resp.StatusCode, full)
+			}
+		})
+		if b.redis == nil {
+			t.Run("a proxy restart loses queued queries with a clear error, never a hang", func(t *testing.T) {
+				p2, _ := admissionProxy(t, stub.URL, signer, &AdmissionOptions{MaxQueries: 1})
+				lost, resp := call(t, "GET", strings.Replace(queued.NextURI, p, p2, 1), "", "alice")
+				if resp.StatusCode != 200 || lost.Error == nil || lost.Error.ErrorName != "PRESTROID_QUEUE_LOST" || lost.NextURI != "" {
+					t.Fatalf("status %d page %+v", resp.StatusCode, lost)
+				}
+			})
+		} else {
+			t.Run("another replica sharing Redis serves the queued query's poll", func(t *testing.T) {
+				p2, _ := admissionProxy(t, stub.URL, signer, opts(AdmissionOptions{MaxQueries: 1, QueueSize: 1}))
+				still, resp := call(t, "GET", strings.Replace(queued.NextURI, p, p2, 1), "", "alice")
+				if resp.StatusCode != 200 || still.Stats.State != "QUEUED" || !strings.HasPrefix(still.NextURI, p2) {
+					t.Fatalf("status %d page %+v", resp.StatusCode, still)
+				}
+			})
 		}
-	})
-	t.Run("DELETE /v1/query/{id} removes a queued query; nothing reaches Trino", func(t *testing.T) {
-		_, resp := call(t, "DELETE", p+"/v1/query/"+queued.ID, "", "alice")
-		if resp.StatusCode != 204 {
-			t.Fatalf("status %d", resp.StatusCode)
-		}
-		if q, _ := srv.admit.lengths(); q != 0 {
-			t.Fatalf("still queued: %d", q)
-		}
-		gone, _ := call(t, "GET", queued.NextURI, "", "alice")
-		if gone.Error == nil {
-			t.Errorf("poll after cancel: %+v", gone)
-		}
-		if posts.Load() != 1 {
-			t.Errorf("cancelled queued query reached Trino (%d posts)", posts.Load())
-		}
-	})
-	t.Run("DELETE on the queued nextUri removes it too", func(t *testing.T) {
-		q2, _ := call(t, "POST", p+"/v1/statement", "SELECT 4", "dave")
-		if q2.Stats.State != "QUEUED" {
-			t.Fatalf("not queued: %+v", q2)
-		}
-		_, resp := call(t, "DELETE", q2.NextURI, "", "dave")
-		if resp.StatusCode != 204 {
-			t.Fatalf("status %d", resp.StatusCode)
-		}
-		if q, _ := srv.admit.lengths(); q != 0 {
-			t.Fatalf("still queued: %d", q)
-		}
+		t.Run("DELETE /v1/query/{id} removes a queued query; nothing reaches Trino", func(t *testing.T) {
+			_, resp := call(t, "DELETE", p+"/v1/query/"+queued.ID, "", "alice")
+			if resp.StatusCode != 204 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if q, _ := lengths(t, srv); q != 0 {
+				t.Fatalf("still queued: %d", q)
+			}
+			gone, _ := call(t, "GET", queued.NextURI, "", "alice")
+			if gone.Error == nil {
+				t.Errorf("poll after cancel: %+v", gone)
+			}
+			if posts.Load() != 1 {
+				t.Errorf("cancelled queued query reached Trino (%d posts)", posts.Load())
+			}
+		})
+		t.Run("DELETE on the queued nextUri removes it too", func(t *testing.T) {
+			q2, _ := call(t, "POST", p+"/v1/statement", "SELECT 4", "dave")
+			if q2.Stats.State != "QUEUED" {
+				t.Fatalf("not queued: %+v", q2)
+			}
+			_, resp := call(t, "DELETE", q2.NextURI, "", "dave")
+			if resp.StatusCode != 204 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if q, _ := lengths(t, srv); q != 0 {
+				t.Fatalf("still queued: %d", q)
+			}
+		})
 	})
 }
 
+// storeFor builds a bare store of the backend (no proxy around it).
+func storeFor(t *testing.T, o *AdmissionOptions) admissionStore {
+	t.Helper()
+	if o.Redis != nil {
+		o.Redis.Prefix = "t" + newLocalID() + ":" // a store of its own
+	}
+	st, err := newAdmissionStore(*o, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func mkEntry(user string, cpu float64) *entry {
+	return &entry{ID: newLocalID(), User: user, Group: user, CPU: cpu, Payload: func() []byte { return []byte("q-" + user) }}
+}
+
+// state is an entry's status right now.
+func state(t *testing.T, st admissionStore, e *entry) queueState {
+	t.Helper()
+	s, err := st.Wait(context.Background(), e.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.State
+}
+
 func TestAdmissionBudgets(t *testing.T) {
-	a := newAdmission(AdmissionOptions{MaxCPUSeconds: 100, UserMaxQueries: 1})
-	mk := func(user string, cpu float64) *ticket {
-		return &ticket{id: user + fmt.Sprint(cpu), user: user, group: user, cpu: cpu, admitted: make(chan struct{}), enqueued: time.Now(), lastPoll: time.Now()}
-	}
-	big := mk("alice", 500)
-	if now, _ := a.enter(big); !now {
-		t.Fatal("a query larger than the whole budget must still run when nothing else does")
-	}
-	small := mk("bob", 1)
-	if now, _ := a.enter(small); now {
-		t.Fatal("bob admitted while the CPU budget is exhausted")
-	}
-	alice2, bob2 := mk("alice", 2), mk("bob", 3)
-	a.enter(alice2)
-	a.enter(bob2)
-	a.release(big)
-	// bob's first query runs; alice's second also fits the CPU budget, and
-	// the per-user limit of 1 keeps bob's second waiting.
-	for _, tc := range []struct {
-		t    *ticket
-		want bool
-	}{{small, true}, {alice2, true}, {bob2, false}} {
-		select {
-		case <-tc.t.admitted:
-			if !tc.want {
-				t.Errorf("%s admitted", tc.t.id)
-			}
-		default:
-			if tc.want {
-				t.Errorf("%s not admitted", tc.t.id)
+	forEachBackend(t, func(t *testing.T, _ backend, opts func(AdmissionOptions) *AdmissionOptions) {
+		ctx := context.Background()
+		a := storeFor(t, opts(AdmissionOptions{MaxCPUSeconds: 100, UserMaxQueries: 1}))
+		big := mkEntry("alice", 500)
+		if now, _ := a.Enter(ctx, big); !now {
+			t.Fatal("a query larger than the whole budget must still run when nothing else does")
+		}
+		small := mkEntry("bob", 1)
+		if now, _ := a.Enter(ctx, small); now {
+			t.Fatal("bob admitted while the CPU budget is exhausted")
+		}
+		alice2, bob2 := mkEntry("alice", 2), mkEntry("bob", 3)
+		a.Enter(ctx, alice2)
+		a.Enter(ctx, bob2)
+		if err := a.Release(ctx, big.ID); err != nil {
+			t.Fatal(err)
+		}
+		// bob's first query runs; alice's second also fits the CPU budget, and
+		// the per-user limit of 1 keeps bob's second waiting.
+		for _, tc := range []struct {
+			e    *entry
+			want queueState
+		}{{small, stateAdmitted}, {alice2, stateAdmitted}, {bob2, stateQueued}} {
+			if got := state(t, a, tc.e); got != tc.want {
+				t.Errorf("%s's query (cpu %g): state %d, want %d", tc.e.User, tc.e.CPU, got, tc.want)
 			}
 		}
-	}
+		t.Run("the admitted query's payload goes to exactly one poll", func(t *testing.T) {
+			p, _, err := a.Take(ctx, small.ID)
+			if err != nil || string(p) != "q-bob" {
+				t.Fatalf("take: %q %v", p, err)
+			}
+			if p, st, _ := a.Take(ctx, small.ID); p != nil || st.State != stateTaken {
+				t.Fatalf("second take: %q %+v", p, st)
+			}
+		})
+		t.Run("its last page by Trino's id frees the slot and admits the next", func(t *testing.T) {
+			if err := a.Bind(ctx, small.ID, "20260101_000000_00001_up"); err != nil {
+				t.Fatal(err)
+			}
+			if up, ok := a.Upstream(ctx, small.ID); !ok || up != "20260101_000000_00001_up" {
+				t.Fatalf("upstream %q %v", up, ok)
+			}
+			if err := a.Finish(ctx, "20260101_000000_00001_up"); err != nil {
+				t.Fatal(err)
+			}
+			if got := state(t, a, bob2); got != stateAdmitted {
+				t.Fatalf("bob's second query: state %d after his first finished", got)
+			}
+		})
+		t.Run("fair order: users take turns", func(t *testing.T) {
+			b := storeFor(t, opts(AdmissionOptions{MaxQueries: 1}))
+			hold := mkEntry("zed", 0)
+			b.Enter(ctx, hold)
+			var order []*entry
+			for _, u := range []string{"alice", "alice", "alice", "bob", "carol"} {
+				e := mkEntry(u, 0)
+				order = append(order, e)
+				b.Enter(ctx, e)
+			}
+			want := []int{0, 3, 4, 1, 2} // alice, bob, carol, alice, alice
+			prev := hold
+			for _, i := range want {
+				if err := b.Release(ctx, prev.ID); err != nil {
+					t.Fatal(err)
+				}
+				if got := state(t, b, order[i]); got != stateAdmitted {
+					t.Fatalf("after releasing, %s's query #%d is in state %d, want admitted", order[i].User, i, got)
+				}
+				b.Take(ctx, order[i].ID)
+				prev = order[i]
+			}
+		})
+	})
 }
 
 type sink struct{ got chan Completed }

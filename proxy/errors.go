@@ -110,7 +110,9 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 		s.trinoErrorFor(ctx, id, "PRESTROID_UPSTREAM_ERROR", "EXTERNAL",
 			fmt.Sprintf("prestroid: cluster %s failed while the query ran; the query is lost: %v", ue.Cluster, ue.Err))
 		if id != "" && s.admit != nil {
-			s.admit.seen(id, true) // the query is gone: free its budget
+			c, cancel := storeCtx()
+			_ = s.admit.Finish(c, id) // the query is gone: free its budget
+			cancel()
 		}
 	case errors.As(err, &ue):
 		ctx.Response.Header.Set("Retry-After", "1")

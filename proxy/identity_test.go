@@ -125,7 +125,7 @@ func TestVerifiedIdentity(t *testing.T) {
 		if up.posts.Load() != 0 {
 			t.Errorf("%d statements reached Trino", up.posts.Load())
 		}
-		if q, in := s.admit.lengths(); q != 0 || in != 0 {
+		if q, in, _ := s.admit.Lengths(context.Background()); q != 0 || in != 0 {
 			t.Errorf("admission holds %d queued, %d in flight", q, in)
 		}
 	})
@@ -165,7 +165,7 @@ func TestVerifiedIdentity(t *testing.T) {
 		if strings.Join(states, ",") != "RUNNING,QUEUED,QUEUED" {
 			t.Errorf("states %v, want one running and two queued as alice", states)
 		}
-		if q, in := s.admit.lengths(); q != 2 || in != 1 {
+		if q, in, _ := s.admit.Lengths(context.Background()); q != 2 || in != 1 {
 			t.Errorf("admission: %d queued, %d in flight", q, in)
 		}
 		if n := up.probes.Load(); n != 1 {

@@ -31,6 +31,10 @@ type metrics struct {
 	estimateSeconds prometheus.Histogram
 	explainSeconds  prometheus.Histogram
 	qerror          prometheus.Histogram
+	// The shared admission store (Redis) and the rate limits.
+	storeErrors   prometheus.Counter
+	storeFallback prometheus.Gauge
+	rateLimited   *prometheus.CounterVec // scope: user | group
 
 	// known and unknown mirror scannedTables for the unseen-table share.
 	known, unknown atomic.Uint64
@@ -68,6 +72,12 @@ func newMetrics() *metrics {
 		qerror: hist("prestroid_qerror",
 			"q-error of completed queries: max(pred/actual, actual/pred) of CPU time.",
 			[]float64{1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_admission_store_errors_total",
+			Help: "Calls to the shared admission store (Redis) that failed."}),
+		storeFallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: "prestroid_admission_store_fallback",
+			Help: "1 while the shared admission store is unreachable and this replica admits on its own (admission.redis_down)."}),
+		rateLimited: counter("prestroid_rate_limited_total",
+			"New queries refused by a rate limit (HTTP 503 with Retry-After), by the limit's scope.", "scope"),
 	}
 }
 
@@ -77,6 +87,7 @@ func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 	cs := []prometheus.Collector{
 		m.decisions, m.failOpen, m.failover, m.estimateCache, m.queued, m.identity, m.completed, m.scannedTables,
 		m.queueWait, m.estimateSeconds, m.explainSeconds, m.qerror,
+		m.storeErrors, m.storeFallback, m.rateLimited,
 		&stateCollector{s: s},
 	}
 	if s.opts.EstimatorStats != nil {
@@ -154,9 +165,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descClusterQueries, prometheus.GaugeValue, float64(cl.load()), cl.name)
 	}
 	if s.admit != nil {
-		q, in := s.admit.lengths()
-		ch <- prometheus.MustNewConstMetric(descQueueLength, prometheus.GaugeValue, float64(q))
-		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(in))
+		c, cancel := storeCtx()
+		q, in, err := s.admit.Lengths(c)
+		cancel()
+		if err == nil {
+			ch <- prometheus.MustNewConstMetric(descQueueLength, prometheus.GaugeValue, float64(q))
+			ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(in))
+		}
 	}
 	known, unknown := s.metrics.known.Load(), s.metrics.unknown.Load()
 	if known+unknown > 0 {

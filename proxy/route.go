@@ -33,8 +33,8 @@ type decision struct {
 	Decision
 	cluster  *cluster
 	est      Estimate
-	estimate bool    // est holds a model estimate
-	ticket   *ticket // admission ticket, when admission control is on
+	estimate bool   // est holds a model estimate
+	admitID  string // the admission id, when admission control admitted it
 	// identity is who the query counts against (identity.go): admission,
 	// rules and metrics key on identity.User.
 	identity Identity

@@ -198,8 +198,9 @@ type Server struct {
 	// probeConns are the monitor's open connections, closed when it stops
 	// so that Shutdown does not wait out a hanging probe.
 	probeConns connSet
-	admit      *admission // nil without admission control
-	adminToken []byte     // SHA-256 of Options.AdminToken; nil: none
+	admit      admissionStore // nil without admission control
+	rate       *rateLimiter   // nil without rate limits
+	adminToken []byte         // SHA-256 of Options.AdminToken; nil: none
 	adminSrv   atomic.Pointer[fasthttp.Server]
 	log        *slog.Logger
 	srv        *fasthttp.Server
@@ -377,7 +378,19 @@ func New(o Options) (*Server, error) {
 		s.adminToken = h[:]
 	}
 	if o.Admission.enabled() {
-		s.admit = newAdmission(*o.Admission)
+		st, err := newAdmissionStore(*o.Admission, s.metrics, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.admit = st
+	}
+	if o.Admission != nil && o.Admission.Rate.enabled() {
+		shared, _ := s.admit.(*redisStore)
+		rl, err := newRateLimiter(*o.Admission, shared, s.metrics, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.rate = rl
 	}
 	s.registry = o.Registry
 	if s.registry == nil {
@@ -424,6 +437,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-s.done:
 	case <-ctx.Done():
+	}
+	if s.admit != nil {
+		_ = s.admit.Close()
+	}
+	if s.rate != nil {
+		_ = s.rate.Close()
 	}
 	return err
 }
@@ -502,6 +521,9 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 // statement places a new query (route.go) and forwards it.
 func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
+	if s.rate != nil && !s.allowRate(ctx) {
+		return // refused with 503 and Retry-After before anything reached Trino
+	}
 	d, err := s.decide(ctx)
 	if err != nil {
 		s.fail(ctx, err, false)
@@ -513,16 +535,18 @@ func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 	// cluster but wait like any other (else a made-up transaction id would
 	// skip admission).
 	if s.admit != nil && !s.opts.Shadow {
-		t, now := s.admitOrQueue(ctx, d)
+		id, now := s.admitOrQueue(ctx, d)
 		if !now {
 			return // queued (or refused): the client has its answer
 		}
-		d.ticket = t
+		d.admitID = id
 	}
 	d.cluster.sent.Add(1)
 	s.forwardPlaced(ctx, d.cluster, "/v1/statement", modeStatementPOST, d)
-	if d.ticket != nil && ctx.Response.StatusCode() != fasthttp.StatusOK {
-		s.admit.release(d.ticket)
+	if d.admitID != "" && ctx.Response.StatusCode() != fasthttp.StatusOK {
+		c, cancel := storeCtx()
+		_ = s.admit.Release(c, d.admitID)
+		cancel()
 	}
 }
 
@@ -540,7 +564,9 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 	}
 	if s.admit != nil && method == fasthttp.MethodDelete && strings.HasPrefix(target, "/v1/statement/") {
 		if id := statementQueryID(target); id != "" {
-			s.admit.seen(id, true) // a cancelled query frees its budget
+			c, cancel := storeCtx()
+			_ = s.admit.Finish(c, id) // a cancelled query frees its budget
+			cancel()
 		}
 	}
 	c, ok := s.byName[name]
@@ -571,15 +597,19 @@ func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
 		return
 	}
 	if s.admit != nil {
-		if method == fasthttp.MethodDelete && s.admit.cancel(id) {
-			ctx.SetStatusCode(fasthttp.StatusNoContent)
-			return
+		c, cancel := storeCtx()
+		defer cancel()
+		if method == fasthttp.MethodDelete {
+			if ok, _ := s.admit.Cancel(c, id); ok {
+				ctx.SetStatusCode(fasthttp.StatusNoContent)
+				return
+			}
 		}
-		if t, ok := s.admit.lookupQueued(id); ok && t.upstreamID != "" {
-			id = t.upstreamID // the proxy's queued id, now running on Trino
+		if up, ok := s.admit.Upstream(c, id); ok {
+			id = up // the proxy's queued id, now running on Trino
 		}
 		if method == fasthttp.MethodDelete {
-			defer s.admit.seen(id, true)
+			defer func() { _ = s.admit.Finish(c, id) }()
 		}
 	}
 	target := "/v1/query/" + id
@@ -763,10 +793,10 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	info := &PageInfo{}
 	m := &uriMapper{signer: s.signer, cluster: c.name, upstreamBase: c.base, publicBase: s.publicBase(ctx)}
 	cname := c.name
-	var t *ticket
+	var admitID string
 	var tr *tracked
 	if d != nil {
-		t = d.ticket
+		admitID = d.admitID
 		tr = newTracked(ctx, d, c)
 	}
 	aborted := false // the page failed upstream: it tells nothing
@@ -779,12 +809,22 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 			if tr != nil {
 				s.tracked.Put(info.ID, tr)
 			}
-			if t != nil {
-				s.admit.bind(t, info.ID, cname)
+			if admitID != "" {
+				c, cancel := storeCtx()
+				if err := s.admit.Bind(c, admitID, info.ID); err != nil {
+					s.log.Warn("admission: binding the query failed; its slot is freed when its lease runs out", "error", err)
+				}
+				cancel()
 			}
 		}
 		if info.ID != "" && s.admit != nil {
-			s.admit.seen(info.ID, !info.HasNextURI)
+			if info.HasNextURI {
+				s.admit.Touch(info.ID)
+			} else {
+				c, cancel := storeCtx()
+				_ = s.admit.Finish(c, info.ID)
+				cancel()
+			}
 		}
 		if info.ID != "" && !info.HasNextURI {
 			s.complete(info, cname)

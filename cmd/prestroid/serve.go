@@ -294,8 +294,19 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 			UserGroups: a.UserGroups, GroupHeader: a.GroupHeader,
 			QueueSize: a.QueueSize, MaxWait: time.Duration(a.MaxWait),
 			MaxQueuedQueryBytes: a.MaxQueuedQueryBytes, MaxQueueBytes: a.MaxQueueBytes,
+			Redis: redisAdmission(a),
+			Rate:  proxy.RateLimits{UserRate: a.UserRate, UserBurst: a.UserBurst, GroupRate: a.GroupRate, GroupBurst: a.GroupBurst},
 		},
 	}
+}
+
+// redisAdmission is the shared admission store's settings; nil without
+// admission.redis.
+func redisAdmission(a config.Admission) *proxy.RedisAdmission {
+	if a.Redis == "" {
+		return nil
+	}
+	return &proxy.RedisAdmission{URL: a.Redis, Prefix: a.RedisPrefix, Lease: time.Duration(a.Lease), Down: a.RedisDown, Replicas: a.Replicas}
 }
 
 func newLogger(level string) *slog.Logger {

@@ -7,6 +7,7 @@
 //	spooling   the spooling protocol (a second Trino, an S3 fake)
 //	clients    every workload query with the CLI, the Go and the Python client
 //	security   a password-protected HTTPS Trino behind the HTTPS proxy
+//	replicas   two proxy binaries sharing admission through Redis
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run

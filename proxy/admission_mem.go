@@ -1,0 +1,390 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prestroid/prestroid/config"
+)
+
+// memStore is the in-process admission store: budgets per replica, and a
+// queued query lives only in this process (after a restart its next poll
+// gets PRESTROID_QUEUE_LOST).
+type memStore struct {
+	o AdmissionOptions
+
+	mu       sync.Mutex
+	queued   map[string]*ticket   // by proxy id
+	byUser   map[string][]*ticket // FIFO per user
+	users    []string             // round-robin order of users with queued tickets
+	nQueued  int
+	held     int64              // request bytes of the queued tickets
+	inflight map[string]*ticket // admitted, by proxy id
+	byUp     map[string]*ticket // admitted, by upstream query id
+	global   usage
+	perUser  map[string]*usage
+	perGroup map[string]*usage
+}
+
+var _ admissionStore = (*memStore)(nil)
+
+// ticket is one query under admission control.
+type ticket struct {
+	entry
+	enqueued time.Time
+	lastPoll time.Time
+	admitted chan struct{} // closed on admission or failure
+	failed   string        // set with admitted closed: why it will not run
+	payload  []byte        // the saved query while it waits; nil once taken
+	taken    bool
+
+	// after admission
+	upstreamID string
+	lastSeen   time.Time
+	released   bool
+}
+
+type usage struct {
+	n   int
+	cpu float64
+}
+
+func newMemStore(o AdmissionOptions) *memStore {
+	if o.QueueSize == 0 {
+		o.QueueSize = config.DefaultQueueSize
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = config.DefaultMaxWait
+	}
+	if o.IdleRelease == 0 {
+		o.IdleRelease = config.DefaultIdleRelease
+	}
+	return &memStore{o: o, queued: map[string]*ticket{}, byUser: map[string][]*ticket{},
+		inflight: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*usage{}, perGroup: map[string]*usage{}}
+}
+
+// fits reports whether t can start now. A scope with nothing in flight
+// always admits one query, so a query larger than its budget still runs.
+func (a *memStore) fits(t *ticket) bool {
+	ok := func(u *usage, maxN int, maxCPU float64) bool {
+		if u == nil || u.n == 0 {
+			return true
+		}
+		return (maxN == 0 || u.n+1 <= maxN) && (maxCPU == 0 || u.cpu+t.CPU <= maxCPU)
+	}
+	return ok(&a.global, a.o.MaxQueries, a.o.MaxCPUSeconds) &&
+		ok(a.perUser[t.User], a.o.UserMaxQueries, a.o.UserMaxCPUSeconds) &&
+		ok(a.perGroup[t.Group], a.o.GroupMaxQueries, a.o.GroupMaxCPUSeconds)
+}
+
+func (a *memStore) charge(t *ticket, sign int) {
+	for _, u := range []*usage{&a.global, a.use(a.perUser, t.User), a.use(a.perGroup, t.Group)} {
+		u.n += sign
+		u.cpu += float64(sign) * t.CPU
+		if u.n <= 0 {
+			u.n, u.cpu = 0, 0
+		}
+	}
+	if sign < 0 {
+		// Forget idle users and groups: the maps stay as small as what is
+		// in flight.
+		if u := a.perUser[t.User]; u != nil && u.n == 0 {
+			delete(a.perUser, t.User)
+		}
+		if u := a.perGroup[t.Group]; u != nil && u.n == 0 {
+			delete(a.perGroup, t.Group)
+		}
+	}
+}
+
+func (a *memStore) use(m map[string]*usage, k string) *usage {
+	u := m[k]
+	if u == nil {
+		u = &usage{}
+		m[k] = u
+	}
+	return u
+}
+
+func (a *memStore) Enter(_ context.Context, e *entry) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	t := &ticket{entry: *e, enqueued: now, lastPoll: now, admitted: make(chan struct{})}
+	t.Payload = nil
+	if a.nQueued == 0 && a.fits(t) {
+		t.taken = true
+		a.start(t)
+		return true, nil
+	}
+	if a.nQueued >= a.o.QueueSize {
+		return false, errQueueFull{a.o.QueueSize}
+	}
+	if err := tooBigToQueue(&a.o, e, a.held); err != nil {
+		return false, err
+	}
+	a.held += t.Bytes
+	t.payload = e.Payload()
+	a.queued[t.ID] = t
+	if len(a.byUser[t.User]) == 0 {
+		a.users = append(a.users, t.User)
+	}
+	a.byUser[t.User] = append(a.byUser[t.User], t)
+	a.nQueued++
+	return false, nil
+}
+
+// start marks t admitted; a.mu held.
+func (a *memStore) start(t *ticket) {
+	a.charge(t, +1)
+	t.lastSeen = time.Now()
+	a.inflight[t.ID] = t
+	close(t.admitted)
+}
+
+// pump admits queued tickets, taking users in round-robin order, as long as
+// the head ticket of some user fits; a.mu held.
+func (a *memStore) pump() {
+	for progress := true; progress && a.nQueued > 0; {
+		progress = false
+		for i := 0; i < len(a.users); i++ {
+			u := a.users[i]
+			q := a.byUser[u]
+			if len(q) == 0 || !a.fits(q[0]) {
+				continue
+			}
+			t := q[0]
+			a.dequeue(t)
+			a.start(t)
+			progress = true
+			// Rotate: this user goes to the back of the order.
+			if idx := indexOf(a.users, u); idx >= 0 && len(a.byUser[u]) > 0 {
+				a.users = append(append(a.users[:idx:idx], a.users[idx+1:]...), u)
+			}
+			break
+		}
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// dequeue removes t from the queue; a.mu held.
+func (a *memStore) dequeue(t *ticket) {
+	if _, ok := a.queued[t.ID]; !ok {
+		return
+	}
+	delete(a.queued, t.ID)
+	q := a.byUser[t.User]
+	for i, x := range q {
+		if x == t {
+			q = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(q) == 0 {
+		delete(a.byUser, t.User)
+		if i := indexOf(a.users, t.User); i >= 0 {
+			a.users = append(a.users[:i:i], a.users[i+1:]...)
+		}
+	} else {
+		a.byUser[t.User] = q
+	}
+	a.nQueued--
+	a.held -= t.Bytes
+}
+
+func (a *memStore) status(t *ticket) queueStatus {
+	st := queueStatus{Enqueued: t.enqueued, Why: t.failed}
+	select {
+	case <-t.admitted:
+		switch {
+		case t.failed != "":
+			st.State = stateFailed
+		case t.taken:
+			st.State = stateTaken
+		default:
+			st.State = stateAdmitted
+		}
+	default:
+		st.State = stateQueued
+	}
+	return st
+}
+
+func (a *memStore) lookup(id string) (*ticket, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.queued[id]; ok {
+		t.lastPoll = time.Now()
+		return t, true
+	}
+	t, ok := a.inflight[id]
+	return t, ok
+}
+
+func (a *memStore) Wait(ctx context.Context, id string, d time.Duration) (queueStatus, error) {
+	t, ok := a.lookup(id)
+	if !ok {
+		return queueStatus{}, nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-t.admitted:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status(t), nil
+}
+
+func (a *memStore) Take(_ context.Context, id string) ([]byte, queueStatus, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.inflight[id]
+	if !ok {
+		if t, ok := a.queued[id]; ok {
+			return nil, a.status(t), nil
+		}
+		return nil, queueStatus{}, nil
+	}
+	st := a.status(t)
+	if st.State != stateAdmitted {
+		return nil, st, nil
+	}
+	p := t.payload
+	t.payload, t.taken = nil, true
+	t.lastSeen = time.Now()
+	return p, st, nil
+}
+
+func (a *memStore) Cancel(_ context.Context, id string) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.queued[id]
+	if !ok {
+		return false, nil
+	}
+	a.dequeue(t)
+	t.failed, t.payload = "canceled", nil
+	close(t.admitted)
+	return true, nil
+}
+
+func (a *memStore) Bind(_ context.Context, id, upstreamID string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.inflight[id]
+	if !ok || t.released {
+		return nil
+	}
+	t.upstreamID = upstreamID
+	a.byUp[upstreamID] = t
+	return nil
+}
+
+func (a *memStore) Touch(upstreamID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.byUp[upstreamID]; ok {
+		t.lastSeen = time.Now()
+	}
+}
+
+func (a *memStore) Finish(_ context.Context, upstreamID string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.byUp[upstreamID]; ok {
+		a.releaseLocked(t)
+	}
+	return nil
+}
+
+func (a *memStore) Release(_ context.Context, id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.inflight[id]; ok {
+		a.releaseLocked(t)
+	}
+	return nil
+}
+
+func (a *memStore) releaseLocked(t *ticket) {
+	if t.released {
+		return
+	}
+	t.released = true
+	delete(a.inflight, t.ID)
+	if t.upstreamID != "" {
+		delete(a.byUp, t.upstreamID)
+	}
+	a.charge(t, -1)
+	a.pump()
+}
+
+func (a *memStore) Upstream(_ context.Context, id string) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t, ok := a.inflight[id]; ok && t.upstreamID != "" {
+		return t.upstreamID, true
+	}
+	return "", false
+}
+
+// Sweep releases admitted queries nobody polls and fails queued ones that
+// waited too long or whose client went away.
+func (a *memStore) Sweep(_ context.Context, now time.Time) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.inflight {
+		if now.Sub(t.lastSeen) > a.o.IdleRelease {
+			a.releaseLocked(t)
+		}
+	}
+	for _, t := range a.queued {
+		switch {
+		case now.Sub(t.enqueued) > a.o.MaxWait:
+			t.failed = fmt.Sprintf("waited more than %s in the proxy's admission queue", a.o.MaxWait)
+		case now.Sub(t.lastPoll) > abandonAfter:
+			t.failed = "abandoned: no poll for 5 minutes"
+		default:
+			continue
+		}
+		a.dequeue(t)
+		t.payload = nil
+		close(t.admitted)
+	}
+	a.pump()
+	return nil
+}
+
+// abandonAfter fails a queued query whose client stopped polling (Trino's
+// query.client.timeout).
+const abandonAfter = 5 * time.Minute
+
+func (a *memStore) Lengths(context.Context) (int, int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nQueued, len(a.inflight), nil
+}
+
+// has reports whether id is a query of this store (queued or admitted).
+func (a *memStore) has(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, q := a.queued[id]
+	_, in := a.inflight[id]
+	return q || in
+}
+
+func (a *memStore) Close() error { return nil }

@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/prestroid/prestroid/testing/redistest"
+)
+
+func TestRateLimits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, _ backend, opts func(AdmissionOptions) *AdmissionOptions) {
+		stub, posts := statefulStub(t)
+		// Budgets off: rate limits apply on their own.
+		p, srv := admissionProxy(t, stub.URL, nil, opts(AdmissionOptions{
+			Rate:       RateLimits{UserRate: 0.5, UserBurst: 2, GroupRate: 100, GroupBurst: 3},
+			UserGroups: map[string]string{"alice": "team", "bob": "team", "carol": "team", "dave": "team"}}))
+		for i := 0; i < 2; i++ {
+			if pg, resp := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice"); resp.StatusCode != 200 || pg.Stats.State != "RUNNING" {
+				t.Fatalf("query %d within the burst: status %d %+v", i, resp.StatusCode, pg)
+			}
+		}
+		t.Run("past the user's burst: 503 with Retry-After, nothing sent to Trino", func(t *testing.T) {
+			_, resp := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice")
+			ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			if resp.StatusCode != 503 || ra < 1 || ra > 2 {
+				t.Fatalf("status %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			if posts.Load() != 2 {
+				t.Errorf("a refused query reached Trino (%d posts)", posts.Load())
+			}
+			if v := testutil.ToFloat64(srv.metrics.rateLimited.WithLabelValues("user")); v != 1 {
+				t.Errorf("prestroid_rate_limited_total{scope=user} = %v", v)
+			}
+		})
+		t.Run("the group's bucket holds across its users", func(t *testing.T) {
+			if _, resp := call(t, "POST", p+"/v1/statement", "SELECT 1", "bob"); resp.StatusCode != 200 {
+				t.Fatalf("bob: status %d", resp.StatusCode)
+			}
+			// alice's two and bob's one took the group's three tokens (the
+			// refused query took none).
+			_, resp := call(t, "POST", p+"/v1/statement", "SELECT 1", "carol")
+			if resp.StatusCode != 503 {
+				t.Fatalf("carol past the group's burst: status %d", resp.StatusCode)
+			}
+			if v := testutil.ToFloat64(srv.metrics.rateLimited.WithLabelValues("group")); v != 1 {
+				t.Errorf("prestroid_rate_limited_total{scope=group} = %v", v)
+			}
+		})
+		t.Run("a user's bucket refills at the rate", func(t *testing.T) {
+			time.Sleep(2100 * time.Millisecond) // one token at 0.5/s
+			if _, resp := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice"); resp.StatusCode != 200 {
+				t.Fatalf("alice after a refill: status %d", resp.StatusCode)
+			}
+		})
+	})
+}
+
+func TestRateLimitsSharedByReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	stub, posts := statefulStub(t)
+	o := &AdmissionOptions{Rate: RateLimits{UserRate: 0.1, UserBurst: 3}, Redis: &RedisAdmission{URL: "redis://" + rs.Addr}}
+	p1, _ := admissionProxy(t, stub.URL, nil, o)
+	p2, _ := admissionProxy(t, stub.URL, nil, o)
+	var codes []string
+	for i := 0; i < 6; i++ {
+		p := p1
+		if i%2 == 1 {
+			p = p2
+		}
+		_, resp := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice")
+		codes = append(codes, strconv.Itoa(resp.StatusCode))
+	}
+	if got := strings.Join(codes, " "); got != "200 200 200 503 503 503" || posts.Load() != 3 {
+		t.Fatalf("alternating replicas: %s (posts %d); want one bucket of 3 for both", got, posts.Load())
+	}
+}
