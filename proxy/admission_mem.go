@@ -109,24 +109,36 @@ func (a *memStore) use(m map[string]*usage, k string) *usage {
 }
 
 func (a *memStore) Enter(_ context.Context, e *entry) (bool, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	now := time.Now()
 	t := &ticket{entry: *e, enqueued: now, lastPoll: now, admitted: make(chan struct{})}
 	t.Payload = nil
-	if a.nQueued == 0 && a.fits(t) {
-		t.taken = true
-		a.start(t)
-		return true, nil
+	// The payload (the sealed request, up to the body limit) is made
+	// outside the lock, and only when the query must wait; meanwhile the
+	// state may change, so the checks run again.
+	for try := 0; ; try++ {
+		a.mu.Lock()
+		if a.nQueued == 0 && a.fits(t) {
+			t.taken, t.payload = true, nil
+			a.start(t)
+			a.mu.Unlock()
+			return true, nil
+		}
+		if a.nQueued >= a.o.QueueSize {
+			a.mu.Unlock()
+			return false, errQueueFull{a.o.QueueSize}
+		}
+		if err := tooBigToQueue(&a.o, e, a.held); err != nil {
+			a.mu.Unlock()
+			return false, err
+		}
+		if try > 0 {
+			break // a.mu held
+		}
+		a.mu.Unlock()
+		t.payload = e.Payload()
 	}
-	if a.nQueued >= a.o.QueueSize {
-		return false, errQueueFull{a.o.QueueSize}
-	}
-	if err := tooBigToQueue(&a.o, e, a.held); err != nil {
-		return false, err
-	}
+	defer a.mu.Unlock()
 	a.held += t.Bytes
-	t.payload = e.Payload()
 	a.queued[t.ID] = t
 	if len(a.byUser[t.User]) == 0 {
 		a.users = append(a.users, t.User)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -282,4 +283,38 @@ func TestSharedAdmissionForgetsFinishedQueries(t *testing.T) {
 			t.Errorf("key %s left behind by finished queries", k)
 		}
 	}
+}
+
+func TestSharedAdmissionRedisPassword(t *testing.T) {
+	rs := redistest.Start(t, "--requirepass", "s3cret-pw")
+	ctx := context.Background()
+	t.Run("the URL's password authenticates", func(t *testing.T) {
+		o := &AdmissionOptions{MaxQueries: 1, Redis: &RedisAdmission{URL: "redis://:s3cret-pw@" + rs.Addr}}
+		st := storeFor(t, o).(*redisStore)
+		if now, err := st.Enter(ctx, mkEntry("alice", 0)); !now || err != nil {
+			t.Fatalf("enter: %v %v", now, err)
+		}
+		if v := testutil.ToFloat64(st.m.storeErrors); v != 0 {
+			t.Errorf("errors with the right password: %v", v)
+		}
+	})
+	t.Run("a wrong password falls back, and the log never shows it", func(t *testing.T) {
+		var logs strings.Builder
+		o := AdmissionOptions{MaxQueries: 1, Redis: &RedisAdmission{URL: "redis://:wrong-pw-77@" + rs.Addr}}
+		o.Redis.Prefix = "pw:"
+		st, err := newAdmissionStore(o, newMetrics(), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if now, err := st.Enter(ctx, mkEntry("alice", 0)); !now || err != nil {
+			t.Fatalf("enter (local fallback): %v %v", now, err)
+		}
+		if !strings.Contains(logs.String(), "Redis unreachable") {
+			t.Errorf("no outage log line: %s", logs.String())
+		}
+		if strings.Contains(logs.String(), "wrong-pw-77") {
+			t.Errorf("the log shows the password: %s", logs.String())
+		}
+	})
 }

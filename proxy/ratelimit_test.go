@@ -16,7 +16,7 @@ func TestRateLimits(t *testing.T) {
 		stub, posts := statefulStub(t)
 		// Budgets off: rate limits apply on their own.
 		p, srv := admissionProxy(t, stub.URL, nil, opts(AdmissionOptions{
-			Rate:       RateLimits{UserRate: 0.5, UserBurst: 2, GroupRate: 100, GroupBurst: 3},
+			Rate:       RateLimits{UserRate: 0.5, UserBurst: 2, GroupRate: 0.5, GroupBurst: 3},
 			UserGroups: map[string]string{"alice": "team", "bob": "team", "carol": "team", "dave": "team"}}))
 		for i := 0; i < 2; i++ {
 			if pg, resp := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice"); resp.StatusCode != 200 || pg.Stats.State != "RUNNING" {

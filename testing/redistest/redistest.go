@@ -25,9 +25,10 @@ import (
 
 // Server is one running redis-server.
 type Server struct {
-	Addr string // 127.0.0.1:port
-	cmd  *exec.Cmd
-	dir  string
+	Addr  string // 127.0.0.1:port
+	cmd   *exec.Cmd
+	dir   string
+	extra []string
 }
 
 // Binary returns the redis-server to run, or "" when there is none.
@@ -39,14 +40,15 @@ func Binary() string {
 	return p
 }
 
-// Start runs a redis-server on a free port, stopped at the end of the test.
-func Start(t testing.TB) *Server {
+// Start runs a redis-server on a free port, stopped at the end of the test;
+// extra are more redis-server options (e.g. "--requirepass", "pw").
+func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	return StartPort(t, 0)
+	return StartPort(t, 0, extra...)
 }
 
 // StartPort runs a redis-server on port (0: a free one).
-func StartPort(t testing.TB, port int) *Server {
+func StartPort(t testing.TB, port int, extra ...string) *Server {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
@@ -55,18 +57,18 @@ func StartPort(t testing.TB, port int) *Server {
 	if port == 0 {
 		port = freePort(t)
 	}
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: t.TempDir()}
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), dir: t.TempDir(), extra: extra}
+	s.cmd = exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--dir", s.dir, "--save", "", "--appendonly", "no", "--daemonize", "no",
-		"--logfile", filepath.Join(s.dir, "redis.log"), "--databases", "1")
+		"--logfile", filepath.Join(s.dir, "redis.log"), "--databases", "1"}, extra...)...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("redistest: %s: %v", bin, err)
 	}
 	t.Cleanup(s.Stop)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := s.Ping(); err == nil {
-			return s
+		if err := s.Ping(); err == nil || strings.Contains(err.Error(), "NOAUTH") {
+			return s // up (a password-protected one answers NOAUTH)
 		} else if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 			t.Fatalf("redistest: redis-server on %s did not answer PING within 10s: %v\n%s", s.Addr, err, log)
@@ -113,7 +115,7 @@ func (s *Server) Restart(t testing.TB) {
 	s.Stop()
 	_, port, _ := net.SplitHostPort(s.Addr)
 	p, _ := strconv.Atoi(port)
-	n := StartPort(t, p)
+	n := StartPort(t, p, s.extra...)
 	*s = *n
 }
 

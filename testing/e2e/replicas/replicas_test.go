@@ -104,6 +104,9 @@ func runAlternating(t *testing.T, rs []replica, p e2e.Page, until func(e2e.Page)
 
 func done(e2e.Page) bool { return false }
 
+// submitted: the page is Trino's, no longer the proxy's queued one.
+func submitted(p e2e.Page) bool { return !strings.Contains(p.ID, "_prestroid_") }
+
 func running(p e2e.Page) bool {
 	return p.Stats.State == "RUNNING" && !strings.Contains(p.ID, "_prestroid_")
 }
@@ -213,10 +216,13 @@ func TestReplicasShareOneBudget(t *testing.T) {
 		}
 		a.kill()
 		killed := time.Now()
-		w, _ = runAlternating(t, []replica{b}, w, running)
+		w, _ = runAlternating(t, []replica{b}, w, submitted)
 		back := time.Since(killed)
 		t.Logf("the killed replica's slot came back after %v (lease %v)", back.Round(10*time.Millisecond), lease)
-		if back > lease+2*time.Second {
+		// Not a timing target (RELIABILITY.md has the figures): without
+		// leases the slot would stay taken for the idle release (6 min), so
+		// a loose bound tells the two apart on a loaded machine.
+		if back > lease+10*time.Second {
 			t.Errorf("the killed replica's slot came back after %v; lease %v", back, lease)
 		}
 		last, _ := runAlternating(t, []replica{b}, w, done)
