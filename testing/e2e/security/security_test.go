@@ -78,9 +78,9 @@ func proxyCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.C
 }
 
 type env struct {
-	proxy    string // https://127.0.0.1:PORT
-	caFile   string // the proxy's certificate, the clients' trust store
-	client   *http.Client
+	proxy       string // https://127.0.0.1:PORT
+	caFile      string // the proxy's certificate, the clients' trust store
+	client      *http.Client
 	secure      string       // the Trino's HTTPS port (passwords; its HTTP port answers 403)
 	trinoClient *http.Client // trusts the Trino's certificate
 	proxyLog    *bytes.Buffer
@@ -135,7 +135,7 @@ admission: {max_queries: 8}
 	trinoPool.AppendCertsFromPEM(trinoPEM)
 	e := &env{proxy: "https://127.0.0.1:" + port, caFile: certFile, secure: "https://127.0.0.1:" + httpsPort, proxyLog: logBuf,
 		trinoClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: trinoPool}}, Timeout: time.Minute},
-		client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: time.Minute}}
+		client:      &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: time.Minute}}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := e.client.Get(e.proxy + "/metrics")
