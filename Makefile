@@ -107,6 +107,7 @@ run: build ort
 fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzRouteToken -fuzztime 30s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzRewriteURIs -fuzztime 30s
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzBareLFGuard -fuzztime 30s
 
 bench: build
 	./bin/prestroid bench proxy
