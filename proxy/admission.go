@@ -397,9 +397,8 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (*ticket, b
 	if d.estimate {
 		t.cpu = d.est.CPUSeconds
 	}
-	// The request must outlive this handler if the query waits. Its size
-	// is known before the copy, so an oversized one is refused uncopied
-	// only when it would have to wait (enter decides).
+	// The request must outlive this handler if the query waits; t.bytes
+	// is what the copy holds, which enter bounds for waiting queries.
 	t.bytes = int64(len(ctx.Request.Header.Header()) + len(ctx.Request.Body()))
 	t.req = &fasthttp.Request{}
 	ctx.Request.CopyTo(t.req)
