@@ -19,5 +19,9 @@ COPY --from=build /opt/prestroid/ort/1.30.0/libonnxruntime.so.1 /usr/local/lib/p
 ENV PRESTROID_ORT_LIB=/usr/local/lib/prestroid/libonnxruntime.so.1
 USER nobody
 EXPOSE 8080
+# URIs handed to clients are built from the Host header only when it names an
+# accepted host, and a published port's Host (localhost:8080) is not the
+# container's address: run with -e PRESTROID_PUBLIC_URL=http://localhost:8080
+# (or the URL clients use), or -e PRESTROID_ALLOWED_HOSTS=localhost:8080.
 # Configure with a mounted file (--config), PRESTROID_* variables or flags.
 ENTRYPOINT ["/usr/local/bin/prestroid", "serve", "--listen", "0.0.0.0:8080"]

@@ -220,7 +220,8 @@ func Load(path string) (*Config, error) {
 //	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
 //	(estimator.ort_lib), PRESTROID_TLS_CERT_FILE, PRESTROID_TLS_KEY_FILE,
 //	PRESTROID_UPSTREAM_CA_FILE (upstream_tls.ca_file), PRESTROID_IDENTITY,
-//	PRESTROID_ADMISSION_REDIS (admission.redis).
+//	PRESTROID_ADMISSION_REDIS (admission.redis), PRESTROID_ALLOWED_HOSTS
+//	(comma-separated).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
@@ -249,6 +250,14 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	}
 	if v, ok := lookup("PRESTROID_LOG_LEVEL"); ok {
 		c.LogLevel = v
+	}
+	if v, ok := lookup("PRESTROID_ALLOWED_HOSTS"); ok {
+		c.AllowedHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.AllowedHosts = append(c.AllowedHosts, h)
+			}
+		}
 	}
 	if v, ok := lookup("PRESTROID_IDENTITY"); ok {
 		c.Identity = v

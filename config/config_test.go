@@ -127,3 +127,14 @@ func TestLoadFileThenEnv(t *testing.T) {
 		}
 	})
 }
+
+func TestAllowedHostsFromEnv(t *testing.T) {
+	c := &Config{AllowedHosts: []string{"from-file"}}
+	env := map[string]string{"PRESTROID_ALLOWED_HOSTS": " gw.example:8080, localhost:8080 ,"}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.AllowedHosts, "|") != "gw.example:8080|localhost:8080" {
+		t.Errorf("AllowedHosts = %q", c.AllowedHosts)
+	}
+}

@@ -62,23 +62,53 @@ func (c *guardConn) Read(p []byte) (int, error) {
 }
 
 // scan looks at a chunk of the header block; true means a bare-LF blank
-// line came before any CRLFCRLF.
+// line came before any CRLFCRLF. It scans b in place (no copy per read):
+// only a match that straddles the previous chunk is looked for in a small
+// joint of the kept tail and b's first bytes.
 func (c *guardConn) scan(b []byte) bool {
-	buf := make([]byte, 0, c.nTail+len(b))
-	buf = append(buf, c.tail[:c.nTail]...)
-	buf = append(buf, b...)
-	crlf := bytes.Index(buf, []byte("\r\n\r\n"))
-	lf := bytes.Index(buf, []byte("\n\n"))
+	const none = int(^uint(0) >> 1)
+	crlf, lf := none, none
+	if i := bytes.Index(b, crlfcrlf); i >= 0 {
+		crlf = i
+	}
+	if i := bytes.Index(b, lflf); i >= 0 {
+		lf = i
+	}
+	if c.nTail > 0 {
+		var j [6]byte
+		n := copy(j[:], c.tail[:c.nTail])
+		n += copy(j[n:], b[:min(len(b), 3)])
+		// Offsets relative to b: negative ones start in the tail.
+		if i := bytes.Index(j[:n], crlfcrlf); i >= 0 {
+			crlf = min(crlf, i-c.nTail)
+		}
+		if i := bytes.Index(j[:n], lflf); i >= 0 {
+			lf = min(lf, i-c.nTail)
+		}
+	}
 	switch {
-	case lf >= 0 && (crlf < 0 || lf < crlf):
+	case lf != none && lf < crlf:
 		return true
-	case crlf >= 0:
+	case crlf != none:
 		c.inBody, c.nTail = true, 0
 		return false
 	}
-	c.nTail = copy(c.tail[:], buf[max(0, len(buf)-len(c.tail)):])
+	// Keep the last 3 bytes of the block read so far.
+	if len(b) >= len(c.tail) {
+		c.nTail = copy(c.tail[:], b[len(b)-len(c.tail):])
+	} else {
+		var j [6]byte
+		n := copy(j[:], c.tail[:c.nTail])
+		n += copy(j[n:], b)
+		c.nTail = copy(c.tail[:], j[max(0, n-len(c.tail)):n])
+	}
 	return false
 }
+
+var (
+	crlfcrlf = []byte("\r\n\r\n")
+	lflf     = []byte("\n\n")
+)
 
 func (c *guardConn) Write(p []byte) (int, error) {
 	if !bytes.HasPrefix(p, []byte("HTTP/1.1 100 ")) {

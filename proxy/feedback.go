@@ -20,7 +20,7 @@ type FeedbackSink interface {
 type Completed struct {
 	QueryID string
 	Cluster string
-	User    string
+	User    string // the query's identity (Identity.User: X-Trino-User, or the verified user)
 	Source  string
 	Catalog string
 	Schema  string
@@ -50,7 +50,7 @@ type tracked struct {
 func newTracked(ctx *fasthttp.RequestCtx, d *decision, c *cluster) *tracked {
 	h := &ctx.Request.Header
 	t := &tracked{c: Completed{
-		Cluster: c.name, User: string(h.Peek("X-Trino-User")), Source: string(h.Peek("X-Trino-Source")),
+		Cluster: c.name, User: d.identity.User, Source: string(h.Peek("X-Trino-Source")),
 		Catalog: string(h.Peek("X-Trino-Catalog")), Schema: string(h.Peek("X-Trino-Schema")),
 		SQL: string(ctx.Request.Body()), Decision: d.String(), Kind: d.Kind, Class: d.Class,
 		Estimated: d.estimate, Estimate: d.est, Submitted: time.Now(),

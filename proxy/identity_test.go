@@ -28,7 +28,7 @@ func newAuthStub(t *testing.T) *authStub {
 	a := &authStub{}
 	var n atomic.Int64
 	a.stubTrino = newStub(t, func(w http.ResponseWriter, r *http.Request, base string) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" {
+		if u, p, ok := r.BasicAuth(); (!ok || u != "alice" || p != "secret") && r.Header.Get("Authorization") != "Bearer good" {
 			w.Header().Add("WWW-Authenticate", `Basic realm="Trino"`)
 			w.Header().Add("WWW-Authenticate", `Bearer x_redirect_server="`+base+`/oauth2/token/initiate/abc", x_token_server="`+base+`/oauth2/token/abc"`)
 			w.WriteHeader(http.StatusUnauthorized)
@@ -245,9 +245,25 @@ func TestVerifiedIdentity(t *testing.T) {
 				}
 				return "", fmt.Errorf("bad token")
 			}), Admission: &AdmissionOptions{UserMaxQueries: 1}})
-		submit(t, base, map[string]string{"Authorization": "Bearer good"}, "SELECT 1")
+		var states []string
+		for _, u := range []string{"x", "y"} {
+			p, resp, body := submit(t, base, map[string]string{"Authorization": "Bearer good", "X-Trino-User": u}, "SELECT 1")
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			states = append(states, p.Stats.State)
+		}
+		if strings.Join(states, ",") != "RUNNING,QUEUED" {
+			t.Errorf("states %v, want both counted as carol", states)
+		}
 		if up.probes.Load() != 0 {
 			t.Errorf("probed a locally verified token")
+		}
+		// A token the verifier refuses is offered to the cluster, which
+		// refuses it too: its 401, nothing forwarded.
+		posts := up.posts.Load()
+		if _, resp, _ := submit(t, base, map[string]string{"Authorization": "Bearer other"}, "SELECT 1"); resp.StatusCode != 401 || up.posts.Load() != posts {
+			t.Errorf("a token both refuse: %d, %d statements forwarded", resp.StatusCode, up.posts.Load()-posts)
 		}
 	})
 }

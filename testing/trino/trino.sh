@@ -27,9 +27,9 @@
 #                      its PEM, for clients' trust stores, is printed by `trino.sh cert`
 #   TRINO_PASSWORDS    "user:password[,user:password...]": file password authentication
 #                      (PBKDF2 hashes in etc/password.db) on the HTTPS port; needs
-#                      TRINO_HTTPS_PORT. Trino takes no passwords over plain HTTP, so
-#                      the HTTP port keeps answering X-Trino-User alone (the harness's
-#                      own readiness check and tests' direct checks use it)
+#                      TRINO_HTTPS_PORT. Trino then refuses protocol requests on plain
+#                      HTTP (403; /v1/info stays open): the readiness check runs over
+#                      HTTPS as the first user
 #   TRINO_CATALOGS     extra catalogs on the local file system, space or comma
 #                      separated: "hive" and/or "iceberg" (default none). Their
 #                      plugin zips are fetched once (cached); only instances that
@@ -233,13 +233,14 @@ http-server.https.keystore.key=$pass
 internal-communication.shared-secret=$(head -c 32 /dev/urandom | base64 | tr -d '\n')
 EOF
   if [ -n "${TRINO_PASSWORDS:-}" ]; then
-    # Trino's PBKDF2 format: user:iterations:salt-hex:hash-hex (PBKDF2WithHmacSHA256).
+    # Trino's PBKDF2 format: user:iterations:salt-hex:hash-hex, checked with
+    # PBKDF2WithHmacSHA1 (io.trino.plugin.password.file.EncryptionUtil).
     TRINO_PASSWORDS=$TRINO_PASSWORDS python3 - >"$etc/password.db" <<'PY'
 import hashlib, os
 for pair in os.environ["TRINO_PASSWORDS"].split(","):
     user, _, password = pair.partition(":")
     salt = os.urandom(16)
-    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 1000, 32)
+    digest = hashlib.pbkdf2_hmac("sha1", password.encode(), salt, 1000, 32)
     print("%s:1000:%s:%s" % (user, salt.hex(), digest.hex()))
 PY
     printf 'password-authenticator.name=file\nfile.password-file=%s\n' "$etc/password.db" >"$etc/password-authenticator.properties"
@@ -253,16 +254,29 @@ info() { curl -fsS --max-time 2 "http://127.0.0.1:$port/v1/info" 2>/dev/null; }
 # "starting": false the node may not yet have announced itself ("No nodes
 # available"), and a system table answers before the tpch catalog's node
 # set is known (splits then fail with "nodes is empty").
+#
+# With TRINO_PASSWORDS, Trino answers 403 on plain HTTP ("Authentication
+# over HTTP is not enabled"; /v1/info stays open), so the query goes over
+# HTTPS as the first user, trusting the instance's own certificate.
 ready() {
   info | grep -q '"starting":false' || return 1
-  python3 - "$port" <<'PY' >/dev/null 2>&1
-import json, sys, urllib.request
-base = "http://127.0.0.1:%s" % sys.argv[1]
-req = urllib.request.Request(base + "/v1/statement", data=b"SELECT count(*) FROM tpch.tiny.region",
-                             headers={"X-Trino-User": "harness"}, method="POST")
-r = json.load(urllib.request.urlopen(req, timeout=10))
+  local base="http://127.0.0.1:$port" auth="" ca=""
+  if [ -n "${TRINO_PASSWORDS:-}" ] && [ -n "${TRINO_HTTPS_PORT:-}" ]; then
+    base="https://127.0.0.1:$TRINO_HTTPS_PORT" auth=${TRINO_PASSWORDS%%,*} ca=$inst/etc/https-cert.pem
+  fi
+  python3 - "$base" "$auth" "$ca" <<'PY' >/dev/null 2>&1
+import base64, json, ssl, sys, urllib.request
+base, auth, ca = sys.argv[1:4]
+headers = {"X-Trino-User": auth.partition(":")[0] or "harness"}
+if auth:
+    headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+ctx = ssl.create_default_context(cafile=ca) if ca else None
+def get(req):
+    return json.load(urllib.request.urlopen(req, timeout=10, context=ctx))
+r = get(urllib.request.Request(base + "/v1/statement", data=b"SELECT count(*) FROM tpch.tiny.region",
+                               headers=headers, method="POST"))
 while r.get("nextUri"):
-    r = json.load(urllib.request.urlopen(r["nextUri"], timeout=10))
+    r = get(urllib.request.Request(r["nextUri"], headers=headers))
 sys.exit(1 if r.get("error") else 0)
 PY
 }

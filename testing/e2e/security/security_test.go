@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -77,12 +78,12 @@ func proxyCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.C
 }
 
 type env struct {
-	proxy    string // https://127.0.0.1:PORT
-	caFile   string // the proxy's certificate, the clients' trust store
-	client   *http.Client
-	direct   string // the Trino's plain HTTP port (X-Trino-User alone), for checks
-	secure   string // its HTTPS port (passwords)
-	proxyLog *bytes.Buffer
+	proxy       string // https://127.0.0.1:PORT
+	caFile      string // the proxy's certificate, the clients' trust store
+	client      *http.Client
+	secure      string       // the Trino's HTTPS port (passwords; its HTTP port answers 403)
+	trinoClient *http.Client // trusts the Trino's certificate
+	proxyLog    *bytes.Buffer
 }
 
 // setup starts the password-protected HTTPS Trino and the binary in front
@@ -92,7 +93,7 @@ func setup(t *testing.T) *env {
 	e2e.TrinoURL(t) // skips without the integration environment
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	httpsPort := e2e.FreePort(t)
-	direct, inst := e2e.StartTrinoInstanceEnv(t, "password-https", "", nil,
+	_, inst := e2e.StartTrinoInstanceEnv(t, "password-https", "", nil,
 		[]string{"TRINO_HTTPS_PORT=" + httpsPort, "TRINO_PASSWORDS=" + user + ":" + password + ",bob:bob-pw"})
 	dir := t.TempDir()
 	certFile, keyFile, pool := proxyCert(t, dir)
@@ -126,9 +127,15 @@ admission: {max_queries: 8}
 			t.Logf("proxy log:\n%s", e2e.Tail(logBuf.String(), 4000))
 		}
 	})
-	e := &env{proxy: "https://127.0.0.1:" + port, caFile: certFile, direct: direct,
-		secure: "https://127.0.0.1:" + httpsPort, proxyLog: logBuf,
-		client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: time.Minute}}
+	trinoPEM, err := os.ReadFile(filepath.Join(inst, "etc", "https-cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trinoPool := x509.NewCertPool()
+	trinoPool.AppendCertsFromPEM(trinoPEM)
+	e := &env{proxy: "https://127.0.0.1:" + port, caFile: certFile, secure: "https://127.0.0.1:" + httpsPort, proxyLog: logBuf,
+		trinoClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: trinoPool}}, Timeout: time.Minute},
+		client:      &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: time.Minute}}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := e.client.Get(e.proxy + "/metrics")
@@ -192,7 +199,12 @@ print(cur.fetchall()[0][0])
 `
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, py, "-c", script, host, port, user, password, e.caFile, sqlText).CombinedOutput()
+		cmd := exec.CommandContext(ctx, py, "-c", script, host, port, user, password, e.caFile, sqlText)
+		// requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE, when the
+		// environment sets them, win over a session's verify path (the
+		// trino client's verify=): point them at the proxy's certificate.
+		cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+e.caFile, "CURL_CA_BUNDLE="+e.caFile)
+		out, err := cmd.CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != want {
 			t.Fatalf("python: %v: %s", err, out)
 		}
@@ -223,6 +235,14 @@ print(cur.fetchall()[0][0])
 		if n := queriesWith(t, e, marker); n != 0 {
 			t.Errorf("Trino saw %d queries (EXPLAINs included) with the marker", n)
 		}
+		// The control: the right password's query shows up, EXPLAIN and all.
+		okMarker := "rightpw_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		if err := runToEnd(e, "SELECT '"+okMarker+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if n := queriesWith(t, e, okMarker); n != 2 {
+			t.Errorf("the right password: Trino saw %d queries with its marker, want 2 (the EXPLAIN and the query)", n)
+		}
 		m := metrics(t, e)
 		for _, line := range []string{"prestroid_queue_length 0", "prestroid_inflight_queries 0"} {
 			if !strings.Contains(m, line+"\n") {
@@ -242,24 +262,54 @@ print(cur.fetchall()[0][0])
 	})
 }
 
+// runToEnd runs sql through the proxy by hand with the right password,
+// following nextUri to the last page.
+func runToEnd(e *env, sqlText string) error {
+	method, uri, body := "POST", e.proxy+"/v1/statement", sqlText
+	for uri != "" {
+		req, _ := http.NewRequest(method, uri, strings.NewReader(body))
+		req.SetBasicAuth(user, password)
+		resp, err := e.client.Do(req)
+		if err != nil {
+			return err
+		}
+		var page struct {
+			NextURI string `json:"nextUri"`
+			Error   any    `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || page.Error != nil {
+			return fmt.Errorf("%s %s: %d %v %v", method, uri, resp.StatusCode, err, page.Error)
+		}
+		method, uri, body = "GET", page.NextURI, ""
+	}
+	return nil
+}
+
 // runCLI runs the Trino CLI jar against the proxy with password pw
 // (TRINO_PASSWORD, as the CLI reads it) and the proxy's certificate as its
-// trust store.
+// trust store; it returns stdout, with stderr after it on failure.
 func runCLI(cli string, e *env, pw, sqlText string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "java", "-jar", cli, "--server", e.proxy, "--user", user, "--password",
 		"--truststore-path", e.caFile, "--output-format", "CSV", "--execute", sqlText)
 	cmd.Env = append(os.Environ(), "TRINO_PASSWORD="+pw)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
 }
 
 // directStatus is the HTTP status Trino's HTTPS port answers to the same
 // wrong-password POST (it never runs it: the marker stays unseen).
 func directStatus(t *testing.T, e *env, marker string) int {
 	t.Helper()
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 30 * time.Second}
+	c := e.trinoClient
 	req, _ := http.NewRequest("POST", e.secure+"/v1/statement", strings.NewReader("SELECT '"+marker+"'"))
 	req.Header.Set("X-Trino-User", user)
 	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":wrong")))
@@ -272,10 +322,19 @@ func directStatus(t *testing.T, e *env, marker string) int {
 }
 
 // queriesWith counts the queries Trino knows whose text holds marker,
-// EXPLAINs included (the count itself excluded).
+// EXPLAINs included (the count itself excluded), asked directly over
+// HTTPS as bob (Trino takes no credentials over plain HTTP).
 func queriesWith(t *testing.T, e *env, marker string) int {
 	t.Helper()
-	db := e2e.OpenDB(t, e.direct, "")
+	name := "prestroid-security-direct-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := trino.RegisterCustomClient(name, e.trinoClient); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("trino", strings.Replace(e.secure, "https://", "https://bob:bob-pw@", 1)+"?custom_client="+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 	var n int
 	if err := db.QueryRow("SELECT count(*) FROM system.runtime.queries WHERE query LIKE '%" + marker +
 		"%' AND query NOT LIKE '%system.runtime.queries%'").Scan(&n); err != nil {
