@@ -5,6 +5,8 @@
 //	admission  the admission queue with real clients
 //	routing    cost routing on two real clusters, fail-open
 //	spooling   the spooling protocol (a second Trino, an S3 fake)
+//	parquet    estimates on Parquet tables (a Trino with an iceberg catalog,
+//	           tables made by prestroid materialize)
 //	clients    every workload query with the CLI, the Go and the Python client
 //
 // They use real Trino (from the harness), the real proxy, and real clients
@@ -342,6 +344,13 @@ func ServeBinary(t testing.TB, bin, port string, args ...string) (*exec.Cmd, str
 // shown if the test failed).
 func StartTrinoInstance(t testing.TB, what, extraConfig string, files map[string]string) (string, string) {
 	t.Helper()
+	return StartTrinoInstanceEnv(t, what, extraConfig, files)
+}
+
+// StartTrinoInstanceEnv is StartTrinoInstance with extra harness
+// environment variables ("TRINO_CATALOGS=iceberg").
+func StartTrinoInstanceEnv(t testing.TB, what, extraConfig string, files map[string]string, env ...string) (string, string) {
+	t.Helper()
 	root := RepoRoot(t)
 	dir := t.TempDir()
 	port := FreePort(t)
@@ -370,6 +379,7 @@ func StartTrinoInstance(t testing.TB, what, extraConfig string, files map[string
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "TRINO_PORT="+port, "TRINO_HEAP=1G", "TRINO_START_TIMEOUT=420",
 			"TRINO_EXTRA_CONFIG="+extra, "TRINO_ETC_OVERLAY="+overlay)
+		cmd.Env = append(cmd.Env, env...)
 		return cmd.CombinedOutput()
 	}
 	t.Cleanup(func() {
