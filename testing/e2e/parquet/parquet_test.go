@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -90,8 +91,16 @@ func TestEstimatesOnParquetTablesThroughTheProxy(t *testing.T) {
 		return
 	}
 
+	// The first EXPLAINs on a fresh JVM take seconds on a loaded machine:
+	// a generous estimate budget, so that the test checks the estimate,
+	// not the fail-open path (package routing tests that).
 	port := e2e.FreePort(t)
-	_, base := e2e.ServeBinary(t, bin, port, "--listen", "127.0.0.1:"+port, "--upstream", lake)
+	cfg := filepath.Join(t.TempDir(), "prestroid.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("listen: 127.0.0.1:%s\nroute_secret: %s\nclusters:\n  - {name: lake, url: %q}\nrouting:\n  estimate_timeout: 60s\n",
+		port, strings.Repeat("p", 40), lake)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, base := e2e.ServeBinary(t, bin, port, "--config", cfg)
 	viaProxy := e2e.OpenDB(t, base, "")
 	all := e2e.LoadWorkloads(t, func(string) (string, string) { return "iceberg", "tpcds_tiny" }, "0.01")
 	for _, w := range all {
