@@ -149,6 +149,40 @@ func (m *Materializer) Materialize(ctx context.Context, families, scales []strin
 	return out, nil
 }
 
+// Incomplete lists the tables of each family at each scale that are not
+// complete in the catalog (missing, or without the marker of this layout
+// version), as catalog.schema.table: a collection on the catalog checks it
+// first, since its EXPLAINs would fail on a missing table and record every
+// such query as EXPLAIN_FAILED for good.
+func (m *Materializer) Incomplete(ctx context.Context, families, scales []string) ([]string, error) {
+	if err := m.lookupConnector(ctx); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sc := range scales {
+		for _, fam := range families {
+			tables, err := m.sourceTables(ctx, fam, sc)
+			if err != nil {
+				return nil, err
+			}
+			schema := SchemaName(fam, sc)
+			for _, t := range tables {
+				if skipTables[fam+"."+t] {
+					continue
+				}
+				cmt, _, err := m.comment(ctx, schema, t)
+				if err != nil {
+					return nil, err
+				}
+				if mm := markerRE.FindStringSubmatch(cmt); mm == nil || mm[1] != strconv.Itoa(MaterializeVersion) {
+					out = append(out, m.Catalog+"."+schema+"."+t)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
 // String is the progress line of a table.
 func (r TableResult) String() string {
 	state := fmt.Sprintf("ctas %.1fs analyze %.1fs", r.CTAS.Seconds(), r.Analyze.Seconds())
