@@ -207,6 +207,16 @@ func TestShortCollectionResumesWithoutDuplicates(t *testing.T) {
 		if r.TrinoVersion == "" || r.Stats.PlanningMillis < 0 || r.Stats.ElapsedMillis <= 0 {
 			t.Fatalf("%s: missing version or planning time: %+v", r.Key, r.Stats)
 		}
+		if r.Load == nil || r.Load.Before[0] < 0 || r.Load.After[2] <= 0 {
+			t.Fatalf("%s: no load average: %+v", r.Key, r.Load)
+		}
+		w := r.Warmth
+		if w == nil || len(w.Shape) != 16 || w.Node == "" || w.StartedAt.After(r.SubmittedAt) || w.StartedAt.Before(time.Now().Add(-30*24*time.Hour)) {
+			t.Fatalf("%s: warmth %+v (submitted %s)", r.Key, w, r.SubmittedAt)
+		}
+		if w.Node != recs[0].Warmth.Node || !w.StartedAt.Equal(recs[0].Warmth.StartedAt) {
+			t.Fatalf("%s: JVM %s@%s, the first record's %s@%s: one Trino, one JVM", r.Key, w.Node, w.StartedAt, recs[0].Warmth.Node, recs[0].Warmth.StartedAt)
+		}
 	}
 	if len(recs) != 6 {
 		t.Fatalf("%d records, want 6", len(recs))

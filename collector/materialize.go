@@ -117,12 +117,30 @@ func (m *Materializer) Materialize(ctx context.Context, families, scales []strin
 	for _, t := range m.Tables {
 		keep[t] = true
 	}
+	// A named table no family has is a typo: refuse before copying.
+	known := map[string]bool{}
+	for _, fam := range families {
+		if fam != "tpch" && fam != "tpcds" {
+			return nil, fmt.Errorf("collector: materialize: unknown family %q (want tpch or tpcds)", fam)
+		}
+		if len(scales) > 0 && len(keep) > 0 {
+			tables, err := m.sourceTables(ctx, fam, scales[0])
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range tables {
+				known[t] = true
+			}
+		}
+	}
+	for _, t := range m.Tables {
+		if !known[t] || skipTables["tpcds."+t] {
+			return nil, fmt.Errorf("collector: materialize: no table %q in %s", t, strings.Join(families, ", "))
+		}
+	}
 	var out []TableResult
 	for _, sc := range scales {
 		for _, fam := range families {
-			if fam != "tpch" && fam != "tpcds" {
-				return out, fmt.Errorf("collector: materialize: unknown family %q (want tpch or tpcds)", fam)
-			}
 			schema := SchemaName(fam, sc)
 			if _, err := m.DB.ExecContext(ctx, fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS %s.%s", m.Catalog, quoteIdent(schema))); err != nil {
 				return out, fmt.Errorf("collector: materialize: create schema %s.%s: %w", m.Catalog, schema, err)
@@ -142,6 +160,40 @@ func (m *Materializer) Materialize(ctx context.Context, families, scales []strin
 				out = append(out, r)
 				if m.Progress != nil {
 					fmt.Fprintln(m.Progress, r.String())
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Incomplete lists the tables of each family at each scale that are not
+// complete in the catalog (missing, or without the marker of this layout
+// version), as catalog.schema.table: a collection on the catalog checks it
+// first, since its EXPLAINs would fail on a missing table and record every
+// such query as EXPLAIN_FAILED for good.
+func (m *Materializer) Incomplete(ctx context.Context, families, scales []string) ([]string, error) {
+	if err := m.lookupConnector(ctx); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sc := range scales {
+		for _, fam := range families {
+			tables, err := m.sourceTables(ctx, fam, sc)
+			if err != nil {
+				return nil, err
+			}
+			schema := SchemaName(fam, sc)
+			for _, t := range tables {
+				if skipTables[fam+"."+t] {
+					continue
+				}
+				cmt, _, err := m.comment(ctx, schema, t)
+				if err != nil {
+					return nil, err
+				}
+				if mm := markerRE.FindStringSubmatch(cmt); mm == nil || mm[1] != strconv.Itoa(MaterializeVersion) {
+					out = append(out, m.Catalog+"."+schema+"."+t)
 				}
 			}
 		}
@@ -261,6 +313,9 @@ func (m *Materializer) table(ctx context.Context, fam, scale, table string) (Tab
 		}
 	} else {
 		q := fmt.Sprintf("CREATE TABLE %s%s AS SELECT %s FROM %s", target, props.with, selectList, source)
+		if m.Progress != nil {
+			fmt.Fprintf(m.Progress, "%s: CTAS from %s (%s)...\n", r.Target, r.Source, time.Now().UTC().Format(time.TimeOnly))
+		}
 		t0 := time.Now()
 		if _, err := m.DB.ExecContext(ctx, q); err != nil {
 			return r, fmt.Errorf("collector: materialize: %s: %w", r.Target, err)

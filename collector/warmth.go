@@ -98,17 +98,21 @@ type shapeTracker struct {
 func newShapeTracker(past []*Warmth) *shapeTracker { return &shapeTracker{past: past} }
 
 // mark records that shape starts on j and reports whether it ran on j
-// before, and j as first seen (one start time for all of a JVM's records
-// in this run). A JVM other than the last one (a restart) starts from the
+// before, and j as first seen (one start time for all of a JVM's records,
+// the record file's when it has some). A JVM other than the last one (a restart) starts from the
 // record file's shapes of that JVM.
 func (t *shapeTracker) mark(j JVM, shape string) (bool, JVM) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.seen == nil || !j.Same(t.cur.Node, t.cur.StartedAt) {
 		t.cur, t.seen = j, map[string]bool{}
+		first := true
 		for _, w := range t.past {
 			if j.Same(w.Node, w.StartedAt) {
 				t.seen[w.Shape] = true
+				if first { // the file's start time: one per JVM across resumed runs
+					t.cur.StartedAt, first = w.StartedAt, false
+				}
 			}
 		}
 	}

@@ -54,6 +54,9 @@ func TestShapeTrackerIsPerJVMAndResumesFromTheFile(t *testing.T) {
 		if !s.jvm.Same(got.Node, got.StartedAt) {
 			t.Fatalf("step %d: reported JVM %+v is not %+v", i, got, s.jvm)
 		}
+		if i < 4 && !got.StartedAt.Equal(t0.Add(time.Second)) {
+			t.Fatalf("step %d: start time %s, want the file's %s", i, got.StartedAt, t0.Add(time.Second))
+		}
 	}
 }
 

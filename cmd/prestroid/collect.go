@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -114,6 +115,11 @@ func collect(ctx context.Context, f *collectFlags) error {
 		return err
 	}
 	items := collector.Generate(cfg, ts, dom)
+	if f.storage != "" && !f.dryRun {
+		if err := checkStorage(ctx, db, f.storage, ts, cfg); err != nil {
+			return err
+		}
+	}
 	if f.dryRun {
 		enc := json.NewEncoder(os.Stdout)
 		for _, it := range items {
@@ -122,6 +128,39 @@ func collect(ctx context.Context, f *collectFlags) error {
 		return nil
 	}
 	return runItems(ctx, f, db, items)
+}
+
+// checkStorage refuses to collect on a storage catalog whose copies of the
+// planned families and scales are incomplete (every EXPLAIN on a missing
+// table would be recorded as EXPLAIN_FAILED).
+func checkStorage(ctx context.Context, db *sql.DB, storage string, ts []collector.Template, cfg collector.GenConfig) error {
+	fams := map[string][]string{}
+	for _, sc := range cfg.Scales {
+		for _, t := range ts {
+			if len(cfg.Templates) == 0 || slices.Contains(cfg.Templates, t.Name) {
+				if !slices.Contains(fams[sc], t.Family) {
+					fams[sc] = append(fams[sc], t.Family)
+				}
+			}
+		}
+	}
+	for _, sc := range cfg.GenScales {
+		if !slices.Contains(fams[sc], "tpcds") {
+			fams[sc] = append(fams[sc], "tpcds")
+		}
+	}
+	m := &collector.Materializer{DB: db, Catalog: storage}
+	for sc, fs := range fams {
+		missing, err := m.Incomplete(ctx, fs, []string{sc})
+		if err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("--storage %s: %d tables not materialized at %s (e.g. %s): run prestroid materialize --catalog %s --families %s --scales %s",
+				storage, len(missing), sc, missing[0], storage, strings.Join(fs, ","), sc)
+		}
+	}
+	return nil
 }
 
 // runItems runs the items not yet in the record file (at most --limit).

@@ -384,8 +384,11 @@ func (b *otpBuilder) parsePredicate(text string) (*Pred, error) {
 // NormalizeTable turns a Trino table handle as rendered in EXPLAIN into
 // catalog.schema.table: "tpch:tiny:orders" → "tpch.tiny.orders",
 // "tpcds:store_sales:sf1.0" → "tpcds.sf1.store_sales" (the tpcds connector
-// prints table:sf<scale>; scale 0.01 is the schema "tiny"). Other handles keep
-// their parts in order, joined with dots; anything after a space is dropped.
+// prints table:sf<scale>; scale 0.01 is the schema "tiny"),
+// "iceberg:tpch_tiny.lineitem$data@7784862346912668410" → "iceberg.tpch_tiny.lineitem"
+// (iceberg names the snapshot read: every rewrite of a table would be a new
+// table to the model). Other handles keep their parts in order, joined with
+// dots; anything after a space is dropped.
 func NormalizeTable(handle string) string {
 	if v, ok := tableNames.Load(handle); ok {
 		return v.(string)
@@ -407,6 +410,9 @@ const maxTableNames = 100_000
 func normalizeTable(handle string) string {
 	h := strings.TrimSpace(handle)
 	if i := strings.IndexByte(h, ' '); i > 0 {
+		h = h[:i]
+	}
+	if i := strings.Index(h, "$data@"); i > 0 { // iceberg, whatever the catalog's name
 		h = h[:i]
 	}
 	parts := strings.Split(h, ":")

@@ -10,12 +10,13 @@ import (
 
 func TestNormalizeTable(t *testing.T) {
 	for in, want := range map[string]string{
-		"tpch:tiny:orders":          "tpch.tiny.orders",
-		"tpch:sf1:lineitem":         "tpch.sf1.lineitem",
-		"tpcds:store_sales:sf1.0":   "tpcds.sf1.store_sales",
-		"tpcds:store_sales:sf0.01":  "tpcds.tiny.store_sales",
-		"tpcds:item:sf100.0":        "tpcds.sf100.item",
-		"hive:web:clicks":           "hive.web.clicks",
+		"tpch:tiny:orders":         "tpch.tiny.orders",
+		"tpch:sf1:lineitem":        "tpch.sf1.lineitem",
+		"tpcds:store_sales:sf1.0":  "tpcds.sf1.store_sales",
+		"tpcds:store_sales:sf0.01": "tpcds.tiny.store_sales",
+		"tpcds:item:sf100.0":       "tpcds.sf100.item",
+		"hive:web:clicks":          "hive.web.clicks",
+		"iceberg:tpch_tiny.lineitem$data@7784862346912668410 constraint on [shipdate]": "iceberg.tpch_tiny.lineitem",
 		"memory:0 some extra words": "memory.0",
 		"":                          "",
 	} {

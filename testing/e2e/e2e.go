@@ -5,6 +5,8 @@
 //	admission  the admission queue with real clients
 //	routing    cost routing on two real clusters, fail-open
 //	spooling   the spooling protocol (a second Trino, an S3 fake)
+//	parquet    estimates on Parquet tables (a Trino with an iceberg catalog,
+//	           tables made by prestroid materialize)
 //	clients    every workload query with the CLI, the Go and the Python client
 //	security   a password-protected HTTPS Trino behind the HTTPS proxy
 //	replicas   two proxy binaries sharing admission through Redis
@@ -348,7 +350,7 @@ func StartTrinoInstance(t testing.TB, what, extraConfig string, files map[string
 }
 
 // StartTrinoInstanceEnv is StartTrinoInstance with extra trino.sh
-// environment settings (e.g. TRINO_HTTPS_PORT, TRINO_PASSWORDS).
+// environment settings (e.g. TRINO_HTTPS_PORT, TRINO_PASSWORDS, TRINO_CATALOGS=iceberg).
 func StartTrinoInstanceEnv(t testing.TB, what, extraConfig string, files map[string]string, env []string) (string, string) {
 	t.Helper()
 	root := RepoRoot(t)
