@@ -45,6 +45,13 @@ type Routing struct {
 	// MonitorUser is the X-Trino-User of health and load requests. Empty
 	// means "prestroid".
 	MonitorUser string `yaml:"monitor_user"`
+	// ClassQuantile is the quantile of each estimate (a log-normal around
+	// the point estimate, its spread from the estimate's source) that picks
+	// the query's class: 0.5 routes on the point estimate; higher values
+	// send uncertain estimates (new shapes, the optimizer's) to larger
+	// classes while confident ones (a statement's own history) stay put.
+	// Zero means 0.9. Must lie in (0, 1).
+	ClassQuantile float64 `yaml:"class_quantile"`
 }
 
 // CostClass is one band of predicted CPU time.
@@ -134,6 +141,9 @@ func (c *Config) validateRouting() error {
 	}
 	if r.EstimateTimeout < 0 {
 		return bad("routing.estimate_timeout", r.EstimateTimeout, "must not be negative")
+	}
+	if r.ClassQuantile != 0 && !(r.ClassQuantile > 0 && r.ClassQuantile < 1) {
+		return bad("routing.class_quantile", r.ClassQuantile, "want a value in (0, 1): 0.5 is the point estimate")
 	}
 	if c.Feedback.RotateRecords < 0 {
 		return bad("feedback.rotate_records", c.Feedback.RotateRecords, "must not be negative")

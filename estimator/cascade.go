@@ -344,6 +344,9 @@ type HistoryStats struct {
 	WriteErrors       uint64
 }
 
+// HasHistory reports whether the service learns from completed queries.
+func (s *Service) HasHistory() bool { return s.learn != nil }
+
 // HistoryStats reports the history's size and the learner's counters (zero
 // without History).
 func (s *Service) HistoryStats() HistoryStats {

@@ -30,10 +30,16 @@ type metrics struct {
 	estimateSeconds prometheus.Histogram
 	explainSeconds  prometheus.Histogram
 	qerror          prometheus.Histogram
+	estimates       *prometheus.CounterVec   // source
+	sourceQerror    *prometheus.HistogramVec // source
+	explains        *prometheus.CounterVec   // cluster (the planner)
+	explainSkipped  prometheus.Counter
 
 	// known and unknown mirror scannedTables for the unseen-table share.
 	known, unknown atomic.Uint64
 }
+
+var qerrorBuckets = []float64{1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100}
 
 func newMetrics() *metrics {
 	lat := []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
@@ -64,7 +70,16 @@ func newMetrics() *metrics {
 		explainSeconds:  hist("prestroid_explain_seconds", "EXPLAIN latency.", lat),
 		qerror: hist("prestroid_qerror",
 			"q-error of completed queries: max(pred/actual, actual/pred) of CPU time.",
-			[]float64{1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100}),
+			qerrorBuckets),
+		estimates: counter("prestroid_estimates_total",
+			"Estimates behind placements, by the cascade stage that made them (cheap, history, model+residual, model, optimizer).", "source"),
+		sourceQerror: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "prestroid_estimate_qerror",
+			Help:    "q-error of completed estimated queries by the estimate's source.",
+			Buckets: qerrorBuckets}, []string{"source"}),
+		explains: counter("prestroid_explains_total",
+			"EXPLAINs run to estimate queries, by the cluster that planned them.", "cluster"),
+		explainSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_explain_skipped_total",
+			Help: "Estimates that needed an EXPLAIN but found every planner at its bound (from history, or failed open)."}),
 	}
 }
 
@@ -74,6 +89,7 @@ func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 	cs := []prometheus.Collector{
 		m.decisions, m.failOpen, m.failover, m.estimateCache, m.queued, m.completed, m.scannedTables,
 		m.queueWait, m.estimateSeconds, m.explainSeconds, m.qerror,
+		m.estimates, m.sourceQerror, m.explains, m.explainSkipped,
 		&stateCollector{s: s},
 	}
 	if s.opts.EstimatorStats != nil {
@@ -169,6 +185,16 @@ type EstimatorStats struct {
 	Caches []CacheStats
 	// BatchQueueDepth is the number of inferences waiting for a batch.
 	BatchQueueDepth int
+	// History is the estimate history's state; nil when there is none.
+	History *HistoryStats
+}
+
+// HistoryStats describe the estimator's history store.
+type HistoryStats struct {
+	Entries int // keys held
+	// Observed completed queries learned from; Dropped those lost to a
+	// full write queue.
+	Observed, Dropped uint64
 }
 
 // CacheStats are one named cache's counters.
@@ -186,6 +212,12 @@ var (
 		"Entries evicted from an estimator cache, by cache.", []string{"cache"}, nil)
 	descBatchQueue = prometheus.NewDesc("prestroid_estimator_batch_queue_depth",
 		"Inferences waiting for the estimator's micro-batcher.", nil, nil)
+	descHistoryEntries = prometheus.NewDesc("prestroid_history_entries",
+		"Keys held by the estimate history (statements, shapes, residuals).", nil, nil)
+	descHistoryObserved = prometheus.NewDesc("prestroid_history_observed_total",
+		"Completed queries the estimate history learned from.", nil, nil)
+	descHistoryDropped = prometheus.NewDesc("prestroid_history_dropped_total",
+		"Completed queries the estimate history could not learn from (its write queue was full).", nil, nil)
 )
 
 // estimatorCollector exports Options.EstimatorStats at scrape time.
@@ -199,6 +231,9 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCacheMisses
 	ch <- descCacheEvictions
 	ch <- descBatchQueue
+	ch <- descHistoryEntries
+	ch <- descHistoryObserved
+	ch <- descHistoryDropped
 }
 
 // Collect implements prometheus.Collector.
@@ -210,6 +245,11 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCacheEvictions, prometheus.CounterValue, float64(cs.Evictions), cs.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descBatchQueue, prometheus.GaugeValue, float64(st.BatchQueueDepth))
+	if h := st.History; h != nil {
+		ch <- prometheus.MustNewConstMetric(descHistoryEntries, prometheus.GaugeValue, float64(h.Entries))
+		ch <- prometheus.MustNewConstMetric(descHistoryObserved, prometheus.CounterValue, float64(h.Observed))
+		ch <- prometheus.MustNewConstMetric(descHistoryDropped, prometheus.CounterValue, float64(h.Dropped))
+	}
 }
 
 // metricsHandler serves reg in the Prometheus exposition format (content

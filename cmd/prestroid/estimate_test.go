@@ -55,9 +55,11 @@ func estimatingProxy(t *testing.T, lib, trino string) string {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	signer, _ := proxy.NewSigner(nil)
 	o := proxyOptions(cfg, signer, logger)
-	if err := wireEstimator(cfg, &o, logger); err != nil {
+	closeEstimator, err := wireEstimator(cfg, &o, logger)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(closeEstimator)
 	if o.Estimator == nil {
 		t.Fatal("no estimator wired")
 	}
