@@ -6,6 +6,7 @@
 //	routing    cost routing on two real clusters, fail-open
 //	spooling   the spooling protocol (a second Trino, an S3 fake)
 //	clients    every workload query with the CLI, the Go and the Python client
+//	cascade    the estimate cascade: history skips EXPLAIN, survives a restart, stays bounded; cheap statements
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run
