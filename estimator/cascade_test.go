@@ -316,3 +316,42 @@ func TestCascadeBoundsExplainsPerPlanner(t *testing.T) {
 		t.Fatalf("%d EXPLAINs in all; want 3 (none for the refused ones)", n)
 	}
 }
+
+// BenchmarkCascadeExactRepeat is the hot path of a recurring statement:
+// classify, the cheap check, the history keys and one history read; no
+// EXPLAIN, no model.
+func BenchmarkCascadeExactRepeat(b *testing.B) {
+	const q = "SELECT l_returnflag, sum(l_extendedprice * (1 - l_discount)) FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' GROUP BY l_returnflag ORDER BY l_returnflag"
+	for _, st := range []struct {
+		name string
+		open func(b *testing.B) history.Store
+	}{
+		{"memory", func(*testing.B) history.Store { return history.NewMemory(1000) }},
+		{"bolt", func(b *testing.B) history.Store {
+			s, err := history.OpenBolt(b.TempDir()+"/h.db", 1000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		b.Run(st.name, func(b *testing.B) {
+			s := NewService(nil, ServiceOptions{Workers: 1, History: st.open(b), Cascade: defaults})
+			defer s.Close()
+			exact, shape := HistoryKeys(q, alice)
+			for range 3 {
+				s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN()}, 2)
+			}
+			s.Flush()
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				e, err := s.EstimateOn(ctx, []string{"http://127.0.0.1:1"}, q, alice)
+				if err != nil || e.Source != SourceHistory {
+					b.Fatalf("%v %v", e, err)
+				}
+			}
+		})
+	}
+}

@@ -179,10 +179,12 @@ func TestExactRepeatSkipsExplainAndHistorySurvivesRestart(t *testing.T) {
 
 	// Runs 1 and 2: explained (no history, then one run: below min_count).
 	for i := 1; i <= 2; i++ {
-		est, dec := run(t, base, sql)
+		h := postHeaders(t, base, sql)
+		est, dec := h.Get("X-Prestroid-Estimate"), h.Get("X-Prestroid-Decision")
 		if strings.HasPrefix(est, "history") || !strings.HasPrefix(dec, "routed") {
 			t.Fatalf("run %d: X-Prestroid-Estimate %q, decision %q; want a model estimate, routed", i, est, dec)
 		}
+		t.Logf("run %d: %s; Server-Timing %s", i, est, h.Get("Server-Timing"))
 		waitObserved(t, base, float64(i))
 	}
 	if n := explainsOnTrino(t, trino, m); n != 2 {
@@ -199,6 +201,7 @@ func TestExactRepeatSkipsExplainAndHistorySurvivesRestart(t *testing.T) {
 		if st := h.Get("Server-Timing"); !strings.Contains(st, "estimate;desc=history") || strings.Contains(st, "explain;dur=") {
 			t.Errorf("run %d: Server-Timing %q; want no explain", i+3, st)
 		}
+		t.Logf("run %d: %s; Server-Timing %s", i+3, est, h.Get("Server-Timing"))
 	}
 	if n := explainsOnTrino(t, trino, m); n != 2 {
 		t.Fatalf("Trino ran %d EXPLAINs after two exact repeats with a confident history; want still 2", n)
