@@ -364,4 +364,7 @@ func TestEstimateQuantiles(t *testing.T) {
 	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 1.25, Sigma: 0.05, Source: SourceHistory, ExplainSkipped: true})); got != "history; cpu=1.25; lo=1.172; hi=1.333; explain-skipped" {
 		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
+	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5" {
+		t.Errorf("X-Prestroid-Estimate %q", got)
+	}
 }

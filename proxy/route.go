@@ -251,11 +251,12 @@ func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 }
 
 // appendEstimate renders the X-Prestroid-Estimate header: the source, the
-// point estimate and the central 80% interval in CPU seconds, and
+// point estimate and the central 80% interval in CPU seconds, the model's
+// own number before the cascade's corrections when the model ran, and
 // "explain-skipped" when the EXPLAIN bound was reached, e.g.
 //
 //	history; cpu=1.25; lo=1.16; hi=1.34
-//	model+residual; cpu=0.3; lo=0.08; hi=1.1
+//	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12
 func appendEstimate(b []byte, e Estimate) []byte {
 	lo, hi := e.Interval()
 	b = append(b, e.Source.String()...)
@@ -265,6 +266,10 @@ func appendEstimate(b []byte, e Estimate) []byte {
 	b = strconv.AppendFloat(b, lo, 'g', 4, 64)
 	b = append(b, "; hi="...)
 	b = strconv.AppendFloat(b, hi, 'g', 4, 64)
+	if e.ModelCPUSeconds > 0 {
+		b = append(b, "; model="...)
+		b = strconv.AppendFloat(b, e.ModelCPUSeconds, 'g', 4, 64)
+	}
 	if e.ExplainSkipped {
 		b = append(b, "; explain-skipped"...)
 	}
