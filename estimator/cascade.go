@@ -149,7 +149,9 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 		b = &Basis{LnModel: math.NaN(), LnCost: math.NaN()}
 		b.Exact, b.Shape = HistoryKeys(sql, h)
 		if x, ok := s.learn.get(b.Exact); ok && x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
-			return s.historyEstimate(kind, b, x, x.Spread()), nil
+			e := s.historyEstimate(kind, b, x, x.Spread())
+			s.cachedPlan(e, sql, h)
+			return e, nil
 		}
 	}
 	var m *bundle.Model
@@ -175,7 +177,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	}
 	planner, release := s.explainSlot(planners)
 	if release == nil {
-		if e := s.busyEstimate(kind, b); e != nil {
+		if e := s.busyEstimate(kind, b, sql, h); e != nil {
 			return e, nil
 		}
 		return nil, ErrExplainBusy
@@ -233,10 +235,25 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
 }
 
+// cachedPlan gives an estimate made without EXPLAIN the plan of the
+// statement's last EXPLAIN when the plan cache still holds it (for the
+// feedback log's training records; best-effort).
+func (s *Service) cachedPlan(e *CostEstimate, sql string, h http.Header) {
+	if s.opts.PlanCache == nil || s.scoreHook != nil {
+		return
+	}
+	m, err := s.acquire()
+	if err != nil {
+		return
+	}
+	defer m.Release()
+	e.Plan, _ = s.opts.PlanCache.Get(EstimateKey(m.ID(), sql, h))
+}
+
 // busyEstimate stands in for an EXPLAIN the bound refused: the statement's
 // history, however short, else its shape's, with at least the model's
 // uncertainty (other literals may cost more); nil when there is neither.
-func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis) *CostEstimate {
+func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, sql string, h http.Header) *CostEstimate {
 	if b == nil {
 		return nil
 	}
@@ -244,6 +261,7 @@ func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis) *CostEstimate 
 		if st, ok := s.learn.get(k); ok {
 			e := s.historyEstimate(kind, b, st, math.Max(st.Spread(), s.opts.Cascade.ModelSigma))
 			e.ExplainSkipped = true
+			s.cachedPlan(e, sql, h)
 			return e
 		}
 	}
