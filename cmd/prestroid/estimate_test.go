@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -227,5 +228,28 @@ func TestEmbeddedDefaultModel(t *testing.T) {
 	e, err := svc.EstimatePlan(context.Background(), plan)
 	if err != nil || !e.Estimated || e.CPUSeconds <= 0 {
 		t.Fatalf("%+v, %v", e, err)
+	}
+}
+
+func TestHistoryFileHeldByAnotherProcessIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.db")
+	held, err := newHistory(config.History{Path: path, MaxEntries: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	cfg := &config.Config{Clusters: []config.Cluster{{Name: "default", URL: "http://127.0.0.1:1"}}}
+	cfg.Estimator.Model = ""
+	cfg.Estimator.History.Path = path
+	cfg.FillDefaults()
+	signer, _ := proxy.NewSigner(nil)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	o := proxyOptions(cfg, signer, logger)
+	if os.Getenv("PRESTROID_ORT_LIB") == "" {
+		t.Skip("PRESTROID_ORT_LIB not set: the estimator would be off before the history is opened")
+	}
+	if closeFn, err := wireEstimator(cfg, &o, logger); err == nil || !strings.Contains(err.Error(), "estimator.history") {
+		closeFn()
+		t.Fatalf("wireEstimator with a held history file: %v; want an estimator.history error", err)
 	}
 }

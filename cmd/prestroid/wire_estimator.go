@@ -92,6 +92,9 @@ func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
 	return pe
 }
 
+// errHistory marks a failure to open the configured history store.
+var errHistory = errors.New("estimator.history")
+
 // newHistory opens the estimate history as configured: nil when disabled,
 // the bbolt file at Path, else memory.
 func newHistory(h config.History) (history.Store, error) {
@@ -194,7 +197,7 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 	}
 	if so.History, err = newHistory(e.History); err != nil {
 		m.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("%w: %w", errHistory, err)
 	}
 	if e.CacheTTL >= 0 {
 		ttl := time.Duration(e.CacheTTL)
@@ -247,7 +250,10 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 	}
 	svc, reload, caches, err := newEstimatorService(e, logger)
 	if err != nil {
-		if e.Model == "" {
+		// A missing runtime or model with the embedded default runs
+		// without estimates; a history file that cannot be opened (held
+		// by another process) is a configuration error.
+		if e.Model == "" && !errors.Is(err, errHistory) {
 			logger.Warn("estimator off: queries are forwarded without estimates", "reason", err)
 			return closeFn, nil
 		}
