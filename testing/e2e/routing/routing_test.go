@@ -283,14 +283,20 @@ feedback:
 		if st := featurize.Stats(mustOTP(t, p)); len(st.Tables) != 3 {
 			t.Errorf("recorded plan scans %v, want 3 tables", st.Tables)
 		}
-		// The repeated query: the estimate-cache hit, or the estimate from
-		// the statement's history, has its plan too (from the plan cache).
+		// The repeated query: the estimate-cache hit has its plan too (from
+		// the plan cache). An estimate from the statement's history (no
+		// EXPLAIN) has it only while the plan cache still holds it (its TTL
+		// may have passed while the heavy queries ran); the statement's
+		// earlier records carry it.
 		var repeats int
 		for _, r := range recs {
 			if strings.Contains(r.SQL, "/* repeat_"+run+" */") {
 				repeats++
-				if r.Plan == nil || len(r.Plan.JSON) == 0 || r.Estimate == nil {
-					t.Errorf("repeated query record %d without plan or estimate", repeats)
+				fromHistory := r.Estimate != nil && r.Estimate.Source == "history"
+				if r.Estimate == nil || !fromHistory && (r.Plan == nil || len(r.Plan.JSON) == 0) {
+					t.Errorf("repeated query record %d without plan or estimate: %+v", repeats, r.Estimate)
+				} else if r.Plan == nil {
+					t.Logf("repeated query record %d: from history, the plan cache no longer had its plan", repeats)
 				} else if _, err := plan.Parse(r.Plan.JSON); err != nil {
 					t.Errorf("repeated query record %d: plan: %v", repeats, err)
 				}
