@@ -225,8 +225,28 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 		explained(e).Plan = res.PlanJSON
 		return e, nil
 	}
+	if b != nil && !math.IsNaN(b.LnCost) {
+		// Nothing places this query (fail open), but its plan's cost and,
+		// once it completes, its CPU time teach the optimizer calibration.
+		return nil, &UnplacedError{Err: merr, Basis: b}
+	}
 	return nil, merr
 }
+
+// UnplacedError is the cascade's failure when the model is unavailable or
+// failed and the optimizer calibration is not fitted yet: the caller fails
+// open, and hands Basis to Observe once the query completes so that the
+// calibration learns from it.
+type UnplacedError struct {
+	Err   error
+	Basis *Basis
+}
+
+func (e *UnplacedError) Error() string {
+	return "estimator: no estimate (the optimizer calibration is still learning): " + e.Err.Error()
+}
+
+func (e *UnplacedError) Unwrap() error { return e.Err }
 
 // historyEstimate serves a statement from its history.
 func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, sigma float64) *CostEstimate {

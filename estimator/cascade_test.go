@@ -248,6 +248,26 @@ func TestCascadeFallsThroughEachStage(t *testing.T) {
 			t.Fatalf("got %+v, want the model's error", e)
 		}
 	})
+	t.Run("with no model at all, failed-open queries teach the calibration", func(t *testing.T) {
+		srv := httptest.NewServer(&fakePlanner{})
+		defer srv.Close()
+		s := NewService(nil, ServiceOptions{Workers: 1, History: history.NewMemory(1000), Cascade: defaults})
+		defer s.Close()
+		for i := range defaults.MinCalibration {
+			cost := math.Pow(10, 3+float64(i%4))
+			_, err := s.EstimateOn(context.Background(), []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d /* cost %g */", i, cost), alice)
+			var ue *UnplacedError
+			if !errors.As(err, &ue) || ue.Basis == nil {
+				t.Fatalf("query %d with no model and no calibration: %v; want an UnplacedError with a basis", i, err)
+			}
+			s.Observe(ue.Basis, cost/1000)
+		}
+		s.Flush()
+		e, err := s.EstimateOn(context.Background(), []string{srv.URL}, "SELECT * FROM fresh /* cost 50000 */", alice)
+		if err != nil || e.Source != SourceOptimizer || math.Abs(e.CPUSeconds/50-1) > 0.05 {
+			t.Fatalf("after %d runs: %+v %v; want the optimizer's ≈ 50s", defaults.MinCalibration, e, err)
+		}
+	})
 	t.Run("a failing EXPLAIN fails open", func(t *testing.T) {
 		srv := httptest.NewServer(&fakePlanner{fail: true})
 		defer srv.Close()

@@ -103,7 +103,9 @@ type Estimate struct {
 	ExplainSkipped bool
 	// Learn is the estimator's, opaque to the proxy: handed back with the
 	// query's outcome (Completed.Estimate) so the estimator can learn from
-	// it. Nil when there is nothing to learn.
+	// it. Nil when there is nothing to learn. It is the one field the proxy
+	// keeps from an Estimate returned with an error (the query fails open,
+	// its outcome may still teach the estimator).
 	Learn any
 }
 

@@ -117,6 +117,9 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		}
 		if err != nil {
 			s.log.Warn("estimate failed; failing open", "error", err)
+			// Only what the estimator wants back with the outcome
+			// (Estimate.Learn) survives a failure.
+			in.Estimate = Estimate{Learn: est.Learn}
 		}
 	}
 	pd := s.selector.Select(in)

@@ -41,6 +41,10 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 	if errors.Is(err, estimator.ErrExplainBusy) {
 		return proxy.Estimate{}, fmt.Errorf("%w: %w", proxy.ErrEstimatorBusy, err)
 	}
+	var ue *estimator.UnplacedError
+	if errors.As(err, &ue) {
+		return proxy.Estimate{Learn: ue.Basis}, err // fails open; the outcome still teaches the calibration
+	}
 	if err != nil {
 		return proxy.Estimate{}, err
 	}
@@ -50,8 +54,10 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 // Record learns from a completed query (proxy.FeedbackSink): the
 // estimate's basis and the actual CPU time go to the estimator's history.
 func (a estimatorAdapter) Record(c proxy.Completed) {
+	// Learn is set on estimates and on failed-open queries whose plan can
+	// still teach the optimizer calibration (estimator.UnplacedError).
 	b, ok := c.Estimate.Learn.(*estimator.Basis)
-	if !ok || !c.Estimated || c.State != "FINISHED" {
+	if !ok || c.State != "FINISHED" {
 		return
 	}
 	a.svc.Observe(b, float64(c.Stats.CPUTimeMillis)/1000)
