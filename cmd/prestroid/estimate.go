@@ -69,6 +69,7 @@ binary). SQL "-" reads the statement from standard input.`)
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, _, _, err := newEstimatorService(config.Estimator{Model: *model, ORTLib: *ortLib, MaxBatch: 1, Workers: 1,
+		History:  config.History{Disabled: true}, // one estimate: nothing to learn, and a missing model is an error
 		CacheTTL: -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, logger)
 	if err != nil {
 		return fail(1, err)

@@ -179,10 +179,6 @@ func estimatorStats(svc *estimator.Service, caches []statsCache) func() proxy.Es
 // the same way (runtime, caches), for the bundle watcher; caches are the
 // caches it built, for /metrics.
 func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), caches []statsCache, err error) {
-	rt, err := newRuntime(e)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	var mo bundle.ModelOptions
 	if e.VectorCacheBytes >= 0 {
 		vc, err := cache.NewVectors(e.VectorCacheBytes)
@@ -192,9 +188,20 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 		mo.PredicateCache = vc
 		caches = append(caches, statsCache{"predicate", vc.Stats})
 	}
-	m, err := loadModel(e, rt, mo)
+	var m *bundle.Model
+	rt, err := newRuntime(e)
+	if err == nil {
+		m, err = loadModel(e, rt, mo)
+	}
 	if err != nil {
-		return nil, nil, nil, err
+		// A model the configuration names must load. Without the embedded
+		// default (no ONNX Runtime, no bundle) the cascade still serves
+		// cheap statements and history, and the optimizer's cost once its
+		// calibration has learned from the failed-open queries.
+		if e.Model != "" || e.History.Disabled {
+			return nil, nil, nil, err
+		}
+		logger.Warn("estimator: no model; serving cheap statements, history and, once calibrated, the optimizer's cost", "reason", err)
 	}
 	so := estimator.ServiceOptions{
 		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
@@ -202,7 +209,9 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 		Cascade: cascadeOptions(e),
 	}
 	if so.History, err = newHistory(e.History); err != nil {
-		m.Close()
+		if m != nil {
+			m.Close()
+		}
 		return nil, nil, nil, fmt.Errorf("%w: %w", errHistory, err)
 	}
 	if e.CacheTTL >= 0 {
@@ -225,7 +234,7 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 			caches = append(caches, statsCache{"plan", pc.Stats})
 		}
 	}
-	if m.Manifest().Untrained() {
+	if m != nil && m.Manifest().Untrained() {
 		logger.Warn("estimator: serving an UNTRAINED model (random weights): its estimates mean nothing", "model", m.ID(), "source", m.Source())
 	}
 	return estimator.NewService(m, so), bundle.LoadDir(rt, mo), caches, nil
@@ -235,8 +244,10 @@ func newEstimatorService(e config.Estimator, logger *slog.Logger) (svc *estimato
 // configuration and starts the bundle watcher (SIGHUP and file changes)
 // for a bundle directory. With no model configured and none embedded, or
 // when the ONNX Runtime library is missing for the embedded default, the
-// proxy runs without estimates (fail open) and says why; a model the
-// configuration names explicitly must load. With the estimate history on,
+// estimator runs without a model (cheap statements, history, the optimizer
+// once calibrated; everything else fails open) and says why, or, with the
+// history disabled, not at all; a model the configuration names explicitly
+// must load. With the estimate history on,
 // o.Feedback is set to feedbackSinks holding the estimator (append other
 // sinks to it). closeFn stops the estimator and flushes its history
 // (call it at shutdown); it is never nil.
@@ -265,8 +276,9 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		}
 		return closeFn, err
 	}
-	m := svc.Model()
-	logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained())
+	if m := svc.Model(); m != nil {
+		logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained())
+	}
 	o.Estimator = estimatorAdapter{svc}
 	o.EstimatorStats = estimatorStats(svc, caches)
 	if svc.HasHistory() {
