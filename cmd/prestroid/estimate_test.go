@@ -182,9 +182,16 @@ func TestEstimateCommandOnTrino(t *testing.T) {
 		t.Errorf("%s", out)
 	}
 	out = captureStdout(t, func() int {
-		return runEstimate([]string{"--server", trino, "--model", fixtureModel, "--ort-lib", lib, "SHOW CATALOGS"})
+		return runEstimate([]string{"--server", trino, "--model", fixtureModel, "--ort-lib", lib, "SET SESSION query_max_run_time = '1h'"})
 	})
 	if !strings.HasPrefix(string(out), "not estimated") {
+		t.Errorf("SET SESSION: %s", out)
+	}
+	// Cheap by nature: the constant, without EXPLAIN.
+	out = captureStdout(t, func() int {
+		return runEstimate([]string{"--server", trino, "--model", fixtureModel, "--ort-lib", lib, "SHOW CATALOGS"})
+	})
+	if !strings.HasPrefix(string(out), "0.010 CPU seconds") || !strings.Contains(string(out), "cheap") {
 		t.Errorf("SHOW CATALOGS: %s", out)
 	}
 }
