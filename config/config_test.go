@@ -41,6 +41,7 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a cluster naming an unknown class", func(c *Config) { c.Clusters[0].Class = "huge" }, []string{"clusters[0].class", `"huge"`}},
 		{"an unknown fallback policy", func(c *Config) { c.Routing.Fallback = "random" }, []string{"routing.fallback", `"random"`}},
 		{"a negative admission budget", func(c *Config) { c.Admission.UserMaxQueries = -2 }, []string{"admission.user_max_queries", "-2"}},
+		{"a planner that is not a cluster", func(c *Config) { c.Routing.Planners = []string{"nope"} }, []string{"routing.planners[0]", `"nope"`}},
 		{"a class quantile of 1", func(c *Config) { c.Routing.ClassQuantile = 1 }, []string{"routing.class_quantile", "(0, 1)"}},
 		{"a negative history bound", func(c *Config) { c.Estimator.History.MaxEntries = -5 }, []string{"estimator.history.max_entries", "-5"}},
 		{"a history weight above 1", func(c *Config) { c.Estimator.History.Alpha = 1.5 }, []string{"estimator.history.alpha", "1.5"}},

@@ -52,6 +52,10 @@ type Routing struct {
 	// classes while confident ones (a statement's own history) stay put.
 	// Zero means 0.9. Must lie in (0, 1).
 	ClassQuantile float64 `yaml:"class_quantile"`
+	// Planners names the clusters that may run the estimator's EXPLAINs
+	// (a planning group); the healthy ones share them, the least busy
+	// first. Empty means every healthy cluster, the default one first.
+	Planners []string `yaml:"planners"`
 }
 
 // CostClass is one band of predicted CPU time.
@@ -141,6 +145,15 @@ func (c *Config) validateRouting() error {
 	}
 	if r.EstimateTimeout < 0 {
 		return bad("routing.estimate_timeout", r.EstimateTimeout, "must not be negative")
+	}
+	clusterNames := map[string]bool{}
+	for _, cl := range c.Clusters {
+		clusterNames[cl.Name] = true
+	}
+	for i, p := range r.Planners {
+		if !clusterNames[p] {
+			return bad(fmt.Sprintf("routing.planners[%d]", i), strconv.Quote(p), "not a name in clusters")
+		}
 	}
 	if r.ClassQuantile != 0 && !(r.ClassQuantile > 0 && r.ClassQuantile < 1) {
 		return bad("routing.class_quantile", r.ClassQuantile, "want a value in (0, 1): 0.5 is the point estimate")

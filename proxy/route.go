@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -179,14 +180,22 @@ func (s *Server) estimate(ctx *fasthttp.RequestCtx, def *cluster) (Estimate, err
 		Server: def.url, Planners: s.planners(def)})
 }
 
-// planners are the base URLs of the healthy clusters, def first.
+// planners are the base URLs of the healthy clusters that may plan
+// (Options.Planners; all when empty), def first when it is one; def alone
+// when none of them is healthy (its EXPLAIN then fails as it would have).
 func (s *Server) planners(def *cluster) []string {
-	out := make([]string, 1, len(s.clusters))
-	out[0] = def.url
+	may := func(c *cluster) bool { return len(s.opts.Planners) == 0 || slices.Contains(s.opts.Planners, c.name) }
+	out := make([]string, 0, len(s.clusters))
+	if may(def) {
+		out = append(out, def.url)
+	}
 	for _, c := range s.clusters {
-		if c != def && c.healthy() {
+		if c != def && c.healthy() && may(c) {
 			out = append(out, c.url)
 		}
+	}
+	if len(out) == 0 {
+		out = append(out, def.url)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -318,5 +319,31 @@ func TestRoutingRulesBeforeCost(t *testing.T) {
 	if _, err := New(Options{Clusters: []ClusterConfig{{Name: "a", URL: small.URL}}, Classes: []CostClass{{Name: "small"}},
 		Rules: []RoutingRule{{User: "x", Class: "huge"}}}); err == nil {
 		t.Error("New accepted a rule naming an unknown class")
+	}
+}
+
+func TestPlannersAreTheHealthyPlanningGroup(t *testing.T) {
+	cfg := []ClusterConfig{{Name: "a", URL: "http://a:1"}, {Name: "b", URL: "http://b:1"}, {Name: "c", URL: "http://c:1"}}
+	for _, tc := range []struct {
+		name     string
+		planners []string
+		want     []string
+	}{
+		{"with no planning group every cluster plans, the default first", nil, []string{"http://a:1", "http://b:1", "http://c:1"}},
+		{"a planning group without the default cluster leaves it out", []string{"c", "b"}, []string{"http://b:1", "http://c:1"}},
+		{"the default cluster in the group comes first", []string{"c", "a"}, []string{"http://a:1", "http://c:1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Options{Clusters: cfg, Planners: tc.planners, MonitorInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.planners(s.defaultCluster()); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("planners %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := New(Options{Clusters: cfg, Planners: []string{"z"}}); err == nil || !strings.Contains(err.Error(), `"z"`) {
+		t.Errorf("an unknown planner: %v", err)
 	}
 }

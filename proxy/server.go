@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +70,10 @@ type Options struct {
 	// Classes are the cost classes, in increasing order of MaxCPUSeconds.
 	// Empty means no routing by cost (estimates still annotate queries).
 	Classes []CostClass
+	// Planners names the clusters whose coordinators may run the
+	// estimator's EXPLAINs (Query.Planners: the healthy ones, the default
+	// cluster first when it is one of them). Empty means every cluster.
+	Planners []string
 	// ClassQuantile is the quantile of each estimate that picks its class
 	// (CostPolicy.Quantile): 0.5 routes on the point estimate, higher
 	// values send uncertain estimates to larger classes. Zero means
@@ -183,6 +188,11 @@ func New(o Options) (*Server, error) {
 	}
 	if o.MonitorUser == "" {
 		o.MonitorUser = config.DefaultMonitorUser
+	}
+	for _, p := range o.Planners {
+		if !slices.ContainsFunc(o.Clusters, func(c ClusterConfig) bool { return c.Name == p }) {
+			return nil, fmt.Errorf("proxy: planner %q is not a configured cluster", p)
+		}
 	}
 	if o.ClassQuantile == 0 {
 		o.ClassQuantile = config.DefaultClassQuantile

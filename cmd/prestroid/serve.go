@@ -207,6 +207,7 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		KeepClientEstimate:  r.KeepClientEstimate,
 		ClassTag:            r.ClassTag,
 		ClassQuantile:       r.ClassQuantile,
+		Planners:            r.Planners,
 		MonitorInterval:     time.Duration(r.MonitorInterval),
 		MonitorUser:         r.MonitorUser,
 		Admission: &proxy.AdmissionOptions{
