@@ -184,6 +184,14 @@ type Estimate struct {
 	CPUMillis float64 `json:"cpu_ms"`
 	Millis    float64 `json:"latency_ms,omitempty"` // time spent estimating
 	FailOpen  string  `json:"fail_open,omitempty"`  // why no estimate was made, if none
+	// Source is the estimate cascade's stage (history, model+residual,
+	// model, optimizer, cheap); LoCPUMillis and HiCPUMillis its central
+	// 80% interval; ModelCPUMillis the model's own number before the
+	// cascade's corrections (0 when the model did not run).
+	Source         string  `json:"source,omitempty"`
+	LoCPUMillis    float64 `json:"lo_cpu_ms,omitempty"`
+	HiCPUMillis    float64 `json:"hi_cpu_ms,omitempty"`
+	ModelCPUMillis float64 `json:"model_cpu_ms,omitempty"`
 }
 
 // Route is the proxy's decision for the query.

@@ -55,6 +55,10 @@ const (
 	DefaultMonitorType = "metrics"
 	// DefaultMonitorMaxBytes is Routing.MonitorMaxBytes' default (1 MiB).
 	DefaultMonitorMaxBytes = 1 << 20
+	// DefaultClassQuantile is Routing.ClassQuantile's default: an
+	// estimate's 90% quantile picks its class, so an uncertain estimate is
+	// not sent to a small cluster on a guess.
+	DefaultClassQuantile = 0.9
 
 	// DefaultQueueSize and DefaultMaxWait are Admission.QueueSize's and
 	// Admission.MaxWait's defaults.
@@ -97,6 +101,18 @@ const (
 	DefaultVectorCacheBytes = 64 << 20
 	// DefaultReloadInterval is Estimator.ReloadInterval's default.
 	DefaultReloadInterval = 5 * time.Second
+
+	// The cascade's defaults (Estimator.History, Estimator.CheapCPUSeconds,
+	// Estimator.ExplainConcurrency; estimator.CascadeOptions).
+	DefaultCheapCPUSeconds    = 0.01
+	DefaultExplainConcurrency = 16
+	DefaultHistoryMaxEntries  = 100000
+	DefaultHistoryMinCount    = 2
+	DefaultHistoryMaxSpread   = 0.5 // ln CPU: runs within ~1.6x of each other
+	DefaultHistoryAlpha       = 0.2
+	DefaultHistoryShrink      = 1.0
+	DefaultHistoryModelSigma  = 1.0 // ln CPU: the model within ~2.7x, before this deployment's own spread is known
+	DefaultHistoryMinCalib    = 10
 
 	// ORTVersion is the ONNX Runtime release the binary is built against
 	// (DESIGN §8); DefaultORTLib's path names it.
@@ -144,6 +160,7 @@ func (c *Config) FillDefaults() {
 	setString(&r.MonitorUser, DefaultMonitorUser)
 	setString(&r.MonitorType, DefaultMonitorType)
 	setInt(&r.MonitorMaxBytes, DefaultMonitorMaxBytes)
+	setFloat(&r.ClassQuantile, DefaultClassQuantile)
 
 	setInt(&c.Admission.QueueSize, DefaultQueueSize)
 	setDuration(&c.Admission.MaxWait, DefaultMaxWait)
@@ -170,6 +187,22 @@ func (c *Config) FillDefaults() {
 	}
 	if e.VectorCacheBytes == 0 {
 		e.VectorCacheBytes = DefaultVectorCacheBytes
+	}
+	setFloat(&e.CheapCPUSeconds, DefaultCheapCPUSeconds)
+	setInt(&e.ExplainConcurrency, DefaultExplainConcurrency)
+	h := &e.History
+	setInt(&h.MaxEntries, DefaultHistoryMaxEntries)
+	setInt(&h.MinCount, DefaultHistoryMinCount)
+	setFloat(&h.MaxSpread, DefaultHistoryMaxSpread)
+	setFloat(&h.Alpha, DefaultHistoryAlpha)
+	setFloat(&h.Shrink, DefaultHistoryShrink)
+	setFloat(&h.ModelSigma, DefaultHistoryModelSigma)
+	setInt(&h.MinCalibration, DefaultHistoryMinCalib)
+}
+
+func setFloat(p *float64, v float64) {
+	if *p == 0 {
+		*p = v
 	}
 }
 

@@ -40,6 +40,17 @@ func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
 		{"estimator.reload_interval", time.Duration(c.Estimator.ReloadInterval), DefaultReloadInterval},
 		{"estimator.ort_lib (machine-dependent: left empty)", c.Estimator.ORTLib, ""},
 		{"estimator.workers (zero is GOMAXPROCS)", c.Estimator.Workers, 0},
+		{"routing.class_quantile", c.Routing.ClassQuantile, DefaultClassQuantile},
+		{"estimator.cheap_cpu_seconds", c.Estimator.CheapCPUSeconds, DefaultCheapCPUSeconds},
+		{"estimator.explain_concurrency", c.Estimator.ExplainConcurrency, DefaultExplainConcurrency},
+		{"estimator.history.max_entries", c.Estimator.History.MaxEntries, DefaultHistoryMaxEntries},
+		{"estimator.history.min_count", c.Estimator.History.MinCount, DefaultHistoryMinCount},
+		{"estimator.history.max_spread", c.Estimator.History.MaxSpread, DefaultHistoryMaxSpread},
+		{"estimator.history.alpha", c.Estimator.History.Alpha, DefaultHistoryAlpha},
+		{"estimator.history.shrink", c.Estimator.History.Shrink, DefaultHistoryShrink},
+		{"estimator.history.model_sigma", c.Estimator.History.ModelSigma, DefaultHistoryModelSigma},
+		{"estimator.history.min_calibration", c.Estimator.History.MinCalibration, DefaultHistoryMinCalib},
+		{"estimator.history.path (empty: in memory)", c.Estimator.History.Path, ""},
 	} {
 		if tc.got != tc.set {
 			t.Errorf("%s = %v after FillDefaults, want %v", tc.key, tc.got, tc.set)

@@ -66,6 +66,54 @@ type Estimator struct {
 	// ReloadInterval is how often the bundle's files are checked for
 	// changes. Zero means 5s; negative means only SIGHUP reloads.
 	ReloadInterval Duration `yaml:"reload_interval"`
+
+	// CheapCPUSeconds is the constant estimate of statements cheap by
+	// nature (SHOW, DESCRIBE, queries reading only system.*,
+	// information_schema or VALUES), made without EXPLAIN. Zero means
+	// 0.01 s.
+	CheapCPUSeconds float64 `yaml:"cheap_cpu_seconds"`
+	// ExplainConcurrency bounds the EXPLAINs running at once on each
+	// cluster; over it on every healthy cluster, a query is estimated
+	// from history or fails open at once (never queued). Zero means 16;
+	// negative means unbounded.
+	ExplainConcurrency int `yaml:"explain_concurrency"`
+	// History is what the estimate cascade learns from completed queries.
+	History History `yaml:"history"`
+}
+
+// History configures the estimate cascade's history store (DESIGN §5.1):
+// per statement and per shape, the recency-weighted log CPU time of
+// completed queries, and the residuals and calibrations learned from them.
+type History struct {
+	// Disabled turns the history stages off: every estimate is the model's.
+	Disabled bool `yaml:"disabled"`
+	// Path is the history file (an embedded go.etcd.io/bbolt database; it
+	// survives restarts; one process at a time). Empty means in memory:
+	// learned again after each restart.
+	Path string `yaml:"path"`
+	// MaxEntries bounds the keys held (statements, shapes, residuals);
+	// the least recently updated are evicted. Zero means 100000.
+	MaxEntries int `yaml:"max_entries"`
+	// MinCount is how many runs of a statement make its history usable
+	// without EXPLAIN. Zero means 2.
+	MinCount int `yaml:"min_count"`
+	// MaxSpread is the largest standard deviation of a statement's ln CPU
+	// for which its history is trusted without EXPLAIN. Zero means 0.5.
+	MaxSpread float64 `yaml:"max_spread"`
+	// Alpha is the recency weight of each new run (the first runs weigh
+	// 1/n: a plain mean). Zero means 0.2.
+	Alpha float64 `yaml:"alpha"`
+	// Shrink is the prior weight, in runs, pulling a shape's residual
+	// toward the global offset and the global offset toward 0. Zero means 1.
+	Shrink float64 `yaml:"shrink"`
+	// ModelSigma is the prior uncertainty of a model estimate (standard
+	// deviation of ln CPU) until this deployment's own is learned. Zero
+	// means 1.
+	ModelSigma float64 `yaml:"model_sigma"`
+	// MinCalibration is how many explained runs the optimizer calibration
+	// (Trino's cpuCost → seconds) needs before it stands in for a failing
+	// model. Zero means 10.
+	MinCalibration int `yaml:"min_calibration"`
 }
 
 func (e *Estimator) applyEnv(lookup func(string) (string, bool)) {
@@ -94,6 +142,21 @@ func (c *Config) validateEstimator() error {
 	}
 	if e.IntraOpThreads < -1 {
 		return bad("estimator.intra_op_threads", e.IntraOpThreads, "want -1 (ONNX Runtime default), 0 (1 thread) or a thread count")
+	}
+	h := &e.History
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"estimator.cheap_cpu_seconds", e.CheapCPUSeconds}, {"estimator.history.max_entries", float64(h.MaxEntries)},
+		{"estimator.history.min_count", float64(h.MinCount)}, {"estimator.history.max_spread", h.MaxSpread},
+		{"estimator.history.shrink", h.Shrink}, {"estimator.history.model_sigma", h.ModelSigma},
+		{"estimator.history.min_calibration", float64(h.MinCalibration)}} {
+		if f.v < 0 || f.v != f.v {
+			return bad(f.key, f.v, "must not be negative")
+		}
+	}
+	if !(h.Alpha >= 0 && h.Alpha <= 1) {
+		return bad("estimator.history.alpha", h.Alpha, "want a weight in (0, 1]")
 	}
 	if e.MaxBatch > 4096 {
 		return bad("estimator.max_batch", e.MaxBatch, "want at most 4096")

@@ -59,6 +59,17 @@ type Routing struct {
 	// dropped (load unknown, counted as 0, the cluster stays healthy).
 	// Zero means 1 MiB.
 	MonitorMaxBytes int `yaml:"monitor_max_bytes"`
+	// ClassQuantile is the quantile of each estimate (a log-normal around
+	// the point estimate, its spread from the estimate's source) that picks
+	// the query's class: 0.5 routes on the point estimate; higher values
+	// send uncertain estimates (new shapes, the optimizer's) to larger
+	// classes while confident ones (a statement's own history) stay put.
+	// Zero means 0.9. Must lie in (0, 1).
+	ClassQuantile float64 `yaml:"class_quantile"`
+	// Planners names the clusters that may run the estimator's EXPLAINs
+	// (a planning group); the healthy ones share them, the least busy
+	// first. Empty means every healthy cluster, the default one first.
+	Planners []string `yaml:"planners"`
 }
 
 // CostClass is one band of predicted CPU time.
@@ -198,6 +209,18 @@ func (c *Config) validateRouting() error {
 	}
 	if r.EstimateTimeout < 0 {
 		return bad("routing.estimate_timeout", r.EstimateTimeout, "must not be negative")
+	}
+	clusterNames := map[string]bool{}
+	for _, cl := range c.Clusters {
+		clusterNames[cl.Name] = true
+	}
+	for i, p := range r.Planners {
+		if !clusterNames[p] {
+			return bad(fmt.Sprintf("routing.planners[%d]", i), strconv.Quote(p), "not a name in clusters")
+		}
+	}
+	if r.ClassQuantile != 0 && !(r.ClassQuantile > 0 && r.ClassQuantile < 1) {
+		return bad("routing.class_quantile", r.ClassQuantile, "want a value in (0, 1): 0.5 is the point estimate")
 	}
 	if c.Feedback.RotateRecords < 0 {
 		return bad("feedback.rotate_records", c.Feedback.RotateRecords, "must not be negative")

@@ -149,7 +149,9 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 		b = &Basis{LnModel: math.NaN(), LnCost: math.NaN()}
 		b.Exact, b.Shape = HistoryKeys(sql, h)
 		if x, ok := s.learn.get(b.Exact); ok && x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
-			return s.historyEstimate(kind, b, x, x.Spread()), nil
+			e := s.historyEstimate(kind, b, x, x.Spread())
+			s.cachedPlan(e, sql, h)
+			return e, nil
 		}
 	}
 	var m *bundle.Model
@@ -175,7 +177,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	}
 	planner, release := s.explainSlot(planners)
 	if release == nil {
-		if e := s.busyEstimate(kind, b); e != nil {
+		if e := s.busyEstimate(kind, b, sql, h); e != nil {
 			return e, nil
 		}
 		return nil, ErrExplainBusy
@@ -223,8 +225,28 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 		explained(e).Plan = res.PlanJSON
 		return e, nil
 	}
+	if b != nil && !math.IsNaN(b.LnCost) {
+		// Nothing places this query (fail open), but its plan's cost and,
+		// once it completes, its CPU time teach the optimizer calibration.
+		return nil, &UnplacedError{Err: merr, Basis: b}
+	}
 	return nil, merr
 }
+
+// UnplacedError is the cascade's failure when the model is unavailable or
+// failed and the optimizer calibration is not fitted yet: the caller fails
+// open, and hands Basis to Observe once the query completes so that the
+// calibration learns from it.
+type UnplacedError struct {
+	Err   error
+	Basis *Basis
+}
+
+func (e *UnplacedError) Error() string {
+	return "estimator: no estimate (the optimizer calibration is still learning): " + e.Err.Error()
+}
+
+func (e *UnplacedError) Unwrap() error { return e.Err }
 
 // historyEstimate serves a statement from its history.
 func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, sigma float64) *CostEstimate {
@@ -233,10 +255,25 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
 }
 
+// cachedPlan gives an estimate made without EXPLAIN the plan of the
+// statement's last EXPLAIN when the plan cache still holds it (for the
+// feedback log's training records; best-effort).
+func (s *Service) cachedPlan(e *CostEstimate, sql string, h http.Header) {
+	if s.opts.PlanCache == nil || s.scoreHook != nil {
+		return
+	}
+	m, err := s.acquire()
+	if err != nil {
+		return
+	}
+	defer m.Release()
+	e.Plan, _ = s.opts.PlanCache.Get(EstimateKey(m.ID(), sql, h))
+}
+
 // busyEstimate stands in for an EXPLAIN the bound refused: the statement's
 // history, however short, else its shape's, with at least the model's
 // uncertainty (other literals may cost more); nil when there is neither.
-func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis) *CostEstimate {
+func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, sql string, h http.Header) *CostEstimate {
 	if b == nil {
 		return nil
 	}
@@ -244,6 +281,7 @@ func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis) *CostEstimate 
 		if st, ok := s.learn.get(k); ok {
 			e := s.historyEstimate(kind, b, st, math.Max(st.Spread(), s.opts.Cascade.ModelSigma))
 			e.ExplainSkipped = true
+			s.cachedPlan(e, sql, h)
 			return e
 		}
 	}
@@ -343,6 +381,9 @@ type HistoryStats struct {
 	Observed, Dropped uint64
 	WriteErrors       uint64
 }
+
+// HasHistory reports whether the service learns from completed queries.
+func (s *Service) HasHistory() bool { return s.learn != nil }
 
 // HistoryStats reports the history's size and the learner's counters (zero
 // without History).

@@ -248,6 +248,26 @@ func TestCascadeFallsThroughEachStage(t *testing.T) {
 			t.Fatalf("got %+v, want the model's error", e)
 		}
 	})
+	t.Run("with no model at all, failed-open queries teach the calibration", func(t *testing.T) {
+		srv := httptest.NewServer(&fakePlanner{})
+		defer srv.Close()
+		s := NewService(nil, ServiceOptions{Workers: 1, History: history.NewMemory(1000), Cascade: defaults})
+		defer s.Close()
+		for i := range defaults.MinCalibration {
+			cost := math.Pow(10, 3+float64(i%4))
+			_, err := s.EstimateOn(context.Background(), []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d /* cost %g */", i, cost), alice)
+			var ue *UnplacedError
+			if !errors.As(err, &ue) || ue.Basis == nil {
+				t.Fatalf("query %d with no model and no calibration: %v; want an UnplacedError with a basis", i, err)
+			}
+			s.Observe(ue.Basis, cost/1000)
+		}
+		s.Flush()
+		e, err := s.EstimateOn(context.Background(), []string{srv.URL}, "SELECT * FROM fresh /* cost 50000 */", alice)
+		if err != nil || e.Source != SourceOptimizer || math.Abs(e.CPUSeconds/50-1) > 0.05 {
+			t.Fatalf("after %d runs: %+v %v; want the optimizer's ≈ 50s", defaults.MinCalibration, e, err)
+		}
+	})
 	t.Run("a failing EXPLAIN fails open", func(t *testing.T) {
 		srv := httptest.NewServer(&fakePlanner{fail: true})
 		defer srv.Close()
@@ -314,5 +334,44 @@ func TestCascadeBoundsExplainsPerPlanner(t *testing.T) {
 	}
 	if n := f1.explains.Load() + f2.explains.Load(); n != 3 {
 		t.Fatalf("%d EXPLAINs in all; want 3 (none for the refused ones)", n)
+	}
+}
+
+// BenchmarkCascadeExactRepeat is the hot path of a recurring statement:
+// classify, the cheap check, the history keys and one history read; no
+// EXPLAIN, no model.
+func BenchmarkCascadeExactRepeat(b *testing.B) {
+	const q = "SELECT l_returnflag, sum(l_extendedprice * (1 - l_discount)) FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' GROUP BY l_returnflag ORDER BY l_returnflag"
+	for _, st := range []struct {
+		name string
+		open func(b *testing.B) history.Store
+	}{
+		{"memory", func(*testing.B) history.Store { return history.NewMemory(1000) }},
+		{"bolt", func(b *testing.B) history.Store {
+			s, err := history.OpenBolt(b.TempDir()+"/h.db", 1000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+	} {
+		b.Run(st.name, func(b *testing.B) {
+			s := NewService(nil, ServiceOptions{Workers: 1, History: st.open(b), Cascade: defaults})
+			defer s.Close()
+			exact, shape := HistoryKeys(q, alice)
+			for range 3 {
+				s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN()}, 2)
+			}
+			s.Flush()
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				e, err := s.EstimateOn(ctx, []string{"http://127.0.0.1:1"}, q, alice)
+				if err != nil || e.Source != SourceHistory {
+					b.Fatalf("%v %v", e, err)
+				}
+			}
+		})
 	}
 }

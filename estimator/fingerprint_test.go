@@ -71,3 +71,16 @@ func TestEstimateKey(t *testing.T) {
 		t.Error("key ignores the model id")
 	}
 }
+
+func TestNormalizeKeepsLiterals(t *testing.T) {
+	a := Normalize("SELECT *  FROM t -- c\n WHERE x = 'A' AND y = 1")
+	if a != Normalize("select * from t where x = 'A' and y = 1 /* other */") {
+		t.Errorf("spacing, comments and keyword case changed the normalized text: %q", a)
+	}
+	if a == Normalize("SELECT * FROM t WHERE x = 'a' AND y = 1") || a == Normalize("SELECT * FROM t WHERE x = 'A' AND y = 2") {
+		t.Errorf("another literal gave the same normalized text %q", a)
+	}
+	if Fingerprint("SELECT * FROM t WHERE x = 'A'") != Fingerprint("SELECT * FROM t WHERE x = 'B'") {
+		t.Error("the fingerprint must ignore literals")
+	}
+}

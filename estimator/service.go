@@ -113,11 +113,12 @@ type ServiceOptions struct {
 // infer (micro-batched). It is safe for concurrent use; the model can be
 // swapped while it serves (Swap, WatchBundle).
 type Service struct {
-	opts  ServiceOptions
-	model atomic.Pointer[bundle.Model]
-	b     *batcher
-	log   *slog.Logger
-	learn *learner // nil without History
+	opts   ServiceOptions
+	model  atomic.Pointer[bundle.Model]
+	b      *batcher
+	log    *slog.Logger
+	learn  *learner // nil without History
+	closed atomic.Bool
 	// inflight counts the EXPLAINs running per planner URL (*atomic.Int64).
 	inflight sync.Map
 	// scoreHook, when set (tests only), stands in for the model: the raw
@@ -162,9 +163,14 @@ func (s *Service) Swap(m *bundle.Model) {
 	}
 }
 
+// ErrNoModel means the Service serves without a model (NewService(nil,
+// ...)): only the cascade's stages that need none answer.
+var ErrNoModel = errors.New("estimator: no model loaded")
+
 // Close stops the inference workers, flushes the history and closes the
 // model.
 func (s *Service) Close() {
+	s.closed.Store(true)
 	s.b.close()
 	if s.learn != nil {
 		s.learn.close()
@@ -178,8 +184,11 @@ func (s *Service) Close() {
 func (s *Service) acquire() (*bundle.Model, error) {
 	for {
 		m := s.model.Load()
-		if m == nil {
+		if m == nil && s.closed.Load() {
 			return nil, errServiceClosed
+		}
+		if m == nil {
+			return nil, ErrNoModel
 		}
 		if m.Acquire() {
 			return m, nil

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"math"
 	"net/http"
 	"time"
 )
@@ -22,9 +24,46 @@ type Query struct {
 	// X-Trino-* headers and Authorization as callerhdr.Forward admits them,
 	// hop-by-hop headers dropped (callerHeaders in headers.go).
 	Header http.Header
-	// Server is the base URL of the cluster to plan on.
+	// Server is the base URL of the default cluster.
 	Server string
+	// Planners are the base URLs of the healthy clusters an EXPLAIN may
+	// run on (the estimator spreads them and bounds each), the default
+	// first. Empty means Server alone.
+	Planners []string
 }
+
+// ErrEstimatorBusy is what an Estimator returns (wrapped or not) when it
+// could not estimate without waiting (every planner at its EXPLAIN bound):
+// the query fails open at once, never queued behind EXPLAINs.
+var ErrEstimatorBusy = errors.New("proxy: estimator busy")
+
+// Source says where an estimate came from (the estimator's cascade,
+// DESIGN §5.1). Its String is the label in X-Prestroid-Estimate,
+// /v1/estimate, the feedback record and the metrics.
+type Source uint8
+
+const (
+	SourceNone          Source = iota // no estimate
+	SourceCheap                       // a statement cheap by nature: a constant, no EXPLAIN
+	SourceHistory                     // the statement's observed CPU time, no EXPLAIN
+	SourceModelResidual               // EXPLAIN + model, corrected by the shape's residual
+	SourceModel                       // EXPLAIN + model (calibrated to the deployment)
+	SourceOptimizer                   // EXPLAIN + Trino's cpuCost, calibrated
+)
+
+var sourceNames = [...]string{SourceNone: "none", SourceCheap: "cheap", SourceHistory: "history",
+	SourceModelResidual: "model+residual", SourceModel: "model", SourceOptimizer: "optimizer"}
+
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
+
+// IntervalQuantile is the lower and (1 - it) the upper quantile of the
+// interval shown to clients (Estimate.Interval): an 80% interval.
+const IntervalQuantile = 0.1
 
 // Estimate is a model's answer for one statement.
 type Estimate struct {
@@ -48,4 +87,51 @@ type Estimate struct {
 	// Plan is the EXPLAIN JSON the estimate was made from, for the
 	// feedback log; nil when unknown (e.g. a cached estimate).
 	Plan []byte
+
+	// Source is the cascade stage that made the estimate; Sigma its
+	// uncertainty, the standard deviation of ln CPU seconds (a log-normal
+	// whose median is CPUSeconds; 0 when none is known).
+	Source Source
+	Sigma  float64
+	// ModelCPUSeconds is the model's own number before the cascade's
+	// corrections (0 when the model did not run).
+	ModelCPUSeconds float64
+	// Planner is the base URL of the cluster that ran the EXPLAIN ("" when
+	// none ran); ExplainSkipped is set when every planner was at its
+	// EXPLAIN bound and the estimate was made without one.
+	Planner        string
+	ExplainSkipped bool
+	// Learn is the estimator's, opaque to the proxy: handed back with the
+	// query's outcome (Completed.Estimate) so the estimator can learn from
+	// it. Nil when there is nothing to learn. It is the one field the proxy
+	// keeps from an Estimate returned with an error (the query fails open,
+	// its outcome may still teach the estimator).
+	Learn any
+}
+
+// Quantile is the q-quantile (0 < q < 1) of the predicted CPU time: the
+// log-normal of median CPUSeconds and log standard deviation Sigma. With no
+// Sigma, or q outside (0, 1), it is CPUSeconds.
+func (e Estimate) Quantile(q float64) float64 {
+	if !(e.Sigma > 0) || !(q > 0 && q < 1) {
+		return e.CPUSeconds
+	}
+	return e.CPUSeconds * math.Exp(math.Sqrt2*math.Erfinv(2*q-1)*e.Sigma)
+}
+
+// Interval is the central 80% interval of the predicted CPU time
+// (IntervalQuantile and 1 − IntervalQuantile).
+func (e Estimate) Interval() (lo, hi float64) {
+	return e.Quantile(IntervalQuantile), e.Quantile(1 - IntervalQuantile)
+}
+
+// explained reports whether the estimate came from an EXPLAIN: its source
+// says so, or an estimator that does not name sources made it (its
+// timings then say what it did).
+func (e Estimate) explained() bool {
+	switch e.Source {
+	case SourceCheap, SourceHistory:
+		return false
+	}
+	return !e.Cached
 }

@@ -56,7 +56,14 @@ type EstimateJSON struct {
 	FeaturizeUS int64   `json:"featurize_us"`
 	InferUS     int64   `json:"infer_us"`
 	Cached      bool    `json:"cached"`
-	Error       string  `json:"error,omitempty"`
+	// Source is the cascade stage that made the estimate; LoSeconds and
+	// HiSeconds the central 80% interval, Sigma its log spread.
+	Source         string  `json:"source,omitempty"`
+	LoSeconds      float64 `json:"lo_seconds,omitempty"`
+	HiSeconds      float64 `json:"hi_seconds,omitempty"`
+	Sigma          float64 `json:"sigma,omitempty"`
+	ExplainSkipped bool    `json:"explain_skipped,omitempty"`
+	Error          string  `json:"error,omitempty"`
 }
 
 // NewEstimateJSON renders an estimate as the endpoint does.
@@ -66,6 +73,8 @@ func NewEstimateJSON(e Estimate) EstimateJSON {
 	if e.Estimated {
 		out.CPUSeconds = e.CPUSeconds
 		out.CPUTime = TrinoDuration(e.CPUSeconds)
+		out.Source, out.Sigma, out.ExplainSkipped = e.Source.String(), e.Sigma, e.ExplainSkipped
+		out.LoSeconds, out.HiSeconds = e.Interval()
 	}
 	return out
 }
@@ -95,7 +104,8 @@ func (s *Server) estimateFor(sql string, h http.Header) (Estimate, error) {
 	}
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()
-	return s.opts.Estimator.Estimate(c, Query{SQL: sql, Header: h, Server: s.defaultCluster().url})
+	def := s.defaultCluster()
+	return s.opts.Estimator.Estimate(c, Query{SQL: sql, Header: h, Server: def.url, Planners: s.planners(def)})
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
@@ -181,7 +191,9 @@ func (s *Server) serveRouting(ctx *fasthttp.RequestCtx) {
 		return // not a query: the gateway's default group
 	}
 	resp.ExternalHeaders["X-Trino-Resource-Estimate"] = "CPU_TIME=" + TrinoDuration(e.CPUSeconds)
-	if g := routingGroupFor(s.opts.RoutingGroups, e.CPUSeconds); g != "" {
+	// The group as the routing policy picks a class: by the estimate's
+	// ClassQuantile.
+	if g := routingGroupFor(s.opts.RoutingGroups, e.Quantile(s.opts.ClassQuantile)); g != "" {
 		resp.RoutingGroup = &g
 	}
 }

@@ -74,7 +74,9 @@ func (s *Server) complete(info *PageInfo, clusterName string) {
 	s.metrics.completed.WithLabelValues(c.State, c.Cluster).Inc()
 	if c.Estimated && c.State == "FINISHED" && c.Stats.CPUTimeMillis > 0 && c.Estimate.CPUSeconds > 0 {
 		actual := float64(c.Stats.CPUTimeMillis) / 1000
-		s.metrics.qerror.Observe(math.Max(c.Estimate.CPUSeconds/actual, actual/c.Estimate.CPUSeconds))
+		q := math.Max(c.Estimate.CPUSeconds/actual, actual/c.Estimate.CPUSeconds)
+		s.metrics.qerror.Observe(q)
+		s.metrics.sourceQerror.WithLabelValues(c.Estimate.Source.String()).Observe(q)
 	}
 	if s.opts.Feedback != nil {
 		s.opts.Feedback.Record(c)
@@ -86,15 +88,24 @@ func (s *Server) recordDecision(d *decision) {
 	s.metrics.decisions.WithLabelValues(d.Class, d.cluster.name, d.Kind.String()).Inc()
 	if d.estimate {
 		e := d.est
+		s.metrics.estimates.WithLabelValues(e.Source.String()).Inc()
 		s.metrics.estimateSeconds.Observe((e.Explain + e.Featurize + e.Infer).Seconds())
-		if !e.Cached {
+		if e.explained() {
 			s.metrics.explainSeconds.Observe(e.Explain.Seconds())
 		}
-		result := "miss"
-		if e.Cached {
-			result = "hit"
+		if e.Planner != "" {
+			s.metrics.explains.WithLabelValues(s.clusterByURL(e.Planner)).Inc()
 		}
-		s.metrics.estimateCache.WithLabelValues(result).Inc()
+		if e.ExplainSkipped {
+			s.metrics.explainSkipped.Inc()
+		}
+		if e.Source != SourceCheap && e.Source != SourceHistory { // the model (or its cache) answered
+			result := "miss"
+			if e.Cached {
+				result = "hit"
+			}
+			s.metrics.estimateCache.WithLabelValues(result).Inc()
+		}
 		s.metrics.tables(e.Tables, e.UnknownTables)
 	}
 }

@@ -32,13 +32,19 @@ type metrics struct {
 	explainSeconds  prometheus.Histogram
 	qerror          prometheus.Histogram
 	// The shared admission store (Redis) and the rate limits.
-	storeErrors   prometheus.Counter
-	storeFallback prometheus.Gauge
-	rateLimited   *prometheus.CounterVec // scope: user | group
+	storeErrors    prometheus.Counter
+	storeFallback  prometheus.Gauge
+	rateLimited    *prometheus.CounterVec   // scope: user | group
+	estimates      *prometheus.CounterVec   // source
+	sourceQerror   *prometheus.HistogramVec // source
+	explains       *prometheus.CounterVec   // cluster (the planner)
+	explainSkipped prometheus.Counter
 
 	// known and unknown mirror scannedTables for the unseen-table share.
 	known, unknown atomic.Uint64
 }
+
+var qerrorBuckets = []float64{1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100}
 
 func newMetrics() *metrics {
 	lat := []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
@@ -71,13 +77,22 @@ func newMetrics() *metrics {
 		explainSeconds:  hist("prestroid_explain_seconds", "EXPLAIN latency.", lat),
 		qerror: hist("prestroid_qerror",
 			"q-error of completed queries: max(pred/actual, actual/pred) of CPU time.",
-			[]float64{1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100}),
+			qerrorBuckets),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_admission_store_errors_total",
 			Help: "Calls to the shared admission store (Redis) that failed."}),
 		storeFallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: "prestroid_admission_store_fallback",
 			Help: "1 while the shared admission store is unreachable and this replica admits on its own (admission.redis_down)."}),
 		rateLimited: counter("prestroid_rate_limited_total",
 			"New queries refused by a rate limit (HTTP 503 with Retry-After), by the limit's scope.", "scope"),
+		estimates: counter("prestroid_estimates_total",
+			"Estimates behind placements, by the cascade stage that made them (cheap, history, model+residual, model, optimizer).", "source"),
+		sourceQerror: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "prestroid_estimate_qerror",
+			Help:    "q-error of completed estimated queries by the estimate's source.",
+			Buckets: qerrorBuckets}, []string{"source"}),
+		explains: counter("prestroid_explains_total",
+			"EXPLAINs run to estimate queries, by the cluster that planned them.", "cluster"),
+		explainSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_explain_skipped_total",
+			Help: "Estimates that needed an EXPLAIN but found every planner at its bound (from history, or failed open)."}),
 	}
 }
 
@@ -88,6 +103,7 @@ func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 		m.decisions, m.failOpen, m.failover, m.estimateCache, m.queued, m.identity, m.completed, m.scannedTables,
 		m.queueWait, m.estimateSeconds, m.explainSeconds, m.qerror,
 		m.storeErrors, m.storeFallback, m.rateLimited,
+		m.estimates, m.sourceQerror, m.explains, m.explainSkipped,
 		&stateCollector{s: s},
 	}
 	if s.opts.EstimatorStats != nil {
@@ -187,6 +203,16 @@ type EstimatorStats struct {
 	Caches []CacheStats
 	// BatchQueueDepth is the number of inferences waiting for a batch.
 	BatchQueueDepth int
+	// History is the estimate history's state; nil when there is none.
+	History *HistoryStats
+}
+
+// HistoryStats describe the estimator's history store.
+type HistoryStats struct {
+	Entries int // keys held
+	// Observed completed queries learned from; Dropped those lost to a
+	// full write queue.
+	Observed, Dropped uint64
 }
 
 // CacheStats are one named cache's counters.
@@ -204,6 +230,12 @@ var (
 		"Entries evicted from an estimator cache, by cache.", []string{"cache"}, nil)
 	descBatchQueue = prometheus.NewDesc("prestroid_estimator_batch_queue_depth",
 		"Inferences waiting for the estimator's micro-batcher.", nil, nil)
+	descHistoryEntries = prometheus.NewDesc("prestroid_history_entries",
+		"Keys held by the estimate history (statements, shapes, residuals).", nil, nil)
+	descHistoryObserved = prometheus.NewDesc("prestroid_history_observed_total",
+		"Completed queries the estimate history learned from.", nil, nil)
+	descHistoryDropped = prometheus.NewDesc("prestroid_history_dropped_total",
+		"Completed queries the estimate history could not learn from (its write queue was full).", nil, nil)
 )
 
 // estimatorCollector exports Options.EstimatorStats at scrape time.
@@ -217,6 +249,9 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCacheMisses
 	ch <- descCacheEvictions
 	ch <- descBatchQueue
+	ch <- descHistoryEntries
+	ch <- descHistoryObserved
+	ch <- descHistoryDropped
 }
 
 // Collect implements prometheus.Collector.
@@ -228,6 +263,11 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCacheEvictions, prometheus.CounterValue, float64(cs.Evictions), cs.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descBatchQueue, prometheus.GaugeValue, float64(st.BatchQueueDepth))
+	if h := st.History; h != nil {
+		ch <- prometheus.MustNewConstMetric(descHistoryEntries, prometheus.GaugeValue, float64(h.Entries))
+		ch <- prometheus.MustNewConstMetric(descHistoryObserved, prometheus.CounterValue, float64(h.Observed))
+		ch <- prometheus.MustNewConstMetric(descHistoryDropped, prometheus.CounterValue, float64(h.Dropped))
+	}
 }
 
 // metricsHandler serves reg in the Prometheus exposition format (content

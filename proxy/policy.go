@@ -36,6 +36,9 @@ const (
 	EstimateFailed
 	// EstimateTimedOut: the estimate ran past its time budget.
 	EstimateTimedOut
+	// EstimateBusy: the estimator could not estimate without waiting
+	// (ErrEstimatorBusy: every planner at its EXPLAIN bound).
+	EstimateBusy
 )
 
 // Input is everything a policy may look at for one query. It is a plain
@@ -120,6 +123,7 @@ func (k DecisionKind) String() string {
 const (
 	ReasonEstimateFailed     = "estimate failed"
 	ReasonEstimateOverBudget = "estimate over budget"
+	ReasonPlannersBusy       = "planners busy"
 )
 
 // Decision is where a query goes and why. String renders it for the
@@ -127,7 +131,7 @@ const (
 // forms are fixed:
 //
 //	transaction | no-estimator | estimated
-//	fail-open: estimate failed | fail-open: estimate over budget
+//	fail-open: estimate failed | fail-open: estimate over budget | fail-open: planners busy
 //	not-estimated: REASON
 //	shadow: would route to NAME
 //	routed: class CLASS
@@ -253,6 +257,13 @@ type CostPolicy struct {
 	Shadow bool
 	// Picker chooses within a class. Nil means LeastLoaded.
 	Picker ClusterPicker
+	// Quantile is the quantile of the estimate that picks the class
+	// (Estimate.Quantile): 0.5 is the point estimate (the median); above
+	// it, an uncertain estimate (a new shape, the optimizer's) goes to a
+	// larger class than its median would, while a confident one (a
+	// statement's own history, with a small Sigma) stays where its median
+	// puts it. Zero means 0.5; Options.ClassQuantile's default is 0.9.
+	Quantile float64
 }
 
 // Select implements Selector.
@@ -265,13 +276,15 @@ func (p *CostPolicy) Select(in Input) Decision {
 		return Decision{Kind: KindFailOpen, Cluster: def, Reason: ReasonEstimateFailed}
 	case EstimateTimedOut:
 		return Decision{Kind: KindFailOpen, Cluster: def, Reason: ReasonEstimateOverBudget}
+	case EstimateBusy:
+		return Decision{Kind: KindFailOpen, Cluster: def, Reason: ReasonPlannersBusy}
 	case NotEstimated:
 		return Decision{Kind: KindNotEstimated, Cluster: def, Reason: in.Estimate.Reason}
 	}
 	if len(p.Classes) == 0 {
 		return Decision{Kind: KindEstimated, Cluster: def}
 	}
-	return p.place(in, ClassOf(p.Classes, in.Estimate.CPUSeconds))
+	return p.place(in, ClassOf(p.Classes, in.Estimate.Quantile(p.Quantile)))
 }
 
 // place puts a query of class index ci on a cluster: shadow, routed or

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -139,6 +140,43 @@ func TestCostPolicy(t *testing.T) {
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindFailOpen, Cluster: "a", Reason: ReasonEstimateFailed},
 			header:   "fail-open: estimate failed"},
+		{name: "planners at their EXPLAIN bound fail open at once",
+			policy: CostPolicy{Classes: twoClasses}, outcome: EstimateBusy,
+			clusters: []string{"a:small:up:0", "b:large:up:0"},
+			want:     Decision{Kind: KindFailOpen, Cluster: "a", Reason: ReasonPlannersBusy},
+			header:   "fail-open: planners busy"},
+		// Uncertainty-aware class choice: the quantile of the estimate, not
+		// its median, picks the class (bound 10 s).
+		{name: "an uncertain estimate whose median fits the small class goes large at the 0.9 quantile",
+			policy: CostPolicy{Classes: twoClasses, Quantile: 0.9}, outcome: Estimated,
+			est:      Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: SourceModel}, // q90 = 5·e^1.28 = 18 s
+			clusters: []string{"a:small:up:0", "b:large:up:0"},
+			want:     Decision{Kind: KindRouted, Cluster: "b", Class: "large"}, header: "routed: class large"},
+		{name: "a confident history estimate with the same median stays small at the 0.9 quantile",
+			policy: CostPolicy{Classes: twoClasses, Quantile: 0.9}, outcome: Estimated,
+			est:      Estimate{Estimated: true, CPUSeconds: 5, Sigma: 0.1, Source: SourceHistory}, // q90 = 5.7 s
+			clusters: []string{"a:small:up:0", "b:large:up:0"},
+			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
+		{name: "quantile 0.5 routes the uncertain estimate on its median",
+			policy: CostPolicy{Classes: twoClasses, Quantile: 0.5}, outcome: Estimated,
+			est:      Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: SourceModel},
+			clusters: []string{"a:small:up:0", "b:large:up:0"},
+			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
+		{name: "no quantile set routes on the median",
+			policy: CostPolicy{Classes: twoClasses}, outcome: Estimated,
+			est:      Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: SourceModel},
+			clusters: []string{"a:small:up:0", "b:large:up:0"},
+			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
+		{name: "a low quantile can move a large median into the small class",
+			policy: CostPolicy{Classes: twoClasses, Quantile: 0.1}, outcome: Estimated,
+			est:      Estimate{Estimated: true, CPUSeconds: 20, Sigma: 1, Source: SourceOptimizer}, // q10 = 5.6 s
+			clusters: []string{"a:small:up:0", "b:large:up:0"},
+			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
+		{name: "an estimate without an interval is its point at any quantile",
+			policy: CostPolicy{Classes: twoClasses, Quantile: 0.99}, outcome: Estimated,
+			est:      Estimate{Estimated: true, CPUSeconds: 9, Source: SourceCheap},
+			clusters: []string{"a:small:up:0", "b:large:up:0"},
+			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -302,5 +340,31 @@ func BenchmarkRulePolicySelect(b *testing.B) {
 		if d := p.Select(in); d.Cluster != "s" {
 			b.Fatal(d)
 		}
+	}
+}
+
+func TestEstimateQuantiles(t *testing.T) {
+	e := Estimate{CPUSeconds: 10, Sigma: 0.5}
+	if got := e.Quantile(0.5); math.Abs(got-10) > 1e-9 {
+		t.Errorf("median %g, want 10", got)
+	}
+	lo, hi := e.Interval()
+	// The 10% and 90% quantiles of a log-normal: 10·e^(∓1.2816·0.5).
+	if math.Abs(lo-10*math.Exp(-1.2815516*0.5)) > 1e-4 || math.Abs(hi-10*math.Exp(1.2815516*0.5)) > 1e-4 {
+		t.Errorf("interval [%g, %g]", lo, hi)
+	}
+	if got := (Estimate{CPUSeconds: 3}).Quantile(0.9); got != 3 {
+		t.Errorf("no sigma: quantile %g, want the point 3", got)
+	}
+	for _, q := range []float64{0, 1, -1, math.NaN()} {
+		if got := e.Quantile(q); got != 10 {
+			t.Errorf("quantile %g: %g, want the point", q, got)
+		}
+	}
+	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 1.25, Sigma: 0.05, Source: SourceHistory, ExplainSkipped: true})); got != "history; cpu=1.25; lo=1.172; hi=1.333; explain-skipped" {
+		t.Errorf("X-Prestroid-Estimate %q", got)
+	}
+	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5" {
+		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -119,6 +120,10 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		case err != nil && errors.Is(err, context.DeadlineExceeded):
 			in.Outcome = EstimateTimedOut
 			s.metrics.failOpen.WithLabelValues("timeout").Inc()
+		case err != nil && errors.Is(err, ErrEstimatorBusy):
+			in.Outcome = EstimateBusy
+			s.metrics.failOpen.WithLabelValues("busy").Inc()
+			s.metrics.explainSkipped.Inc()
 		case err != nil:
 			in.Outcome = EstimateFailed
 			s.metrics.failOpen.WithLabelValues("error").Inc()
@@ -129,6 +134,9 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		}
 		if err != nil && ae == nil {
 			s.log.Warn("estimate failed; failing open", "error", err)
+			// Only what the estimator wants back with the outcome
+			// (Estimate.Learn) survives a failure.
+			in.Estimate = Estimate{Learn: est.Learn}
 		}
 	}
 	id, err := s.identityOf(ctx, def, est, estErr)
@@ -184,11 +192,44 @@ func userGroup(h *fasthttp.RequestHeader, o *AdmissionOptions, user string) stri
 	return user
 }
 
-// estimate asks the estimator as the calling user, within the budget.
-func (s *Server) estimate(ctx *fasthttp.RequestCtx, planner *cluster) (Estimate, error) {
+// estimate asks the estimator as the calling user, within the budget,
+// planning on def or another healthy cluster (the estimator spreads and
+// bounds its EXPLAINs over Query.Planners).
+func (s *Server) estimate(ctx *fasthttp.RequestCtx, def *cluster) (Estimate, error) {
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()
-	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: callerHeaders(&ctx.Request.Header), Server: planner.url})
+	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: callerHeaders(&ctx.Request.Header),
+		Server: def.url, Planners: s.planners(def)})
+}
+
+// planners are the base URLs of the healthy clusters that may plan
+// (Options.Planners; all when empty), def first when it is one; def alone
+// when none of them is healthy (its EXPLAIN then fails as it would have).
+func (s *Server) planners(def *cluster) []string {
+	may := func(c *cluster) bool { return len(s.opts.Planners) == 0 || slices.Contains(s.opts.Planners, c.name) }
+	out := make([]string, 0, len(s.clusters))
+	if may(def) {
+		out = append(out, def.url)
+	}
+	for _, c := range s.clusters {
+		if c != def && c.healthy() && may(c) {
+			out = append(out, c.url)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, def.url)
+	}
+	return out
+}
+
+// clusterByURL names the cluster whose base URL is u ("" when none).
+func (s *Server) clusterByURL(u string) string {
+	for _, c := range s.clusters {
+		if c.url == u {
+			return c.name
+		}
+	}
+	return ""
 }
 
 // annotate adds the estimate to the upstream request: Trino's own
@@ -224,16 +265,49 @@ func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 	st = appendTiming(st, "prestroid", d.took)
 	if d.estimate {
 		h.Set("X-Prestroid-Cpu-Estimate", strconv.FormatFloat(d.est.CPUSeconds, 'g', 6, 64))
-		h.Set("X-Prestroid-Model", d.est.Model)
-		if d.est.Cached {
+		if d.est.Model != "" {
+			h.Set("X-Prestroid-Model", d.est.Model)
+		}
+		h.SetBytesV("X-Prestroid-Estimate", appendEstimate(nil, d.est))
+		switch {
+		case d.est.Cached:
 			st = append(st, ", estimate-cache;desc=hit"...)
-		} else {
+		case !d.est.explained(): // no EXPLAIN: cheap or history
+			st = append(st, ", estimate;desc="...)
+			st = append(st, d.est.Source.String()...)
+		default:
 			st = appendTiming(st, ", explain", d.est.Explain)
 			st = appendTiming(st, ", featurize", d.est.Featurize)
 			st = appendTiming(st, ", infer", d.est.Infer)
 		}
 	}
 	h.SetBytesV("Server-Timing", st)
+}
+
+// appendEstimate renders the X-Prestroid-Estimate header: the source, the
+// point estimate and the central 80% interval in CPU seconds, the model's
+// own number before the cascade's corrections when the model ran, and
+// "explain-skipped" when the EXPLAIN bound was reached, e.g.
+//
+//	history; cpu=1.25; lo=1.16; hi=1.34
+//	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12
+func appendEstimate(b []byte, e Estimate) []byte {
+	lo, hi := e.Interval()
+	b = append(b, e.Source.String()...)
+	b = append(b, "; cpu="...)
+	b = strconv.AppendFloat(b, e.CPUSeconds, 'g', 4, 64)
+	b = append(b, "; lo="...)
+	b = strconv.AppendFloat(b, lo, 'g', 4, 64)
+	b = append(b, "; hi="...)
+	b = strconv.AppendFloat(b, hi, 'g', 4, 64)
+	if e.ModelCPUSeconds > 0 {
+		b = append(b, "; model="...)
+		b = strconv.AppendFloat(b, e.ModelCPUSeconds, 'g', 4, 64)
+	}
+	if e.ExplainSkipped {
+		b = append(b, "; explain-skipped"...)
+	}
+	return b
 }
 
 // appendTiming appends a Server-Timing metric: name;dur=<milliseconds>.

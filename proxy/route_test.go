@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,15 @@ func (f *fixedEstimator) Estimate(ctx context.Context, q Query) (Estimate, error
 		return Estimate{}, ctx.Err()
 	case strings.HasPrefix(q.SQL, "SET"):
 		return Estimate{Reason: "SET SESSION"}, nil
+	case strings.Contains(q.SQL, "busy"):
+		return Estimate{}, fmt.Errorf("every planner busy: %w", ErrEstimatorBusy)
+	case strings.Contains(q.SQL, "history"):
+		// A confident history estimate, no EXPLAIN: 5 s ± a little.
+		return Estimate{Estimated: true, CPUSeconds: 5, Sigma: 0.05, Source: SourceHistory}, nil
+	case strings.Contains(q.SQL, "uncertain"):
+		// A new shape's model estimate: median 5 s, wide interval.
+		return Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: SourceModel, Model: "test-model",
+			ModelCPUSeconds: 4, Planner: q.Planners[len(q.Planners)-1]}, nil
 	}
 	var cpu float64
 	if i := strings.Index(q.SQL, "cpu="); i >= 0 {
@@ -130,6 +140,9 @@ func TestCostRouting(t *testing.T) {
 		{"a failing estimate fails open to the default cluster", "SELECT fail", "small", "fail-open: estimate failed", ""},
 		{"a slow estimate fails open within the budget", "SELECT stall", "small", "fail-open: estimate over budget", ""},
 		{"a statement the model does not score is not annotated", "SET SESSION a = 1", "small", "not-estimated: SET SESSION", ""},
+		{"planners at their EXPLAIN bound fail open at once", "SELECT busy", "small", "fail-open: planners busy", ""},
+		{"a confident 5 s history estimate stays in the 10 s class", "SELECT history", "small", "routed: class small", "CPU_TIME=5s"},
+		{"an uncertain 5 s model estimate goes large at the 0.9 quantile", "SELECT uncertain", "large", "routed: class large", "CPU_TIME=5s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := sendSQL(t, p, tc.sql, nil)
@@ -139,9 +152,16 @@ func TestCostRouting(t *testing.T) {
 			if got := resp.Header.Get("X-Prestroid-Decision"); got != tc.decision {
 				t.Errorf("decision %q, want %q", got, tc.decision)
 			}
+			fromHistory := strings.Contains(tc.sql, "history") // no EXPLAIN, no model
 			st := resp.Header.Get("Server-Timing")
-			if !strings.HasPrefix(st, "prestroid;dur=") || strings.Contains(st, "explain;dur=") != (tc.estimate != "") {
+			if !strings.HasPrefix(st, "prestroid;dur=") || strings.Contains(st, "explain;dur=") != (tc.estimate != "" && !fromHistory) ||
+				strings.Contains(st, "estimate;desc=history") != fromHistory {
 				t.Errorf("Server-Timing %q", st)
+			}
+			if est := resp.Header.Get("X-Prestroid-Estimate"); (tc.estimate != "") != (est != "") ||
+				fromHistory && !strings.HasPrefix(est, "history; cpu=5; lo=") ||
+				strings.Contains(tc.sql, "uncertain") && !strings.HasSuffix(est, "; model=4") {
+				t.Errorf("X-Prestroid-Estimate %q", est)
 			}
 			target := map[string]*coordinator{"small": small, "large": large}[tc.cluster]
 			up := target.lastPost.Load()
@@ -149,7 +169,7 @@ func TestCostRouting(t *testing.T) {
 				t.Errorf("upstream X-Trino-Resource-Estimate %q, want %q", got, tc.estimate)
 			}
 			if tc.estimate != "" {
-				if resp.Header.Get("X-Prestroid-Model") != "test-model" || resp.Header.Get("X-Prestroid-Cpu-Estimate") == "" {
+				if (resp.Header.Get("X-Prestroid-Model") != "test-model") != fromHistory || resp.Header.Get("X-Prestroid-Cpu-Estimate") == "" {
 					t.Errorf("estimate headers missing: %v", resp.Header)
 				}
 				if !strings.Contains(up.Header.Get("X-Trino-Client-Tags"), "cost:"+tc.cluster) {
@@ -299,5 +319,31 @@ func TestRoutingRulesBeforeCost(t *testing.T) {
 	if _, err := New(Options{Clusters: []ClusterConfig{{Name: "a", URL: small.URL}}, Classes: []CostClass{{Name: "small"}},
 		Rules: []RoutingRule{{User: "x", Class: "huge"}}}); err == nil {
 		t.Error("New accepted a rule naming an unknown class")
+	}
+}
+
+func TestPlannersAreTheHealthyPlanningGroup(t *testing.T) {
+	cfg := []ClusterConfig{{Name: "a", URL: "http://a:1"}, {Name: "b", URL: "http://b:1"}, {Name: "c", URL: "http://c:1"}}
+	for _, tc := range []struct {
+		name     string
+		planners []string
+		want     []string
+	}{
+		{"with no planning group every cluster plans, the default first", nil, []string{"http://a:1", "http://b:1", "http://c:1"}},
+		{"a planning group without the default cluster leaves it out", []string{"c", "b"}, []string{"http://b:1", "http://c:1"}},
+		{"the default cluster in the group comes first", []string{"c", "a"}, []string{"http://a:1", "http://c:1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Options{Clusters: cfg, Planners: tc.planners, MonitorInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.planners(s.defaultCluster()); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("planners %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := New(Options{Clusters: cfg, Planners: []string{"z"}}); err == nil || !strings.Contains(err.Error(), `"z"`) {
+		t.Errorf("an unknown planner: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,15 @@ type Options struct {
 	// Classes are the cost classes, in increasing order of MaxCPUSeconds.
 	// Empty means no routing by cost (estimates still annotate queries).
 	Classes []CostClass
+	// Planners names the clusters whose coordinators may run the
+	// estimator's EXPLAINs (Query.Planners: the healthy ones, the default
+	// cluster first when it is one of them). Empty means every cluster.
+	Planners []string
+	// ClassQuantile is the quantile of each estimate that picks its class
+	// (CostPolicy.Quantile): 0.5 routes on the point estimate, higher
+	// values send uncertain estimates to larger classes. Zero means
+	// config.DefaultClassQuantile (0.9); it must lie in (0, 1).
+	ClassQuantile float64
 	// Fallback is the policy when a class has no healthy cluster:
 	// FallbackLarger (the default when empty), FallbackDefault, FallbackAny.
 	Fallback string
@@ -276,6 +286,17 @@ func New(o Options) (*Server, error) {
 	if o.MonitorMaxBytes == 0 {
 		o.MonitorMaxBytes = config.DefaultMonitorMaxBytes
 	}
+	for _, p := range o.Planners {
+		if !slices.ContainsFunc(o.Clusters, func(c ClusterConfig) bool { return c.Name == p }) {
+			return nil, fmt.Errorf("proxy: planner %q is not a configured cluster", p)
+		}
+	}
+	if o.ClassQuantile == 0 {
+		o.ClassQuantile = config.DefaultClassQuantile
+	}
+	if !(o.ClassQuantile > 0 && o.ClassQuantile < 1) {
+		return nil, fmt.Errorf("proxy: class quantile %g: want a value in (0, 1)", o.ClassQuantile)
+	}
 	switch o.Fallback {
 	case "", FallbackLarger, FallbackDefault, FallbackAny:
 	default:
@@ -296,7 +317,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: newBoundedMap[string](o.QueryMapSize),
 		tracked: newBoundedMap[*tracked](10000), creds: newBoundedMap[time.Time](10000), metrics: newMetrics(), log: o.Logger, selector: o.Selector}
 	if s.selector == nil {
-		cost := &CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow}
+		cost := &CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow, Quantile: o.ClassQuantile}
 		s.selector = cost
 		if len(o.Rules) > 0 {
 			rp, err := NewRulePolicy(o.Rules, cost)

@@ -60,9 +60,14 @@ func runBenchEstimate(trino, workloads, scale string, rounds int, model, ortLib 
 		return err
 	}
 	o := proxyOptions(cfg, signer, quiet)
-	if err := wireEstimator(cfg, &o, quiet); err != nil {
+	// The benchmark measures the model's path (EXPLAIN, featurize, infer;
+	// the estimate cache): no history stage serves its repeats.
+	cfg.Estimator.History.Disabled = true
+	closeEstimator, err := wireEstimator(cfg, &o, quiet)
+	if err != nil {
 		return err
 	}
+	defer closeEstimator()
 	est, ok := o.Estimator.(estimatorAdapter)
 	if !ok {
 		return fmt.Errorf("no estimator: the model or the ONNX Runtime library could not be loaded (see prestroid serve's log)")

@@ -69,7 +69,9 @@ binary). SQL "-" reads the statement from standard input.`)
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, _, _, err := newEstimatorService(config.Estimator{Model: *model, ORTLib: *ortLib, MaxBatch: 1, Workers: 1,
-		CacheTTL: -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, nil, logger)
+		History:         config.History{Disabled: true}, // one estimate: nothing to learn, and a missing model is an error
+		CheapCPUSeconds: config.DefaultCheapCPUSeconds,
+		CacheTTL:        -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, nil, logger)
 	if err != nil {
 		return fail(1, err)
 	}
@@ -142,6 +144,10 @@ func printEstimate(e *estimator.CostEstimate, asJSON bool) error {
 	}
 	if !e.Estimated {
 		fmt.Println("not estimated:", e.Reason)
+		return nil
+	}
+	if e.Source == estimator.SourceCheap {
+		fmt.Printf("%.3f CPU seconds (CPU_TIME=%s)  cheap by nature: no EXPLAIN\n", e.CPUSeconds, out.CPUTime)
 		return nil
 	}
 	fmt.Printf("%.3f CPU seconds (CPU_TIME=%s)  model %s  explain %.1f ms  featurize %d µs  infer %d µs\n",

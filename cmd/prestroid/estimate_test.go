@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,9 +56,11 @@ func estimatingProxy(t *testing.T, lib, trino string) string {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	signer, _ := proxy.NewSigner(nil)
 	o := proxyOptions(cfg, signer, logger)
-	if err := wireEstimator(cfg, &o, logger); err != nil {
+	closeEstimator, err := wireEstimator(cfg, &o, logger)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(closeEstimator)
 	if o.Estimator == nil {
 		t.Fatal("no estimator wired")
 	}
@@ -179,9 +182,16 @@ func TestEstimateCommandOnTrino(t *testing.T) {
 		t.Errorf("%s", out)
 	}
 	out = captureStdout(t, func() int {
-		return runEstimate([]string{"--server", trino, "--model", fixtureModel, "--ort-lib", lib, "SHOW CATALOGS"})
+		return runEstimate([]string{"--server", trino, "--model", fixtureModel, "--ort-lib", lib, "SET SESSION query_max_run_time = '1h'"})
 	})
 	if !strings.HasPrefix(string(out), "not estimated") {
+		t.Errorf("SET SESSION: %s", out)
+	}
+	// Cheap by nature: the constant, without EXPLAIN.
+	out = captureStdout(t, func() int {
+		return runEstimate([]string{"--server", trino, "--model", fixtureModel, "--ort-lib", lib, "SHOW CATALOGS"})
+	})
+	if !strings.HasPrefix(string(out), "0.010 CPU seconds") || !strings.Contains(string(out), "cheap") {
 		t.Errorf("SHOW CATALOGS: %s", out)
 	}
 }
@@ -225,5 +235,28 @@ func TestEmbeddedDefaultModel(t *testing.T) {
 	e, err := svc.EstimatePlan(context.Background(), plan)
 	if err != nil || !e.Estimated || e.CPUSeconds <= 0 {
 		t.Fatalf("%+v, %v", e, err)
+	}
+}
+
+func TestHistoryFileHeldByAnotherProcessIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.db")
+	held, err := newHistory(config.History{Path: path, MaxEntries: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	cfg := &config.Config{Clusters: []config.Cluster{{Name: "default", URL: "http://127.0.0.1:1"}}}
+	cfg.Estimator.Model = ""
+	cfg.Estimator.History.Path = path
+	cfg.FillDefaults()
+	signer, _ := proxy.NewSigner(nil)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	o := proxyOptions(cfg, signer, logger)
+	if os.Getenv("PRESTROID_ORT_LIB") == "" {
+		t.Skip("PRESTROID_ORT_LIB not set: the estimator would be off before the history is opened")
+	}
+	if closeFn, err := wireEstimator(cfg, &o, logger); err == nil || !strings.Contains(err.Error(), "estimator.history") {
+		closeFn()
+		t.Fatalf("wireEstimator with a held history file: %v; want an estimator.history error", err)
 	}
 }

@@ -54,8 +54,11 @@ func toRecord(c proxy.Completed) *collector.Record {
 		r.SessionProperties = sessionProperties(c.Session)
 	}
 	if c.Estimated {
+		lo, hi := c.Estimate.Interval()
 		r.Estimate = &collector.Estimate{ModelID: c.Estimate.Model, CPUMillis: c.Estimate.CPUSeconds * 1000,
-			Millis: float64(c.Estimate.Explain+c.Estimate.Featurize+c.Estimate.Infer) / float64(time.Millisecond)}
+			Millis: float64(c.Estimate.Explain+c.Estimate.Featurize+c.Estimate.Infer) / float64(time.Millisecond),
+			Source: c.Estimate.Source.String(), LoCPUMillis: lo * 1000, HiCPUMillis: hi * 1000,
+			ModelCPUMillis: c.Estimate.ModelCPUSeconds * 1000}
 		if len(c.Estimate.Plan) > 0 && json.Valid(c.Estimate.Plan) {
 			r.Plan = &collector.Plan{JSON: json.RawMessage(c.Estimate.Plan), ElapsedMillis: c.Estimate.Explain.Milliseconds()}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ func TestFeedbackLogWritesCollectorRecordsAndRotates(t *testing.T) {
 	for i, id := range []string{"q1", "q2", "q3"} {
 		f.Record(proxy.Completed{
 			QueryID: id, Cluster: "large", User: "alice", SQL: "SELECT 1", Decision: "routed: class large", Class: "large",
-			Estimated: true, Estimate: proxy.Estimate{CPUSeconds: 2.5, Model: "m1", Plan: []byte(`{"0":{}}`)},
+			Estimated: true, Estimate: proxy.Estimate{CPUSeconds: 2.5, Model: "m1", Plan: []byte(`{"0":{}}`),
+				Source: proxy.SourceModelResidual, Sigma: 0.5, ModelCPUSeconds: 2},
 			State: "FINISHED", Stats: proxy.PageStats{CPUTimeMillis: int64(1000 * (i + 1))},
 			Session:   []string{"join_distribution_type=BROADCAST,query_max_run_time=1h"},
 			Submitted: time.Now(), Finished: time.Now(),
@@ -42,5 +44,10 @@ func TestFeedbackLogWritesCollectorRecordsAndRotates(t *testing.T) {
 		r.Route.Cluster != "large" || string(r.Plan.JSON) != `{"0":{}}` ||
 		r.SessionProperties["join_distribution_type"] != "BROADCAST" || r.SessionProperties["query_max_run_time"] != "1h" {
 		t.Errorf("record = %+v", r)
+	}
+	// The cascade's source and interval: 2.5 s · e^(∓1.2816·0.5).
+	if e := r.Estimate; e.Source != "model+residual" || e.ModelCPUMillis != 2000 ||
+		math.Abs(e.LoCPUMillis-1317.2) > 1 || math.Abs(e.HiCPUMillis-4744.9) > 1 {
+		t.Errorf("estimate = %+v", e)
 	}
 }

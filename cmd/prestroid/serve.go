@@ -203,7 +203,8 @@ func loadServeConfig(f serveFlags) (*config.Config, error) {
 	return cfg, nil
 }
 
-// newProxy builds the proxy; the returned func flushes the feedback log.
+// newProxy builds the proxy; the returned func flushes the feedback log
+// and the estimator's history.
 func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), error) {
 	signer, err := proxy.NewSigner([]byte(cfg.RouteSecret))
 	if err != nil {
@@ -228,13 +229,20 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 	if cfg.UpstreamTLS.InsecureSkipVerify {
 		logger.Warn("upstream_tls.insecure_skip_verify is on: cluster certificates are NOT verified (tests only)")
 	}
-	if err := wireEstimator(cfg, &o, logger); err != nil {
+	closeEstimator, err := wireEstimator(cfg, &o, logger)
+	if err != nil {
 		return nil, nil, err
 	}
-	closeFeedback := func() {}
+	closeFeedback := closeEstimator
 	if cfg.Feedback.Dir != "" {
 		fb := newFeedbackLog(cfg.Feedback, logger)
-		o.Feedback, closeFeedback = fb, fb.Close
+		closeFeedback = func() { fb.Close(); closeEstimator() }
+		// After the estimator's history (wired above), if any.
+		if sinks, ok := o.Feedback.(feedbackSinks); ok {
+			o.Feedback = append(sinks, fb)
+		} else {
+			o.Feedback = fb
+		}
 		logger.Info("recording completed queries", "dir", cfg.Feedback.Dir)
 	}
 	srv, err := proxy.New(o)
@@ -283,6 +291,8 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		EstimateTimeout:     time.Duration(r.EstimateTimeout),
 		KeepClientEstimate:  r.KeepClientEstimate,
 		ClassTag:            r.ClassTag,
+		ClassQuantile:       r.ClassQuantile,
+		Planners:            r.Planners,
 		MonitorInterval:     time.Duration(r.MonitorInterval),
 		MonitorUser:         r.MonitorUser,
 		MonitorType:         r.MonitorType,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/onnx"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/models"
@@ -34,12 +36,23 @@ var _ proxy.Estimator = estimatorAdapter{}
 func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Estimate, error) {
 	// Statements that must not be explained (CREATE TABLE AS: see
 	// plan.StatementKind.SafeToExplain) come back not estimated, with the reason.
-	e, err := a.svc.Estimate(ctx, q.Server, q.SQL, q.Header)
+	planners := q.Planners
+	if len(planners) == 0 {
+		planners = []string{q.Server}
+	}
+	e, err := a.svc.EstimateOn(ctx, planners, q.SQL, q.Header)
 	var he *plan.HTTPError
 	if errors.As(err, &he) && (he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden) {
 		// Trino refused the caller's credentials: the proxy relays this
 		// answer and gives the query no estimate, queue slot or route.
 		return proxy.Estimate{}, &proxy.AuthError{StatusCode: he.StatusCode, Header: he.Header, Body: []byte(he.Body)}
+	}
+	if errors.Is(err, estimator.ErrExplainBusy) {
+		return proxy.Estimate{}, fmt.Errorf("%w: %w", proxy.ErrEstimatorBusy, err)
+	}
+	var ue *estimator.UnplacedError
+	if errors.As(err, &ue) {
+		return proxy.Estimate{Learn: ue.Basis}, err // fails open; the outcome still teaches the calibration
 	}
 	if err != nil {
 		return proxy.Estimate{}, err
@@ -47,14 +60,76 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 	return toProxyEstimate(e), nil
 }
 
+// Record learns from a completed query (proxy.FeedbackSink): the
+// estimate's basis and the actual CPU time go to the estimator's history.
+func (a estimatorAdapter) Record(c proxy.Completed) {
+	// Learn is set on estimates and on failed-open queries whose plan can
+	// still teach the optimizer calibration (estimator.UnplacedError).
+	b, ok := c.Estimate.Learn.(*estimator.Basis)
+	if !ok || c.State != "FINISHED" {
+		return
+	}
+	a.svc.Observe(b, float64(c.Stats.CPUTimeMillis)/1000)
+}
+
+var _ proxy.FeedbackSink = estimatorAdapter{}
+
+// feedbackSinks hands each completed query to every sink in order.
+type feedbackSinks []proxy.FeedbackSink
+
+func (fs feedbackSinks) Record(c proxy.Completed) {
+	for _, f := range fs {
+		f.Record(c)
+	}
+}
+
+// proxySources maps the estimator's cascade stages onto the proxy's.
+var proxySources = map[estimator.Source]proxy.Source{
+	estimator.SourceNone: proxy.SourceNone, estimator.SourceCheap: proxy.SourceCheap,
+	estimator.SourceHistory: proxy.SourceHistory, estimator.SourceModelResidual: proxy.SourceModelResidual,
+	estimator.SourceModel: proxy.SourceModel, estimator.SourceOptimizer: proxy.SourceOptimizer,
+}
+
 func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
-	return proxy.Estimate{
+	pe := proxy.Estimate{
 		Estimated: e.Estimated, Reason: e.Reason, CPUSeconds: e.CPUSeconds, Model: e.ModelID,
 		Explain:   time.Duration(e.ExplainMillis * float64(time.Millisecond)),
 		Featurize: time.Duration(e.FeaturizeMicros) * time.Microsecond,
 		Infer:     time.Duration(e.InferMicros) * time.Microsecond,
 		Cached:    e.Cached,
 		Tables:    e.Tables, UnknownTables: e.UnknownTables, Plan: e.Plan,
+		Source: proxySources[e.Source], Sigma: e.Sigma, ModelCPUSeconds: e.ModelCPUSeconds,
+		Planner: e.Planner, ExplainSkipped: e.ExplainSkipped,
+	}
+	if e.Basis != nil { // never a typed nil in the interface
+		pe.Learn = e.Basis
+	}
+	return pe
+}
+
+// errHistory marks a failure to open the configured history store.
+var errHistory = errors.New("estimator.history")
+
+// newHistory opens the estimate history as configured: nil when disabled,
+// the bbolt file at Path, else memory.
+func newHistory(h config.History) (history.Store, error) {
+	switch {
+	case h.Disabled:
+		return nil, nil
+	case h.Path != "":
+		return history.OpenBolt(h.Path, h.MaxEntries)
+	default:
+		return history.NewMemory(h.MaxEntries), nil
+	}
+}
+
+// cascadeOptions maps the configuration onto the cascade's options.
+func cascadeOptions(e config.Estimator) estimator.CascadeOptions {
+	h := e.History
+	return estimator.CascadeOptions{
+		CheapCPUSeconds: e.CheapCPUSeconds, ExplainLimit: max(e.ExplainConcurrency, 0),
+		MinCount: h.MinCount, MaxSpread: h.MaxSpread, Alpha: h.Alpha, Shrink: h.Shrink,
+		ModelSigma: h.ModelSigma, MinCalibration: h.MinCalibration,
 	}
 }
 
@@ -96,6 +171,10 @@ type statsCache struct {
 func estimatorStats(svc *estimator.Service, caches []statsCache) func() proxy.EstimatorStats {
 	return func() proxy.EstimatorStats {
 		st := proxy.EstimatorStats{BatchQueueDepth: svc.QueueDepth()}
+		if svc.HasHistory() {
+			hs := svc.HistoryStats()
+			st.History = &proxy.HistoryStats{Entries: hs.Entries, Observed: hs.Observed, Dropped: hs.Dropped}
+		}
 		for _, c := range caches {
 			cs := c.stats()
 			st.Caches = append(st.Caches, proxy.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted})
@@ -112,10 +191,6 @@ func estimatorStats(svc *estimator.Service, caches []statsCache) func() proxy.Es
 // upstreamTLS is the EXPLAIN client's TLS to https clusters; nil means Go's
 // defaults.
 func newEstimatorService(e config.Estimator, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), caches []statsCache, err error) {
-	rt, err := newRuntime(e)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	var mo bundle.ModelOptions
 	if e.VectorCacheBytes >= 0 {
 		vc, err := cache.NewVectors(e.VectorCacheBytes)
@@ -125,14 +200,32 @@ func newEstimatorService(e config.Estimator, upstreamTLS *tls.Config, logger *sl
 		mo.PredicateCache = vc
 		caches = append(caches, statsCache{"predicate", vc.Stats})
 	}
-	m, err := loadModel(e, rt, mo)
+	var m *bundle.Model
+	rt, err := newRuntime(e)
+	if err == nil {
+		m, err = loadModel(e, rt, mo)
+	}
 	if err != nil {
-		return nil, nil, nil, err
+		// A model the configuration names must load. Without the embedded
+		// default (no ONNX Runtime, no bundle) the cascade still serves
+		// cheap statements and history, and the optimizer's cost once its
+		// calibration has learned from the failed-open queries.
+		if e.Model != "" || e.History.Disabled {
+			return nil, nil, nil, err
+		}
+		logger.Warn("estimator: no model; serving cheap statements, history and, once calibrated, the optimizer's cost", "reason", err)
 	}
 	so := estimator.ServiceOptions{
 		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
 		MaxWait: time.Duration(e.MaxWait), Workers: e.Workers, Logger: logger,
 		Explain: &plan.ExplainClient{HTTP: plan.NewHTTPClient(upstreamTLS)},
+		Cascade: cascadeOptions(e),
+	}
+	if so.History, err = newHistory(e.History); err != nil {
+		if m != nil {
+			m.Close()
+		}
+		return nil, nil, nil, fmt.Errorf("%w: %w", errHistory, err)
 	}
 	if e.CacheTTL >= 0 {
 		ttl := time.Duration(e.CacheTTL)
@@ -154,7 +247,7 @@ func newEstimatorService(e config.Estimator, upstreamTLS *tls.Config, logger *sl
 			caches = append(caches, statsCache{"plan", pc.Stats})
 		}
 	}
-	if m.Manifest().Untrained() {
+	if m != nil && m.Manifest().Untrained() {
 		logger.Warn("estimator: serving an UNTRAINED model (random weights): its estimates mean nothing", "model", m.ID(), "source", m.Source())
 	}
 	return estimator.NewService(m, so), bundle.LoadDir(rt, mo), caches, nil
@@ -164,9 +257,15 @@ func newEstimatorService(e config.Estimator, upstreamTLS *tls.Config, logger *sl
 // configuration and starts the bundle watcher (SIGHUP and file changes)
 // for a bundle directory. With no model configured and none embedded, or
 // when the ONNX Runtime library is missing for the embedded default, the
-// proxy runs without estimates (fail open) and says why; a model the
-// configuration names explicitly must load.
-func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) error {
+// estimator runs without a model (cheap statements, history, the optimizer
+// once calibrated; everything else fails open) and says why, or, with the
+// history disabled, not at all; a model the configuration names explicitly
+// must load. With the estimate history on,
+// o.Feedback is set to feedbackSinks holding the estimator (append other
+// sinks to it). closeFn stops the estimator and flushes its history
+// (call it at shutdown); it is never nil.
+func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (closeFn func(), err error) {
+	closeFn = func() {}
 	for _, c := range cfg.Routing.Classes {
 		g := c.RoutingGroup
 		if g == "" {
@@ -177,20 +276,28 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) er
 	e := cfg.Estimator
 	if e.Disabled {
 		logger.Info("estimator disabled by configuration")
-		return nil
+		return closeFn, nil
 	}
 	svc, reload, caches, err := newEstimatorService(e, o.UpstreamTLS, logger)
 	if err != nil {
-		if e.Model == "" {
+		// A missing runtime or model with the embedded default runs
+		// without estimates; a history file that cannot be opened (held
+		// by another process) is a configuration error.
+		if e.Model == "" && !errors.Is(err, errHistory) {
 			logger.Warn("estimator off: queries are forwarded without estimates", "reason", err)
-			return nil
+			return closeFn, nil
 		}
-		return err
+		return closeFn, err
 	}
-	m := svc.Model()
-	logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained())
+	if m := svc.Model(); m != nil {
+		logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained())
+	}
 	o.Estimator = estimatorAdapter{svc}
 	o.EstimatorStats = estimatorStats(svc, caches)
+	if svc.HasHistory() {
+		o.Feedback = feedbackSinks{estimatorAdapter{svc}}
+		logger.Info("estimate history on", "path", e.History.Path, "max_entries", e.History.MaxEntries)
+	}
 	if e.Model != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -200,5 +307,5 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) er
 		}
 		go svc.WatchBundle(context.Background(), e.Model, reload, interval, hup)
 	}
-	return nil
+	return svc.Close, nil
 }

@@ -10,6 +10,7 @@
 //	clients    every workload query with the CLI, the Go and the Python client
 //	security   a password-protected HTTPS Trino behind the HTTPS proxy
 //	replicas   two proxy binaries sharing admission through Redis
+//	cascade    the estimate cascade: history skips EXPLAIN, survives a restart, stays bounded; cheap statements
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run

@@ -240,9 +240,13 @@ feedback:
 				t.Fatalf("run %d: state %s", i, last.Stats.State)
 			}
 			// The cache key ignores comments, so the first run may already
-			// hit the light query's entry (within the TTL); the second must.
-			if i == 1 && !strings.Contains(resp.Header.Get("Server-Timing"), "estimate-cache;desc=hit") {
-				t.Errorf("run %d: Server-Timing %q, want an estimate-cache hit", i, resp.Header.Get("Server-Timing"))
+			// hit the light query's entry (within the TTL); the second must,
+			// unless the statement's own history (which comes first in the
+			// cascade, and also ignores comments) is confident by then:
+			// either way, no EXPLAIN.
+			st := resp.Header.Get("Server-Timing")
+			if i == 1 && !strings.Contains(st, "estimate-cache;desc=hit") && !strings.Contains(st, "estimate;desc=history") {
+				t.Errorf("run %d: Server-Timing %q, want an estimate-cache hit or the statement's history", i, st)
 			}
 		}
 	})
@@ -280,13 +284,19 @@ feedback:
 			t.Errorf("recorded plan scans %v, want 3 tables", st.Tables)
 		}
 		// The repeated query: the estimate-cache hit has its plan too (from
-		// the plan cache).
+		// the plan cache). An estimate from the statement's history (no
+		// EXPLAIN) has it only while the plan cache still holds it (its TTL
+		// may have passed while the heavy queries ran); the statement's
+		// earlier records carry it.
 		var repeats int
 		for _, r := range recs {
 			if strings.Contains(r.SQL, "/* repeat_"+run+" */") {
 				repeats++
-				if r.Plan == nil || len(r.Plan.JSON) == 0 || r.Estimate == nil {
-					t.Errorf("repeated query record %d without plan or estimate", repeats)
+				fromHistory := r.Estimate != nil && r.Estimate.Source == "history"
+				if r.Estimate == nil || !fromHistory && (r.Plan == nil || len(r.Plan.JSON) == 0) {
+					t.Errorf("repeated query record %d without plan or estimate: %+v", repeats, r.Estimate)
+				} else if r.Plan == nil {
+					t.Logf("repeated query record %d: from history, the plan cache no longer had its plan", repeats)
 				} else if _, err := plan.Parse(r.Plan.JSON); err != nil {
 					t.Errorf("repeated query record %d: plan: %v", repeats, err)
 				}
