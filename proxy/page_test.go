@@ -259,3 +259,27 @@ func TestBusyClusterIsNotDown(t *testing.T) {
 		t.Error("a busy cluster was marked down")
 	}
 }
+
+// TestCancelToADeadClusterIsNotRetried: DELETE of a query whose cluster
+// refuses connections answers 204 at once (a 503 makes clients retry the
+// cancel for as long as the cluster is down).
+func TestCancelToADeadClusterIsNotRetried(t *testing.T) {
+	dead := newStub(t, func(w http.ResponseWriter, r *http.Request, base string) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, queuedPage(base))
+	})
+	p, _ := pageProxy(t, dead.URL, Options{})
+	next := nextURI(t, p)
+	dead.Close()
+	for _, uri := range []string{next, p + "/v1/query/20260101_000000_00001_abcde"} {
+		req, _ := http.NewRequest("DELETE", uri, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("DELETE %s: %d, want 204", uri, resp.StatusCode)
+		}
+	}
+}

@@ -302,6 +302,7 @@ func New(o Options) (*Server, error) {
 				WriteTimeout:             o.UpstreamTimeout,
 				MaxConns:                 o.UpstreamMaxConns,
 				MaxConnWaitTimeout:       o.UpstreamTimeout,
+				RetryIfErr:               retryIdempotent,
 				MaxIdleConnDuration:      30 * time.Second,
 				ReadBufferSize:           64 << 10,
 			},
@@ -357,6 +358,14 @@ func New(o Options) (*Server, error) {
 		wg.Wait()
 	}()
 	return s, nil
+}
+
+// retryIdempotent lets fasthttp resend a request whose pooled connection
+// turned out closed (its own test: nothing was answered) when resending
+// cannot do anything twice: GET, HEAD and, unlike fasthttp's default, a
+// DELETE (cancelling a query twice is cancelling it). Never a POST.
+func retryIdempotent(req *fasthttp.Request, _ int, _ error) (resetTimeout, retry bool) {
+	return false, req.Header.IsGet() || req.Header.IsHead() || req.Header.IsDelete()
 }
 
 type fasthttpLogger struct{ l *slog.Logger }
@@ -639,6 +648,16 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 		req.Header.SetHost(c.host)
 		resp.Reset()
 		err = c.client.Do(req, resp)
+	}
+	if err != nil && ctx.IsDelete() && notSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
+		// A cancel for a cluster nobody can reach: its queries died with
+		// it (or are abandoned once nobody polls), and a 503 would have
+		// clients retry the DELETE for as long as it stays down.
+		fasthttp.ReleaseResponse(resp)
+		s.log.Warn("cancel not delivered: cluster unreachable", "cluster", c.name, "path", redactPath(target), "error", err)
+		ctx.Response.Reset()
+		ctx.SetStatusCode(fasthttp.StatusNoContent)
+		return
 	}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
