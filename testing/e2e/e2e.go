@@ -6,6 +6,8 @@
 //	routing    cost routing on two real clusters, fail-open
 //	spooling   the spooling protocol (a second Trino, an S3 fake)
 //	clients    every workload query with the CLI, the Go and the Python client
+//	faults     kill -9 of Trino mid-stream, proxy restart and graceful upgrade
+//	           mid-query, a cluster that never answers, a given-up EXPLAIN
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run

@@ -24,6 +24,7 @@ import (
 // refused or reset connection, and a query polled across the handover
 // finishes with all its rows.
 func TestGracefulUpgradeRefusesNothing(t *testing.T) {
+	t.Parallel()
 	direct := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	dir := t.TempDir()
