@@ -743,6 +743,9 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		return release()
 	}, m, info)
 	if err := s.sendPage(ctx, rw, func() { aborted = true }); err != nil {
+		if t != nil {
+			s.admit.release(t) // the client gets an error, not this query: free its budget
+		}
 		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
 	}
 }
