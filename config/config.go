@@ -98,7 +98,7 @@ type Config struct {
 	PageBufferBytes int `yaml:"page_buffer_bytes"`
 
 	// GzipLevel compresses result pages for clients that send
-	// Accept-Encoding: gzip (1 fastest … 9 smallest). Zero means 1;
+	// Accept-Encoding: gzip (1 fastest … 9 smallest). Zero means 2;
 	// negative sends them uncompressed.
 	GzipLevel int `yaml:"gzip_level"`
 

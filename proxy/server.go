@@ -61,7 +61,7 @@ type Options struct {
 	// with a well-formed Trino error. Zero means 4 MiB.
 	PageBufferBytes int
 	// GzipLevel is the gzip level of pages sent to clients that accept
-	// gzip (1 fastest … 9 smallest). Zero means 1; negative sends pages
+	// gzip (1 fastest … 9 smallest). Zero means 2; negative sends pages
 	// uncompressed.
 	GzipLevel int
 	// MaxRequestBodyBytes bounds request bodies. Zero means 16 MiB.
