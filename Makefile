@@ -90,7 +90,7 @@ TEST_P ?= 3
 # of its CPU; a Trino already running on TRINO_PORT keeps its own.
 TEST_TRINO_HEAP ?= 3G
 TEST_PARALLEL ?= 4
-TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet
+TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults
 # Extra go test flags, e.g. make test-e2e TEST_FLAGS='-run Spooling -v'.
 TEST_FLAGS ?=
 

@@ -41,6 +41,11 @@ type Config struct {
 	// admin endpoints are open to whoever reaches their listener.
 	AdminToken string `yaml:"admin_token"`
 
+	// PIDFile, when set, is where the serving process writes its PID; after
+	// a graceful upgrade (SIGUSR2) it holds the new process's. Empty means
+	// none is written.
+	PIDFile string `yaml:"pid_file"`
+
 	// PublicURL is the base URL clients use to reach the proxy (scheme, host,
 	// port, no path), written into every nextUri/infoUri handed to clients.
 	// Empty means the URL is derived per request from its Host header and
@@ -127,7 +132,7 @@ type Config struct {
 	PageBufferBytes int `yaml:"page_buffer_bytes"`
 
 	// GzipLevel compresses result pages for clients that send
-	// Accept-Encoding: gzip (1 fastest … 9 smallest). Zero means 1;
+	// Accept-Encoding: gzip (1 fastest … 9 smallest). Zero means 2;
 	// negative sends them uncompressed.
 	GzipLevel int `yaml:"gzip_level"`
 
@@ -213,7 +218,7 @@ func Load(path string) (*Config, error) {
 
 // ApplyEnv overrides fields from environment variables:
 //
-//	PRESTROID_LISTEN, PRESTROID_ADMIN_LISTEN, PRESTROID_ADMIN_TOKEN,
+//	PRESTROID_LISTEN, PRESTROID_ADMIN_LISTEN, PRESTROID_ADMIN_TOKEN, PRESTROID_PID_FILE,
 //	PRESTROID_PUBLIC_URL, PRESTROID_ROUTE_SECRET,
 //	PRESTROID_UPSTREAM (comma-separated URLs; replaces clusters, named
 //	default, cluster2, ...), PRESTROID_FORWARDED_HEADERS (true/false),
@@ -225,6 +230,9 @@ func Load(path string) (*Config, error) {
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
+	}
+	if v, ok := lookup("PRESTROID_PID_FILE"); ok {
+		c.PIDFile = v
 	}
 	if v, ok := lookup("PRESTROID_ADMIN_LISTEN"); ok {
 		c.AdminListen = v

@@ -221,22 +221,37 @@ func TestFailedPollIsATrinoError(t *testing.T) {
 }
 
 // TestBusyClusterIsNotDown: more requests in flight than upstream
-// connections wait for one; the slow cluster is not marked down.
+// connections wait for one; the slow cluster is not marked down. (The
+// issue's case: 1,100 polls in flight at the default limit of 1,024.)
 func TestBusyClusterIsNotDown(t *testing.T) {
+	for _, tc := range []struct {
+		conns, inflight int
+	}{{2, 8}, {0, 1100}} {
+		limit := fmt.Sprint(tc.conns)
+		if tc.conns == 0 {
+			limit = "the default 1024"
+		}
+		t.Run(fmt.Sprintf("%d in flight over %s connections", tc.inflight, limit), func(t *testing.T) {
+			busyCluster(t, tc.conns, tc.inflight)
+		})
+	}
+}
+
+func busyCluster(t *testing.T, conns, inflight int) {
 	stub := newStub(t, func(w http.ResponseWriter, r *http.Request, base string) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/v1/statement" {
 			io.WriteString(w, queuedPage(base))
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(time.Second) // a long poll
 		io.WriteString(w, dataPage(base, 1, true))
 	})
-	p, s := pageProxy(t, stub.URL, Options{UpstreamMaxConns: 2})
+	p, s := pageProxy(t, stub.URL, Options{UpstreamMaxConns: conns, UpstreamTimeout: 10 * time.Second})
 	next := nextURI(t, p)
 	var wg sync.WaitGroup
-	codes := make(chan int, 8)
-	for i := 0; i < 8; i++ {
+	codes := make(chan int, inflight)
+	for i := 0; i < inflight; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -257,5 +272,29 @@ func TestBusyClusterIsNotDown(t *testing.T) {
 	}
 	if !s.clusters[0].healthy() {
 		t.Error("a busy cluster was marked down")
+	}
+}
+
+// TestCancelToADeadClusterIsNotRetried: DELETE of a query whose cluster
+// refuses connections answers 204 at once (a 503 makes clients retry the
+// cancel for as long as the cluster is down).
+func TestCancelToADeadClusterIsNotRetried(t *testing.T) {
+	dead := newStub(t, func(w http.ResponseWriter, r *http.Request, base string) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, queuedPage(base))
+	})
+	p, _ := pageProxy(t, dead.URL, Options{})
+	next := nextURI(t, p)
+	dead.Close()
+	for _, uri := range []string{next, p + "/v1/query/20260101_000000_00001_abcde"} {
+		req, _ := http.NewRequest("DELETE", uri, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("DELETE %s: %d, want 204", uri, resp.StatusCode)
+		}
 	}
 }

@@ -72,7 +72,7 @@ type Options struct {
 	// with a well-formed Trino error. Zero means 4 MiB.
 	PageBufferBytes int
 	// GzipLevel is the gzip level of pages sent to clients that accept
-	// gzip (1 fastest … 9 smallest). Zero means 1; negative sends pages
+	// gzip (1 fastest … 9 smallest). Zero means 2; negative sends pages
 	// uncompressed.
 	GzipLevel int
 	// MaxRequestBodyBytes bounds request bodies. Zero means 16 MiB.
@@ -367,6 +367,7 @@ func New(o Options) (*Server, error) {
 				WriteTimeout:             o.UpstreamTimeout,
 				MaxConns:                 o.UpstreamMaxConns,
 				MaxConnWaitTimeout:       o.UpstreamTimeout,
+				RetryIfErr:               retryIdempotent,
 				MaxIdleConnDuration:      30 * time.Second,
 				ReadBufferSize:           64 << 10,
 			},
@@ -436,6 +437,14 @@ func New(o Options) (*Server, error) {
 		wg.Wait()
 	}()
 	return s, nil
+}
+
+// retryIdempotent lets fasthttp resend a request whose pooled connection
+// turned out closed (its own test: nothing was answered) when resending
+// cannot do anything twice: GET, HEAD and, unlike fasthttp's default, a
+// DELETE (cancelling a query twice is cancelling it). Never a POST.
+func retryIdempotent(req *fasthttp.Request, _ int, _ error) (resetTimeout, retry bool) {
+	return false, req.Header.IsGet() || req.Header.IsHead() || req.Header.IsDelete()
 }
 
 // Serve accepts connections on ln until Shutdown.
@@ -758,6 +767,16 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 		resp.Reset()
 		err = c.client.Do(req, resp)
 	}
+	if err != nil && ctx.IsDelete() && notSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
+		// A cancel for a cluster nobody can reach: its queries died with
+		// it (or are abandoned once nobody polls), and a 503 would have
+		// clients retry the DELETE for as long as it stays down.
+		fasthttp.ReleaseResponse(resp)
+		s.log.Warn("cancel not delivered: cluster unreachable", "cluster", c.name, "path", redactPath(target), "error", err)
+		ctx.Response.Reset()
+		ctx.SetStatusCode(fasthttp.StatusNoContent)
+		return
+	}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
 		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Poll: mode == modeJSON && !errors.Is(err, fasthttp.ErrNoFreeConns), Err: err}, mode == modeStatementPOST)
@@ -853,6 +872,12 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		return release()
 	}, m, info)
 	if err := s.sendPage(ctx, rw, func() { aborted = true }); err != nil {
+		if admitID != "" {
+			// The client gets an error, not this query: free its budget.
+			c, cancel := storeCtx()
+			_ = s.admit.Release(c, admitID)
+			cancel()
+		}
 		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
 	}
 }

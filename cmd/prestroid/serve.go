@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cloudflare/tableflip"
+
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/internal/jwtauth"
 	"github.com/prestroid/prestroid/proxy"
@@ -29,6 +31,7 @@ type serveFlags struct {
 	listen           string
 	adminListen      string
 	adminTokenFile   string
+	pidFile          string
 	upstream         string
 	publicURL        string
 	routeSecretFile  string
@@ -45,6 +48,7 @@ func runServe(args []string) int {
 	fs.StringVar(&f.listen, "listen", "", "listen address HOST:PORT (default 127.0.0.1:8080)")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "HOST:PORT of a separate listener for /metrics, /v1/estimate, /v1/routing (default: on --listen; env PRESTROID_ADMIN_LISTEN)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the bearer token the admin endpoints require (default: none; env PRESTROID_ADMIN_TOKEN)")
+	fs.StringVar(&f.pidFile, "pid-file", "", "write the serving process's PID here (follows SIGUSR2 upgrades; env PRESTROID_PID_FILE)")
 	fs.StringVar(&f.upstream, "upstream", "", "Trino coordinator URL(s), comma-separated; replaces the file's clusters (first = default)")
 	fs.StringVar(&f.publicURL, "public-url", "", "base URL clients use to reach the proxy (default: from the Host header)")
 	fs.StringVar(&f.routeSecretFile, "route-secret-file", "", "file holding the route-token HMAC secret (default: random per process; env PRESTROID_ROUTE_SECRET)")
@@ -66,7 +70,17 @@ func runServe(args []string) int {
 		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
 		return 1
 	}
-	ln, err := listen(cfg, logger)
+	// Listeners come from tableflip: after SIGUSR2 a new process started
+	// from the same binary path and arguments inherits them (no socket is
+	// ever closed, so no connection is refused), and this one drains.
+	upg, err := tableflip.New(tableflip.Options{PIDFile: cfg.PIDFile})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
+		return 1
+	}
+	defer upg.Stop()
+	go upgradeOnSIGUSR2(upg, logger)
+	ln, err := listen(cfg, upg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
 		return 1
@@ -82,7 +96,7 @@ func runServe(args []string) int {
 	logger.Info("prestroid listening", "addr", ln.Addr().String(), "scheme", scheme, "clusters", strings.Join(names, ","))
 	errc := make(chan error, 3)
 	if cfg.AdminListen != "" {
-		aln, err := net.Listen("tcp", cfg.AdminListen)
+		aln, err := upg.Listen("tcp", cfg.AdminListen)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid serve: admin listener:", err)
 			return 1
@@ -95,7 +109,7 @@ func runServe(args []string) int {
 	defer stop()
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.TLS.RedirectListen != "" {
-		rln, err := net.Listen("tcp", cfg.TLS.RedirectListen)
+		rln, err := upg.Listen("tcp", cfg.TLS.RedirectListen)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid serve: tls.redirect_listen:", err)
 			return 1
@@ -105,15 +119,26 @@ func runServe(args []string) int {
 		go func() { errc <- srv.ServeRedirect(rln, port) }()
 	}
 	defer closeFeedback()
+	if err := upg.Ready(); err != nil { // tells a parent to stop accepting and drain
+		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
+		return 1
+	}
 	select {
 	case err := <-errc:
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "prestroid serve:", err)
 			return 1
 		}
+	case <-upg.Exit():
+		logger.Info("upgraded: the new process serves; draining this one")
+		sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			logger.Warn("shutdown", "error", err)
+		}
 	case <-ctx.Done():
 		logger.Info("shutting down")
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			logger.Warn("shutdown", "error", err)
@@ -122,10 +147,11 @@ func runServe(args []string) int {
 	return 0
 }
 
-// listen opens cfg.Listen, wrapped in TLS when tls.cert_file is set: the
+// listen opens cfg.Listen through the upgrader (so that a graceful upgrade
+// hands it over), wrapped in TLS when tls.cert_file is set: the
 // certificate is reloaded on SIGHUP and when its files change.
-func listen(cfg *config.Config, logger *slog.Logger) (net.Listener, error) {
-	ln, err := net.Listen("tcp", cfg.Listen)
+func listen(cfg *config.Config, upg *tableflip.Upgrader, logger *slog.Logger) (net.Listener, error) {
+	ln, err := upg.Listen("tcp", cfg.Listen)
 	if err != nil || !cfg.TLS.Enabled() {
 		return ln, err
 	}
@@ -144,6 +170,24 @@ func listen(cfg *config.Config, logger *slog.Logger) (net.Listener, error) {
 	return tls.NewListener(ln, proxy.ServerTLSConfig(certs)), nil
 }
 
+// drainTimeout bounds how long a process that was upgraded, or told to
+// stop, waits for its open requests (long polls last about a second).
+const drainTimeout = 10 * time.Second
+
+// upgradeOnSIGUSR2 starts a new process on each SIGUSR2 (tableflip: same
+// binary path, arguments and environment, inheriting the listeners). A new
+// process that fails to start or to become ready leaves this one serving.
+func upgradeOnSIGUSR2(upg *tableflip.Upgrader, logger *slog.Logger) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR2)
+	for range sig {
+		logger.Info("SIGUSR2: starting a new process to take over the listeners")
+		if err := upg.Upgrade(); err != nil {
+			logger.Error("upgrade failed; this process keeps serving", "error", err)
+		}
+	}
+}
+
 // loadServeConfig reads the file (if any), then env, then flags, and
 // validates the result.
 func loadServeConfig(f serveFlags) (*config.Config, error) {
@@ -153,6 +197,9 @@ func loadServeConfig(f serveFlags) (*config.Config, error) {
 	}
 	if f.listen != "" {
 		cfg.Listen = f.listen
+	}
+	if f.pidFile != "" {
+		cfg.PIDFile = f.pidFile
 	}
 	if f.adminListen != "" {
 		cfg.AdminListen = f.adminListen

@@ -11,6 +11,8 @@
 //	security   a password-protected HTTPS Trino behind the HTTPS proxy
 //	replicas   two proxy binaries sharing admission through Redis
 //	cascade    the estimate cascade: history skips EXPLAIN, survives a restart, stays bounded; cheap statements
+//	faults     kill -9 of Trino mid-stream, proxy restart and graceful upgrade
+//	           mid-query, a cluster that never answers, a given-up EXPLAIN
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run

@@ -33,6 +33,7 @@ import (
 // poll of the dead query gets a failed QueryResults for that query, and
 // once Trino is back the proxy serves the next query.
 func TestKillTrinoWhileAResultStreams(t *testing.T) {
+	t.Parallel()
 	e2e.TrinoURL(t)
 	trino := e2e.StartKillable(t, "killed")
 	base, _ := e2e.StartProxy(t, proxy.Options{
@@ -115,6 +116,7 @@ func TestKillTrinoWhileAResultStreams(t *testing.T) {
 // errors) continues the query, and the rows are those of the query run
 // directly.
 func TestProxyRestartMidQuery(t *testing.T) {
+	t.Parallel()
 	direct := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	port := e2e.FreePort(t)
@@ -254,6 +256,7 @@ func hangingCluster(t *testing.T) string {
 // monitor marks the cluster down within its probe timeout; from then on
 // every query runs on the other cluster.
 func TestHangingClusterTimesOutAndTheOtherServes(t *testing.T) {
+	t.Parallel()
 	direct := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	e2e.RequireEnv(t, "PRESTROID_ORT_LIB") // the estimator runs the EXPLAIN
@@ -340,6 +343,7 @@ func scrape(t *testing.T, base string) string {
 // the proxy fails open and the EXPLAIN is cancelled on Trino (it would
 // otherwise keep planning a statement nobody waits for).
 func TestGivenUpExplainIsCancelledOnTrino(t *testing.T) {
+	t.Parallel()
 	direct := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	e2e.RequireEnv(t, "PRESTROID_ORT_LIB")
