@@ -5,42 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
-)
 
-// hangingListener accepts connections and never answers on them, until
-// closed.
-func hangingListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
+	"github.com/prestroid/prestroid/internal/testnet"
+)
 
 // TestHealthProbesDoNotWaitForAHangingCluster: a cluster that accepts
 // connections and never answers delays no other cluster's state; the
@@ -49,7 +18,7 @@ func hangingListener(t *testing.T) string {
 func TestHealthProbesDoNotWaitForAHangingCluster(t *testing.T) {
 	live := newCoordinator(t)
 	s, err := New(Options{
-		Clusters:        []ClusterConfig{{Name: "hang", URL: hangingListener(t)}, {Name: "live", URL: live.URL}},
+		Clusters:        []ClusterConfig{{Name: "hang", URL: testnet.Hanging(t)}, {Name: "live", URL: live.URL}},
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		MonitorInterval: 50 * time.Millisecond,
 	})

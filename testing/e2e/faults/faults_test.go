@@ -13,16 +13,15 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/internal/testnet"
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/testing/e2e"
 )
@@ -218,37 +217,6 @@ func sameMultiset(a, b []string) bool {
 	return true
 }
 
-// hangingCluster accepts connections and never answers.
-func hangingCluster(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
-
 // TestHangingClusterTimesOutAndTheOtherServes: the default cluster accepts
 // connections and never answers. A query placed before the monitor knows
 // it: the EXPLAIN is given up at the estimate budget (fail-open), the
@@ -260,7 +228,7 @@ func TestHangingClusterTimesOutAndTheOtherServes(t *testing.T) {
 	direct := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	e2e.RequireEnv(t, "PRESTROID_ORT_LIB") // the estimator runs the EXPLAIN
-	hang := hangingCluster(t)
+	hang := testnet.Hanging(t)
 	port := e2e.FreePort(t)
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
