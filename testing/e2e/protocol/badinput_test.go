@@ -1,0 +1,181 @@
+package protocol
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/testing/e2e"
+)
+
+// TestBadInputCorpus feeds the real binary, in front of the real Trino, what
+// a hostile or broken client sends (issue 16's bad-input corpus): each gets
+// a clear answer in bounded time, nothing forged or smuggled reaches Trino,
+// and the proxy keeps serving (a normal query after each, and the process
+// still running at the end).
+func TestBadInputCorpus(t *testing.T) {
+	t.Parallel()
+	direct := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
+	port := e2e.FreePort(t)
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
+max_request_body_bytes: 2000000
+max_header_bytes: 16384
+clusters:
+  - {name: default, url: %q}
+routing:
+  estimate_timeout: 5s
+`, port, direct)
+	path := filepath.Join(t.TempDir(), "prestroid.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, base := e2e.ServeBinary(t, bin, port, "--config", path)
+	addr := "127.0.0.1:" + port
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+
+	// raw sends one request as bytes and reads one response (status, body)
+	// within 10 s. The request is written while the response is read: a
+	// server refusing an oversized request answers before reading all of
+	// it and closes, and the reset that unread bytes then cause can race
+	// the answer, so a reset before any answer is tried again (3 times).
+	raw := func(t *testing.T, req string) (int, string) {
+		t.Helper()
+		var lastErr error
+		for try := 0; try < 3; try++ {
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			go io.WriteString(c, req) // a write error is the server closing: read its answer
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				c.Close()
+				lastErr = err
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			c.Close()
+			return resp.StatusCode, string(b)
+		}
+		t.Fatalf("no answer in 3 tries: %v", lastErr)
+		return 0, ""
+	}
+	alive := func(t *testing.T) {
+		t.Helper()
+		p := e2e.RunRaw(t, base, "SELECT count(*) FROM tpch.tiny.region")
+		if p.Error != nil || p.Stats.State != "FINISHED" {
+			t.Fatalf("a normal query after it: %+v", p)
+		}
+	}
+
+	t.Run("an oversized header block gets 431", func(t *testing.T) {
+		code, body := raw(t, "GET /v1/info HTTP/1.1\r\nHost: "+addr+"\r\nX-Big: "+strings.Repeat("a", 20000)+"\r\n\r\n")
+		if code != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("%d %.200s", code, body)
+		}
+		alive(t)
+	})
+	t.Run("an oversized body gets 413 and never reaches Trino", func(t *testing.T) {
+		marker := "big_" + stamp
+		sql := "SELECT '" + marker + "' -- " + strings.Repeat("x", 2100000)
+		code, body := raw(t, "POST /v1/statement HTTP/1.1\r\nHost: "+addr+"\r\nX-Trino-User: e2e\r\nContent-Length: "+
+			strconv.Itoa(len(sql))+"\r\n\r\n"+sql)
+		if code != http.StatusRequestEntityTooLarge {
+			t.Errorf("%d %.200s", code, body)
+		}
+		if n := e2e.SeenByTrino(t, direct, marker); n != 0 {
+			t.Errorf("Trino ran it %d times", n)
+		}
+		alive(t)
+	})
+	t.Run("Content-Length with Transfer-Encoding smuggles nothing", func(t *testing.T) {
+		marker := "smuggled_" + stamp
+		inner := "POST /v1/statement HTTP/1.1\r\nHost: " + addr + "\r\nX-Trino-User: e2e\r\nContent-Length: " +
+			strconv.Itoa(len("SELECT '"+marker+"'")) + "\r\n\r\nSELECT '" + marker + "'"
+		// A front end honouring Content-Length forwards all of it as one
+		// body; one honouring Transfer-Encoding ends the body at the empty
+		// chunk and reads the rest as a second request.
+		body := "0\r\n\r\n" + inner
+		req := "POST /v1/statement HTTP/1.1\r\nHost: " + addr + "\r\nX-Trino-User: e2e\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+		// One answer, then the connection closes (RFC 9112 §6.1: a
+		// request with both must not leave the connection reusable): the
+		// bytes after the empty chunk are never read as a request.
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, req)
+		br := bufio.NewReader(c)
+		first, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		b, _ := io.ReadAll(first.Body)
+		first.Body.Close()
+		code, resp := first.StatusCode, string(b)
+		t.Logf("answered %d %.120s", code, resp)
+		if second, err := http.ReadResponse(br, nil); err == nil {
+			t.Errorf("a second response on the connection: %d", second.StatusCode)
+		}
+		time.Sleep(2 * time.Second)
+		if n := e2e.SeenByTrino(t, direct, marker); n != 0 {
+			t.Errorf("the smuggled statement ran %d times on Trino (first answer %d %.200s)", n, code, resp)
+		}
+		alive(t)
+	})
+	t.Run("path traversal in routed and unrouted URIs reaches no other path", func(t *testing.T) {
+		for _, p := range []string{
+			"/r/AAAA/../../v1/info",
+			"/r/%2e%2e/%2e%2e/etc/passwd",
+			"/v1/statement/../../../etc/passwd",
+			"/v1/query/..%2f..%2fv1%2fnode",
+			"/r/" + strings.Repeat("A", 64) + "/v1/statement/executing/x/y/1",
+		} {
+			code, body := raw(t, "GET "+p+" HTTP/1.1\r\nHost: "+addr+"\r\nX-Trino-User: e2e\r\n\r\n")
+			if code < 400 || code >= 500 || strings.Contains(body, "root:") || strings.Contains(body, `"nodeVersion"`) {
+				t.Errorf("GET %s: %d %.200s", p, code, body)
+			}
+		}
+		alive(t)
+	})
+	t.Run("1 MB of SQL gets Trino's own error, well formed", func(t *testing.T) {
+		sql := "SELECT 1 -- " + strings.Repeat("y", 1<<20)
+		p := e2e.RunRaw(t, base, sql)
+		if p.Error == nil || p.Stats.State != "FAILED" || p.Error.ErrorName == "" {
+			t.Errorf("%+v", p.Error)
+		}
+		alive(t)
+	})
+	t.Run("deeply nested SQL is a well-formed error in bounded time", func(t *testing.T) {
+		start := time.Now()
+		sql := "SELECT " + strings.Repeat("(", 3000) + "1" + strings.Repeat(")", 3000)
+		resp, p := e2e.Do(t, "POST", base+"/v1/statement", sql, nil)
+		for resp.StatusCode == http.StatusOK && p.NextURI != "" && time.Since(start) < 2*time.Minute {
+			resp, p = e2e.Do(t, "GET", p.NextURI, "", nil)
+		}
+		if resp.StatusCode != http.StatusOK || p.NextURI != "" {
+			t.Fatalf("status %d, nextUri %q after %s", resp.StatusCode, p.NextURI, time.Since(start))
+		}
+		t.Logf("3,000 nested parentheses: %s, state %s, error %v", time.Since(start).Round(time.Millisecond), p.Stats.State,
+			p.Error != nil)
+		alive(t)
+	})
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the proxy process is gone: %v", err)
+	}
+}
