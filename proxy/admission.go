@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prestroid/prestroid/config"
@@ -193,50 +192,10 @@ type savedQuery struct {
 	Body      []byte
 	Decision  Decision
 	Cluster   string
-	Estimate  Estimate // without Learn (learnKeep)
+	Estimate  Estimate
 	Estimated bool
 	TookNanos int64
 	Identity  Identity
-}
-
-// learnKeep holds the estimator's Learn values (Estimate.Learn: opaque to
-// the proxy, not serializable in general — NaN marks what is unknown) of
-// the queries this replica queued, until their poll restores them here. A
-// query restored by another replica is submitted without it (the estimator
-// then does not learn from that one query). Bounded: the oldest entries go
-// first once it holds max.
-type learnKeep struct {
-	mu    sync.Mutex
-	max   int
-	order []string
-	byID  map[string]any
-}
-
-func newLearnKeep(max int) *learnKeep {
-	return &learnKeep{max: max, byID: map[string]any{}}
-}
-
-func (k *learnKeep) put(id string, v any) {
-	if v == nil || k.max <= 0 {
-		return
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for len(k.order) >= k.max {
-		delete(k.byID, k.order[0])
-		k.order = k.order[1:]
-	}
-	k.order = append(k.order, id)
-	k.byID[id] = v
-}
-
-// take returns and forgets id's value (nil when none).
-func (k *learnKeep) take(id string) any {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	v := k.byID[id]
-	delete(k.byID, id)
-	return v
 }
 
 // saveQuery seals the waiting query for the store: it holds the caller's
@@ -245,11 +204,8 @@ func (k *learnKeep) take(id string) any {
 // under a key derived from the route secret, which every replica shares)
 // and bound to its admission id.
 func (s *Server) saveQuery(id string, r *fasthttp.Request, d *decision) []byte {
-	est := d.est
-	s.learnKept.put(id, est.Learn)
-	est.Learn = nil
 	q := savedQuery{Header: r.Header.Header(), Body: r.Body(), Decision: d.Decision,
-		Cluster: d.cluster.name, Estimate: est, Estimated: d.estimate, TookNanos: int64(d.took), Identity: d.identity}
+		Cluster: d.cluster.name, Estimate: d.est, Estimated: d.estimate, TookNanos: int64(d.took), Identity: d.identity}
 	b, err := json.Marshal(q)
 	if err != nil {
 		// A number JSON cannot hold (NaN, ±Inf) in the estimate: the query
@@ -282,7 +238,6 @@ func (s *Server) restoreQuery(id string, payload []byte, req *fasthttp.Request) 
 		return nil, fmt.Errorf("proxy: saved query's header: %w", err)
 	}
 	req.SetBodyRaw(q.Body)
-	q.Estimate.Learn = s.learnKept.take(id)
 	return &decision{Decision: q.Decision, cluster: c, est: q.Estimate, estimate: q.Estimated,
 		took: time.Duration(q.TookNanos), identity: q.Identity}, nil
 }

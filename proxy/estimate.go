@@ -101,12 +101,14 @@ type Estimate struct {
 	// EXPLAIN bound and the estimate was made without one.
 	Planner        string
 	ExplainSkipped bool
-	// Learn is the estimator's, opaque to the proxy: handed back with the
-	// query's outcome (Completed.Estimate) so the estimator can learn from
-	// it. Nil when there is nothing to learn. It is the one field the proxy
-	// keeps from an Estimate returned with an error (the query fails open,
-	// its outcome may still teach the estimator).
-	Learn any
+	// Learn is the estimator's, opaque bytes to the proxy: handed back
+	// with the query's outcome (Completed.Estimate) so the estimator can
+	// learn from it, also when another replica submits the queued query
+	// (it travels in the saved query). Nil when there is nothing to learn.
+	// It is the one field the proxy keeps from an Estimate returned with an
+	// error (the query fails open, its outcome may still teach the
+	// estimator).
+	Learn []byte
 }
 
 // Quantile is the q-quantile (0 < q < 1) of the predicted CPU time: the

@@ -209,7 +209,6 @@ type Server struct {
 	// so that Shutdown does not wait out a hanging probe.
 	probeConns connSet
 	admit      admissionStore // nil without admission control
-	learnKept  *learnKeep     // queued queries' Estimate.Learn (admission.go)
 	rate       *rateLimiter   // nil without rate limits
 	adminToken []byte         // SHA-256 of Options.AdminToken; nil: none
 	adminSrv   atomic.Pointer[fasthttp.Server]
@@ -406,11 +405,6 @@ func New(o Options) (*Server, error) {
 			return nil, err
 		}
 		s.admit = st
-		qs := o.Admission.QueueSize
-		if qs == 0 {
-			qs = config.DefaultQueueSize
-		}
-		s.learnKept = newLearnKeep(qs)
 	}
 	if o.Admission != nil && o.Admission.Rate.enabled() {
 		shared, _ := s.admit.(*redisStore)

@@ -52,7 +52,7 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 	}
 	var ue *estimator.UnplacedError
 	if errors.As(err, &ue) {
-		return proxy.Estimate{Learn: ue.Basis}, err // fails open; the outcome still teaches the calibration
+		return proxy.Estimate{Learn: estimator.MarshalBasis(ue.Basis)}, err // fails open; the outcome still teaches the calibration
 	}
 	if err != nil {
 		return proxy.Estimate{}, err
@@ -65,8 +65,8 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 func (a estimatorAdapter) Record(c proxy.Completed) {
 	// Learn is set on estimates and on failed-open queries whose plan can
 	// still teach the optimizer calibration (estimator.UnplacedError).
-	b, ok := c.Estimate.Learn.(*estimator.Basis)
-	if !ok || c.State != "FINISHED" {
+	b := estimator.UnmarshalBasis(c.Estimate.Learn)
+	if b == nil || c.State != "FINISHED" {
 		return
 	}
 	a.svc.Observe(b, float64(c.Stats.CPUTimeMillis)/1000)
@@ -101,9 +101,7 @@ func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
 		Source: proxySources[e.Source], Sigma: e.Sigma, ModelCPUSeconds: e.ModelCPUSeconds,
 		Planner: e.Planner, ExplainSkipped: e.ExplainSkipped,
 	}
-	if e.Basis != nil { // never a typed nil in the interface
-		pe.Learn = e.Basis
-	}
+	pe.Learn = estimator.MarshalBasis(e.Basis)
 	return pe
 }
 

@@ -1,0 +1,55 @@
+package estimator
+
+import (
+	"encoding/json"
+	"math"
+)
+
+// basisWire is Basis as bytes that cross the proxy (Estimate.Learn) and,
+// inside a queued query, the replicas: JSON, with the unknown numbers (NaN
+// in Basis) left out, since JSON has no NaN.
+type basisWire struct {
+	Exact   string   `json:"x,omitempty"`
+	Shape   string   `json:"s,omitempty"`
+	LnModel *float64 `json:"m,omitempty"`
+	LnCost  *float64 `json:"c,omitempty"`
+	Source  Source   `json:"src"`
+}
+
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func orNaN(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+// MarshalBasis encodes b for the proxy to hand back with the query's
+// outcome; nil for a nil b.
+func MarshalBasis(b *Basis) []byte {
+	if b == nil {
+		return nil
+	}
+	out, _ := json.Marshal(basisWire{Exact: b.Exact, Shape: b.Shape, LnModel: finite(b.LnModel),
+		LnCost: finite(b.LnCost), Source: b.Source}) // strings and finite numbers: cannot fail
+	return out
+}
+
+// UnmarshalBasis decodes what MarshalBasis wrote; nil when data is empty or
+// not a basis.
+func UnmarshalBasis(data []byte) *Basis {
+	if len(data) == 0 {
+		return nil
+	}
+	var w basisWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil
+	}
+	return &Basis{Exact: w.Exact, Shape: w.Shape, LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), Source: w.Source}
+}

@@ -1,0 +1,24 @@
+package estimator
+
+import (
+	"math"
+	"testing"
+)
+
+func TestBasisRoundTripsItsUnknowns(t *testing.T) {
+	for _, b := range []*Basis{
+		{Exact: "x:1", Shape: "s:2", LnModel: math.NaN(), LnCost: 1.5, Source: SourceOptimizer},
+		{Exact: "x:3", Shape: "s:4", LnModel: -0.25, LnCost: math.NaN(), Source: SourceModel},
+		{Source: SourceCheap, LnModel: math.NaN(), LnCost: math.NaN()},
+	} {
+		got := UnmarshalBasis(MarshalBasis(b))
+		same := func(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
+		if got == nil || got.Exact != b.Exact || got.Shape != b.Shape || got.Source != b.Source ||
+			!same(got.LnModel, b.LnModel) || !same(got.LnCost, b.LnCost) {
+			t.Errorf("%+v came back as %+v", b, got)
+		}
+	}
+	if MarshalBasis(nil) != nil || UnmarshalBasis(nil) != nil || UnmarshalBasis([]byte("{")) != nil {
+		t.Error("nil or garbage must give nil")
+	}
+}
