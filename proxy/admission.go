@@ -304,6 +304,22 @@ func storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
 }
 
+// releaseSlot frees an admitted query's slot by the proxy's id (a failed
+// submission); a store error leaves it to the lease.
+func (s *Server) releaseSlot(id string) {
+	c, cancel := storeCtx()
+	_ = s.admit.Release(c, id)
+	cancel()
+}
+
+// finishQuery frees the slot of an upstream query (its last page, a
+// cancel, a lost query); a store error leaves it to the lease.
+func (s *Server) finishQuery(upstreamID string) {
+	c, cancel := storeCtx()
+	_ = s.admit.Finish(c, upstreamID)
+	cancel()
+}
+
 // The proxy's own queued-query URIs: routed like any other, under the
 // reserved cluster name localCluster, which configured clusters cannot use
 // because it is not a valid config name.
@@ -449,9 +465,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 	// Submit now: replay the saved POST as this request.
 	d, err := s.restoreQuery(id, payload, &ctx.Request)
 	if err != nil {
-		c, cancel := storeCtx()
-		_ = s.admit.Release(c, id)
-		cancel()
+		s.releaseSlot(id)
 		s.log.Warn("queued query could not be restored", "error", err)
 		s.trinoError(ctx, "PRESTROID_QUEUE_LOST", "EXTERNAL", "prestroid: the queued query could not be restored on this proxy; it never reached Trino; submit it again")
 		return
@@ -493,9 +507,7 @@ func (s *Server) submit(ctx *fasthttp.RequestCtx, id string, d *decision) {
 	d.admitID = id
 	s.forwardPlaced(ctx, d.cluster, "/v1/statement", modeStatementPOST, d)
 	if ctx.Response.StatusCode() != fasthttp.StatusOK {
-		c, cancel := storeCtx()
-		_ = s.admit.Release(c, id)
-		cancel()
+		s.releaseSlot(id)
 	}
 }
 

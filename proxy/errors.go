@@ -110,9 +110,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 		s.trinoErrorFor(ctx, id, "PRESTROID_UPSTREAM_ERROR", "EXTERNAL",
 			fmt.Sprintf("prestroid: cluster %s failed while the query ran; the query is lost: %v", ue.Cluster, ue.Err))
 		if id != "" && s.admit != nil {
-			c, cancel := storeCtx()
-			_ = s.admit.Finish(c, id) // the query is gone: free its budget
-			cancel()
+			s.finishQuery(id) // the query is gone: free its budget
 		}
 	case errors.As(err, &ue):
 		ctx.Response.Header.Set("Retry-After", "1")

@@ -574,9 +574,7 @@ func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 	d.cluster.sent.Add(1)
 	s.forwardPlaced(ctx, d.cluster, "/v1/statement", modeStatementPOST, d)
 	if d.admitID != "" && ctx.Response.StatusCode() != fasthttp.StatusOK {
-		c, cancel := storeCtx()
-		_ = s.admit.Release(c, d.admitID)
-		cancel()
+		s.releaseSlot(d.admitID)
 	}
 }
 
@@ -594,9 +592,7 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 	}
 	if s.admit != nil && method == fasthttp.MethodDelete && strings.HasPrefix(target, "/v1/statement/") {
 		if id := statementQueryID(target); id != "" {
-			c, cancel := storeCtx()
-			_ = s.admit.Finish(c, id) // a cancelled query frees its budget
-			cancel()
+			s.finishQuery(id) // a cancelled query frees its budget
 		}
 	}
 	c, ok := s.byName[name]
@@ -639,7 +635,9 @@ func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
 			id = up // the proxy's queued id, now running on Trino
 		}
 		if method == fasthttp.MethodDelete {
-			defer func() { _ = s.admit.Finish(c, id) }()
+			// After the DELETE is forwarded, with a budget of its own (the
+			// forward may outlast c's).
+			defer func() { s.finishQuery(id) }()
 		}
 	}
 	target := "/v1/query/" + id
@@ -861,9 +859,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 			if info.HasNextURI {
 				s.admit.Touch(info.ID)
 			} else {
-				c, cancel := storeCtx()
-				_ = s.admit.Finish(c, info.ID)
-				cancel()
+				s.finishQuery(info.ID)
 			}
 		}
 		if info.ID != "" && !info.HasNextURI {
@@ -874,9 +870,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	if err := s.sendPage(ctx, rw, func() { aborted = true }); err != nil {
 		if admitID != "" {
 			// The client gets an error, not this query: free its budget.
-			c, cancel := storeCtx()
-			_ = s.admit.Release(c, admitID)
-			cancel()
+			s.releaseSlot(admitID)
 		}
 		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
 	}
