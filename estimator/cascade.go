@@ -107,6 +107,11 @@ const (
 // schema and every session property (any may change the plan). The user is
 // not part of them: the same statement costs the same whoever runs it.
 func HistoryKeys(sql string, h http.Header) (exact, shape string) {
+	return historyKeys(sql, Fingerprint(sql), h)
+}
+
+// historyKeys is HistoryKeys of a statement whose Fingerprint is fp.
+func historyKeys(sql, fp string, h http.Header) (exact, shape string) {
 	ctx := []string{h.Get("X-Trino-Catalog"), h.Get("X-Trino-Schema")}
 	var props []string
 	for _, v := range h.Values("X-Trino-Session") {
@@ -126,7 +131,7 @@ func HistoryKeys(sql string, h http.Header) (exact, shape string) {
 		}
 		return string(d.Sum(nil))
 	}
-	return keyExact + digest(Normalize(sql)), keyShape + digest(Fingerprint(sql))
+	return keyExact + digest(Normalize(sql)), keyShape + digest(fp)
 }
 
 // EstimateOn runs the cascade for sql in the caller's session h, planning
@@ -144,13 +149,14 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	if ok, why := kind.SafeToExplain(); !ok {
 		return &CostEstimate{Statement: kind, Reason: why}, nil
 	}
+	fp := Fingerprint(sql) // once: the history's shape key and the estimate cache's key
 	var b *Basis
 	if s.learn != nil && kind != plan.StmtExecute { // EXECUTE's text does not say what runs
 		b = &Basis{LnModel: math.NaN(), LnCost: math.NaN()}
-		b.Exact, b.Shape = HistoryKeys(sql, h)
+		b.Exact, b.Shape = historyKeys(sql, fp, h)
 		if x, ok := s.learn.get(b.Exact); ok && x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
 			e := s.historyEstimate(kind, b, x, x.Spread())
-			s.cachedPlan(e, sql, h)
+			s.cachedPlan(e, fp, h)
 			return e, nil
 		}
 	}
@@ -165,7 +171,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	}
 	var key string
 	if m != nil && s.opts.Cache != nil {
-		key = EstimateKey(m.ID(), sql, h)
+		key = estimateKey(m.ID(), fp, h)
 		if e, ok := s.opts.Cache.Get(key); ok {
 			e.Cached, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros = true, 0, 0, 0
 			if s.opts.PlanCache != nil {
@@ -177,7 +183,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	}
 	planner, release := s.explainSlot(planners)
 	if release == nil {
-		if e := s.busyEstimate(kind, b, sql, h); e != nil {
+		if e := s.busyEstimate(kind, b, fp, h); e != nil {
 			return e, nil
 		}
 		return nil, ErrExplainBusy
@@ -258,7 +264,7 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 // cachedPlan gives an estimate made without EXPLAIN the plan of the
 // statement's last EXPLAIN when the plan cache still holds it (for the
 // feedback log's training records; best-effort).
-func (s *Service) cachedPlan(e *CostEstimate, sql string, h http.Header) {
+func (s *Service) cachedPlan(e *CostEstimate, fp string, h http.Header) {
 	if s.opts.PlanCache == nil || s.scoreHook != nil {
 		return
 	}
@@ -267,13 +273,13 @@ func (s *Service) cachedPlan(e *CostEstimate, sql string, h http.Header) {
 		return
 	}
 	defer m.Release()
-	e.Plan, _ = s.opts.PlanCache.Get(EstimateKey(m.ID(), sql, h))
+	e.Plan, _ = s.opts.PlanCache.Get(estimateKey(m.ID(), fp, h))
 }
 
 // busyEstimate stands in for an EXPLAIN the bound refused: the statement's
 // history, however short, else its shape's, with at least the model's
 // uncertainty (other literals may cost more); nil when there is neither.
-func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, sql string, h http.Header) *CostEstimate {
+func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h http.Header) *CostEstimate {
 	if b == nil {
 		return nil
 	}
@@ -281,7 +287,7 @@ func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, sql string, h 
 		if st, ok := s.learn.get(k); ok {
 			e := s.historyEstimate(kind, b, st, math.Max(st.Spread(), s.opts.Cascade.ModelSigma))
 			e.ExplainSkipped = true
-			s.cachedPlan(e, sql, h)
+			s.cachedPlan(e, fp, h)
 			return e
 		}
 	}

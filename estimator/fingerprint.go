@@ -30,10 +30,15 @@ var plannerIrrelevant = map[string]bool{
 // by h (user, catalog, schema, session properties, roles, prepared
 // statements, credentials...) under model modelID: a SHA-256 digest.
 func EstimateKey(modelID, sql string, h http.Header) string {
+	return estimateKey(modelID, Fingerprint(sql), h)
+}
+
+// estimateKey is EstimateKey of a statement whose Fingerprint is fp.
+func estimateKey(modelID, fp string, h http.Header) string {
 	d := sha256.New()
 	d.Write([]byte(modelID))
 	d.Write([]byte{0})
-	d.Write([]byte(Fingerprint(sql)))
+	d.Write([]byte(fp))
 	d.Write([]byte{0})
 	names := make([]string, 0, len(h))
 	for k := range h {

@@ -42,49 +42,15 @@ func benchEstimate(args []string) int {
 }
 
 func runBenchEstimate(trino, workloads, scale string, rounds int, model, ortLib string) error {
-	cfg, err := config.Load("")
-	if err != nil {
-		return err
-	}
-	cfg.SetUpstreams([]string{trino})
-	cfg.Estimator.Model, cfg.Estimator.ORTLib = model, ortLib
-	cfg.Routing.EstimateTimeout = config.Duration(time.Minute)
-	cfg.Routing.MonitorInterval = config.Duration(-1)
-	cfg.FillDefaults()
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	signer, err := proxy.NewSigner(nil)
-	if err != nil {
-		return err
-	}
-	o := proxyOptions(cfg, signer, quiet)
 	// The benchmark measures the model's path (EXPLAIN, featurize, infer;
 	// the estimate cache): no history stage serves its repeats.
-	cfg.Estimator.History.Disabled = true
-	closeEstimator, err := wireEstimator(cfg, &o, quiet)
+	base, est, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) { cfg.Estimator.History.Disabled = true })
 	if err != nil {
 		return err
 	}
-	defer closeEstimator()
-	est, ok := o.Estimator.(estimatorAdapter)
-	if !ok {
-		return fmt.Errorf("no estimator: the model or the ONNX Runtime library could not be loaded (see prestroid serve's log)")
-	}
-	srv, err := proxy.New(o)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-
+	defer stop()
 	return bench.Estimate(os.Stdout, bench.EstimateOptions{
-		Trino: trino, ProxyURL: "http://" + ln.Addr().String(), Workloads: workloads, Scale: scale, Rounds: rounds,
+		Trino: trino, ProxyURL: base, Workloads: workloads, Scale: scale, Rounds: rounds,
 		Featurize: func(ctx context.Context, plan []byte) (time.Duration, error) {
 			e, err := est.svc.EstimatePlan(ctx, plan)
 			if err != nil {
@@ -93,4 +59,55 @@ func runBenchEstimate(trino, workloads, scale string, rounds int, model, ortLib 
 			return time.Duration(e.FeaturizeMicros+e.InferMicros) * time.Microsecond, nil
 		},
 	})
+}
+
+// startEstimatingProxy starts the estimating proxy in process, wired as serve wires
+// it, in front of trino (monitor off, a minute's estimate budget), with
+// tune applied to the configuration first; it returns its URL, the
+// estimator and a stop function.
+func startEstimatingProxy(trino, model, ortLib string, tune func(*config.Config)) (string, estimatorAdapter, func(), error) {
+	cfg, err := config.Load("")
+	if err != nil {
+		return "", estimatorAdapter{}, nil, err
+	}
+	cfg.SetUpstreams([]string{trino})
+	cfg.Estimator.Model, cfg.Estimator.ORTLib = model, ortLib
+	cfg.Routing.EstimateTimeout = config.Duration(time.Minute)
+	cfg.Routing.MonitorInterval = config.Duration(-1)
+	tune(cfg)
+	cfg.FillDefaults()
+	if err := cfg.Validate(); err != nil {
+		return "", estimatorAdapter{}, nil, err
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	signer, err := proxy.NewSigner(nil)
+	if err != nil {
+		return "", estimatorAdapter{}, nil, err
+	}
+	o := proxyOptions(cfg, signer, quiet)
+	closeEstimator, err := wireEstimator(cfg, &o, quiet)
+	if err != nil {
+		return "", estimatorAdapter{}, nil, err
+	}
+	est, ok := o.Estimator.(estimatorAdapter)
+	if !ok {
+		closeEstimator()
+		return "", estimatorAdapter{}, nil, fmt.Errorf("no estimator: the model or the ONNX Runtime library could not be loaded (see prestroid serve's log)")
+	}
+	srv, err := proxy.New(o)
+	if err != nil {
+		closeEstimator()
+		return "", estimatorAdapter{}, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		closeEstimator()
+		return "", estimatorAdapter{}, nil, err
+	}
+	go srv.Serve(ln)
+	stop := func() {
+		srv.Shutdown(context.Background())
+		closeEstimator()
+	}
+	return "http://" + ln.Addr().String(), est, stop, nil
 }

@@ -5,20 +5,14 @@ package main
 // bench.Replay, the estimate cascade on a recurring workload.
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/prestroid/prestroid/bench"
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/config"
-	"github.com/prestroid/prestroid/proxy"
 )
 
 func init() {
@@ -58,45 +52,13 @@ func benchReplay(args []string) int {
 }
 
 func runBenchReplay(trino, model, ortLib string, ro bench.ReplayOptions) error {
-	cfg, err := config.Load("")
-	if err != nil {
-		return err
-	}
-	cfg.SetUpstreams([]string{trino})
-	cfg.Estimator.Model, cfg.Estimator.ORTLib = model, ortLib
-	cfg.Routing.EstimateTimeout = config.Duration(time.Minute)
-	cfg.Routing.MonitorInterval = config.Duration(-1)
 	// No estimate cache: repeats are answered by the cascade's history
 	// (or explained), which is what is measured.
-	cfg.Estimator.CacheTTL = -1
-	cfg.FillDefaults()
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	signer, err := proxy.NewSigner(nil)
+	base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) { cfg.Estimator.CacheTTL = -1 })
 	if err != nil {
 		return err
 	}
-	o := proxyOptions(cfg, signer, quiet)
-	closeEstimator, err := wireEstimator(cfg, &o, quiet)
-	if err != nil {
-		return err
-	}
-	defer closeEstimator()
-	if _, ok := o.Estimator.(estimatorAdapter); !ok {
-		return fmt.Errorf("no estimator: the model or the ONNX Runtime library could not be loaded")
-	}
-	srv, err := proxy.New(o)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-	ro.ProxyURL = "http://" + ln.Addr().String()
+	defer stop()
+	ro.ProxyURL = base
 	return bench.Replay(os.Stdout, ro)
 }
