@@ -13,7 +13,9 @@ type basisWire struct {
 	Shape   string   `json:"s,omitempty"`
 	LnModel *float64 `json:"m,omitempty"`
 	LnCost  *float64 `json:"c,omitempty"`
+	LnText  *float64 `json:"t,omitempty"`
 	Source  Source   `json:"src"`
+	Pending string   `json:"p,omitempty"`
 }
 
 func finite(v float64) *float64 {
@@ -37,7 +39,7 @@ func MarshalBasis(b *Basis) []byte {
 		return nil
 	}
 	out, _ := json.Marshal(basisWire{Exact: b.Exact, Shape: b.Shape, LnModel: finite(b.LnModel),
-		LnCost: finite(b.LnCost), Source: b.Source}) // strings and finite numbers: cannot fail
+		LnCost: finite(b.LnCost), LnText: finite(b.LnText), Source: b.Source, Pending: b.Pending}) // strings and finite numbers: cannot fail
 	return out
 }
 
@@ -51,5 +53,5 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	return &Basis{Exact: w.Exact, Shape: w.Shape, LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), Source: w.Source}
+	return &Basis{Exact: w.Exact, Shape: w.Shape, LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending}
 }
