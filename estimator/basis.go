@@ -8,9 +8,13 @@ import (
 // basisWire is Basis as bytes that cross the proxy (Estimate.Learn) and,
 // inside a queued query, the replicas: JSON, with the unknown numbers (NaN
 // in Basis) left out, since JSON has no NaN.
+//
+// The history keys are binary (a prefix and a SHA-256 digest): as []byte
+// they travel base64-encoded, since a JSON string would replace their
+// invalid UTF-8 bytes and the outcome would be learned under other keys.
 type basisWire struct {
-	Exact   string   `json:"x,omitempty"`
-	Shape   string   `json:"s,omitempty"`
+	Exact   []byte   `json:"x,omitempty"`
+	Shape   []byte   `json:"s,omitempty"`
 	LnModel *float64 `json:"m,omitempty"`
 	LnCost  *float64 `json:"c,omitempty"`
 	LnText  *float64 `json:"t,omitempty"`
@@ -38,7 +42,7 @@ func MarshalBasis(b *Basis) []byte {
 	if b == nil {
 		return nil
 	}
-	out, _ := json.Marshal(basisWire{Exact: b.Exact, Shape: b.Shape, LnModel: finite(b.LnModel),
+	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), LnModel: finite(b.LnModel),
 		LnCost: finite(b.LnCost), LnText: finite(b.LnText), Source: b.Source, Pending: b.Pending}) // strings and finite numbers: cannot fail
 	return out
 }
@@ -53,5 +57,5 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	return &Basis{Exact: w.Exact, Shape: w.Shape, LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending}
+	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending}
 }
