@@ -456,6 +456,25 @@ func (s *Service) Settle(ctx context.Context, b *Basis) (bg Background, ok bool)
 	return r, true
 }
 
+// SettleThen is Settle on a goroutine that Close waits for, bounded by
+// the EXPLAIN timeout (plus inference), then then(bg, ok); it reports false
+// (then not called) when b has nothing pending here or the service is
+// closing, so the caller carries on at once.
+func (s *Service) SettleThen(b *Basis, then func(bg Background, ok bool)) bool {
+	if b == nil || b.Pending == "" || !s.pending.has(b.Pending) {
+		if b != nil {
+			b.Pending = ""
+		}
+		return false
+	}
+	return s.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.settleTimeout())
+		defer cancel()
+		bg, ok := s.Settle(ctx, b)
+		then(bg, ok)
+	})
+}
+
 // settleTimeout bounds how long Observe waits for a background result
 // (the EXPLAIN's own bound, plus the model's inference).
 func (s *Service) settleTimeout() time.Duration { return s.opts.ExplainTimeout + 5*time.Second }

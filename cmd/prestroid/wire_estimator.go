@@ -29,11 +29,8 @@ import (
 var embeddedModel fs.FS = models.Default()
 
 // estimatorAdapter serves proxy.Estimator with an *estimator.Service.
-// settleTimeout bounds how long a completed query's feedback waits for the
-// background EXPLAIN of an estimate the text stage made.
 type estimatorAdapter struct {
-	svc           *estimator.Service
-	settleTimeout time.Duration
+	svc *estimator.Service
 }
 
 var _ proxy.Estimator = estimatorAdapter{}
@@ -70,10 +67,11 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 func (a estimatorAdapter) Record(c proxy.Completed) { a.recordThen(c, nil) }
 
 // recordThen is Record, then hands c to next. When the text stage routed
-// the query and its background EXPLAIN + model has not settled yet, both
-// wait for it on another goroutine (at most the EXPLAIN timeout), so that
-// the history learns the model's number and next (the feedback log) gets
-// the plan and the model's number for the training record.
+// the query and its background EXPLAIN + model is pending, both wait for it
+// on a goroutine the estimator's Close waits for (at most the EXPLAIN
+// timeout + 5 s), so that the history learns the model's number and next
+// (the feedback log) gets the plan and the model's number for the training
+// record. The estimator must therefore close before the sinks after it.
 func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSink) {
 	// Learn is set on estimates and on failed-open queries whose plan can
 	// still teach the optimizer calibration (estimator.UnplacedError).
@@ -86,18 +84,14 @@ func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSin
 			f.Record(c)
 		}
 	}
-	if b == nil || b.Pending == "" {
-		finish()
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), a.settleTimeout)
-		defer cancel()
-		if bg, ok := a.svc.Settle(ctx, b); ok && bg.Err == nil {
+	if !a.svc.SettleThen(b, func(bg estimator.Background, ok bool) {
+		if ok && bg.Err == nil {
 			c.Estimate.Plan, c.Estimate.ModelCPUSeconds = bg.Plan, bg.ModelCPUSeconds
 		}
 		finish()
-	}()
+	}) {
+		finish()
+	}
 }
 
 var _ proxy.FeedbackSink = estimatorAdapter{}
@@ -337,7 +331,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained(),
 			"text_stage", m.HasText(), "explain", cfg.Routing.Explain)
 	}
-	est := estimatorAdapter{svc, time.Duration(e.ExplainTimeout) + 5*time.Second}
+	est := estimatorAdapter{svc}
 	o.Estimator = est
 	o.EstimatorStats = estimatorStats(svc, caches)
 	if svc.HasHistory() {
