@@ -127,10 +127,15 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = WriteTimeout, WriteTimeout, WriteTimeout, o.Timeout
 	opt.MaxRetries = -1   // one try: a failure trips the outage
 	opt.DialerRetries = 1 // likewise for a dial
+	// A read on the hot path should find a connection ready: dialing
+	// (TCP, then go-redis' HELLO and CLIENT SETINFO round trips) can take
+	// longer than Timeout.
+	opt.MinIdleConns = 2
 	redisLog.Do(func() { redis.SetLogger(redisLogger{o.Logger}) })
 	r := &Redis{rdb: redis.NewClient(opt), keyPrefix: o.Prefix + "h:", lru: o.Prefix + "hlru", seq: o.Prefix + "hseq",
 		maxArg: fmt.Sprint(max(o.MaxEntries, 0)), timeout: o.Timeout, log: o.Logger}
 	r.n.Store(-1)
+	go r.Len() // dials the first connection off the hot path (and reads the size)
 	return r, nil
 }
 
@@ -310,7 +315,7 @@ func (r *Redis) updateChunk(ctx context.Context, keys []*pending) (lost []*pendi
 // size read while Redis is unreachable.
 func (r *Redis) Len() int {
 	if r.up() {
-		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), WriteTimeout) // off the hot path (a scrape)
 		n, err := r.rdb.ZCard(ctx, r.lru).Result()
 		cancel()
 		if err == nil {
