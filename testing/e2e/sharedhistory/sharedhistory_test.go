@@ -93,7 +93,8 @@ func (r replica) stop(t *testing.T) {
 }
 
 // estimate drives sql to its end through r and returns the
-// X-Prestroid-Estimate header of its POST (where the decision is made).
+// X-Prestroid-Estimate header of its POST (where the decision is made),
+// logging its Server-Timing.
 func (r replica) estimate(t *testing.T, sql string) string {
 	t.Helper()
 	resp, p := e2e.Do(t, "POST", r.base+"/v1/statement", sql, nil)
@@ -101,6 +102,7 @@ func (r replica) estimate(t *testing.T, sql string) string {
 		t.Fatalf("POST %s: %s", sql, resp.Status)
 	}
 	est := resp.Header.Get("X-Prestroid-Estimate")
+	t.Logf("%s: %s; Server-Timing %s", r.base, est, resp.Header.Get("Server-Timing"))
 	for p.NextURI != "" {
 		next := p.NextURI
 		if resp, p = e2e.Do(t, "GET", next, "", nil); resp.StatusCode != 200 {
