@@ -63,23 +63,23 @@ var scCAS = redis.NewScript(luaCAS)
 // same URL and prefix: what one replica learns, the others read.
 //
 // Get is one GET of Stats.MarshalBinary's 56 bytes, bounded by Timeout.
-// Update is optimistic and atomic per key across replicas: one MGET
-// (pipelined: one round trip) of the batch's keys, each key's updates
-// applied here, then one Lua script (redis_cas.lua) that writes each key
-// only if it still holds the value read, refreshes its place in the
-// eviction index and evicts past MaxEntries; the keys another replica
-// changed in between are read and applied again, after a short random
-// pause, within WriteTimeout.
+// Update is optimistic and atomic per key across replicas: one MGET of
+// the batch's keys (one round trip), each key's updates applied here, then
+// one Lua script (redis_cas.lua) that writes each key only if it still
+// holds the value read, refreshes its place in the eviction index and
+// evicts past MaxEntries; the keys another replica changed in between are
+// read and applied again, after a short random pause, within WriteTimeout.
 // No observation is lost to a concurrent update, and the EWMA stays in Go
-// (Update.Apply), the same code as the other stores.
+// (Update.Apply), the same code as the other stores. A batch of more than
+// casChunk keys goes in several such steps.
 //
 // The bound: a sorted set Prefix+"hlru" scores each key by the sequence
 // number of its last update (a counter, Prefix+"hseq", so the order is
-// Redis' own, whatever the replicas' clocks); when it holds more than MaxEntries,
-// the script pops the oldest and deletes their statistics. The bound is
-// exact and per prefix, whatever the server's maxmemory-policy (which
-// applies to the whole server; noeviction, Redis' default, suits the
-// admission state sharing it).
+// Redis' own, whatever the replicas' clocks); when it holds more than
+// MaxEntries, the script pops the oldest and deletes their statistics. The
+// bound is exact and per prefix, whatever the server's maxmemory-policy
+// (which applies to the whole server; the keys carry no expiry, so
+// noeviction, Redis' default, or a volatile-* policy leaves them alone).
 //
 // Redis unreachable (or failing): Get misses (the cascade falls through to
 // EXPLAIN and the model), Update drops the batch and counts it (Health),
@@ -93,6 +93,7 @@ type Redis struct {
 	seq       string // Prefix+"hseq"
 	maxArg    string // MaxEntries for the script
 	timeout   time.Duration
+	retry     time.Duration // retryDown (shorter in tests)
 	log       *slog.Logger
 	n         atomic.Int64 // Len as last read
 	downUntil atomic.Int64 // unix nanos
@@ -122,7 +123,6 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 	}
 	// Every call carries its own deadline (Timeout for reads,
 	// WriteTimeout for writes), applied to the socket.
-	// (A dial is bounded by the caller's deadline too.)
 	opt.ContextTimeoutEnabled = true
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = WriteTimeout, WriteTimeout, WriteTimeout, o.Timeout
 	opt.MaxRetries = -1   // one try: a failure trips the outage
@@ -133,7 +133,7 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 	opt.MinIdleConns = 2
 	redisLog.Do(func() { redis.SetLogger(redisLogger{o.Logger}) })
 	r := &Redis{rdb: redis.NewClient(opt), keyPrefix: o.Prefix + "h:", lru: o.Prefix + "hlru", seq: o.Prefix + "hseq",
-		maxArg: fmt.Sprint(max(o.MaxEntries, 0)), timeout: o.Timeout, log: o.Logger}
+		maxArg: fmt.Sprint(max(o.MaxEntries, 0)), timeout: o.Timeout, retry: retryDown, log: o.Logger}
 	r.n.Store(-1)
 	go r.Len() // dials the first connection off the hot path (and reads the size)
 	return r, nil
@@ -156,8 +156,11 @@ func (r *Redis) up() bool { return time.Now().UnixNano() >= r.downUntil.Load() }
 
 // failed counts a failure and starts (or extends) the outage.
 func (r *Redis) failed(err error) {
+	if errors.Is(err, redis.ErrClosed) {
+		return // closed here, not an outage
+	}
 	r.errs.Add(1)
-	r.downUntil.Store(time.Now().Add(retryDown).UnixNano())
+	r.downUntil.Store(time.Now().Add(r.retry).UnixNano())
 	if r.down.CompareAndSwap(false, true) {
 		r.log.Warn("history: Redis unreachable; estimates miss the shared history and observations are dropped until it is back", "error", err)
 	}

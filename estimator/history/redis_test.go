@@ -165,6 +165,7 @@ func TestRedisDownMissesDropsAndLogsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	r.retry = 300 * time.Millisecond
 	at := time.Unix(1, 0)
 	if err := r.Update(Update{Key: "k", Apply: add(1, at)}); err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func TestRedisDownMissesDropsAndLogsOnce(t *testing.T) {
 	}
 
 	rs.Stop()
-	deadline := time.Now().Add(3 * retryDown)
+	deadline := time.Now().Add(3 * r.retry)
 	for time.Now().Before(deadline) { // through several retry windows
 		if _, ok := r.Get("k"); ok {
 			t.Fatal("Get hit with Redis down")
@@ -191,10 +192,10 @@ func TestRedisDownMissesDropsAndLogsOnce(t *testing.T) {
 	if n := strings.Count(logs.String(), "Redis unreachable"); n != 1 {
 		t.Fatalf("%d outage log lines; want 1:\n%s", n, logs.String())
 	}
-	t.Logf("%d failed calls and %d dropped updates in %v down", h.Errors, h.Dropped, 3*retryDown)
+	t.Logf("%d failed calls and %d dropped updates in %v down", h.Errors, h.Dropped, 3*r.retry)
 
 	rs.Restart(t) // empty: no persistence
-	time.Sleep(retryDown)
+	time.Sleep(r.retry)
 	if err := r.Update(Update{Key: "k", Apply: add(7, at)}); err != nil {
 		t.Fatal(err)
 	}
