@@ -67,6 +67,11 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a class quantile of 1", func(c *Config) { c.Routing.ClassQuantile = 1 }, []string{"routing.class_quantile", "(0, 1)"}},
 		{"a negative history bound", func(c *Config) { c.Estimator.History.MaxEntries = -5 }, []string{"estimator.history.max_entries", "-5"}},
 		{"a history weight above 1", func(c *Config) { c.Estimator.History.Alpha = 1.5 }, []string{"estimator.history.alpha", "1.5"}},
+		{"a history in Redis and in a file", func(c *Config) {
+			c.Estimator.History.Redis, c.Estimator.History.Path = "redis://r:6379", "/var/lib/h.db"
+		}, []string{"estimator.history.path", "not both"}},
+		{"a history Redis URL of another scheme, without echoing its password", func(c *Config) { c.Estimator.History.Redis = "http://:hunter2@r:6379" }, []string{"estimator.history.redis"}},
+		{"a negative history Redis timeout", func(c *Config) { c.Estimator.History.RedisTimeout = -1 }, []string{"estimator.history.redis_timeout"}},
 		{"a negative cheap estimate", func(c *Config) { c.Estimator.CheapCPUSeconds = -1 }, []string{"estimator.cheap_cpu_seconds"}},
 	} {
 		t.Run(tc.name+" is refused", func(t *testing.T) {

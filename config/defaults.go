@@ -114,6 +114,9 @@ const (
 	DefaultHistoryShrink      = 1.0
 	DefaultHistoryModelSigma  = 1.0 // ln CPU: the model within ~2.7x, before this deployment's own spread is known
 	DefaultHistoryMinCalib    = 10
+	// DefaultHistoryRedisTimeout bounds one history read from Redis
+	// (Estimator.History.RedisTimeout).
+	DefaultHistoryRedisTimeout = 50 * time.Millisecond
 
 	// ORTVersion is the ONNX Runtime release the binary is built against
 	// (DESIGN §8); DefaultORTLib's path names it.
@@ -199,6 +202,13 @@ func (c *Config) FillDefaults() {
 	setFloat(&h.Shrink, DefaultHistoryShrink)
 	setFloat(&h.ModelSigma, DefaultHistoryModelSigma)
 	setInt(&h.MinCalibration, DefaultHistoryMinCalib)
+	// Replicas that share admission share the history, unless it is
+	// explicitly a file per replica.
+	if h.Redis == "" && h.Path == "" {
+		h.Redis = c.Admission.Redis
+	}
+	setString(&h.RedisPrefix, c.Admission.RedisPrefix) // after its own default
+	setDuration(&h.RedisTimeout, DefaultHistoryRedisTimeout)
 }
 
 func setFloat(p *float64, v float64) {

@@ -7,10 +7,13 @@ import (
 
 // basisWire is Basis as bytes that cross the proxy (Estimate.Learn) and,
 // inside a queued query, the replicas: JSON, with the unknown numbers (NaN
-// in Basis) left out, since JSON has no NaN.
+// in Basis) left out, since JSON has no NaN. The history keys are bytes
+// (a SHA-256 digest, not UTF-8), so they travel as []byte (base64): as a
+// JSON string, encoding/json would replace every invalid byte with U+FFFD
+// and the history would learn under a key no lookup ever computes.
 type basisWire struct {
-	Exact   string   `json:"x,omitempty"`
-	Shape   string   `json:"s,omitempty"`
+	Exact   []byte   `json:"x,omitempty"`
+	Shape   []byte   `json:"s,omitempty"`
 	LnModel *float64 `json:"m,omitempty"`
 	LnCost  *float64 `json:"c,omitempty"`
 	Source  Source   `json:"src"`
@@ -36,7 +39,7 @@ func MarshalBasis(b *Basis) []byte {
 	if b == nil {
 		return nil
 	}
-	out, _ := json.Marshal(basisWire{Exact: b.Exact, Shape: b.Shape, LnModel: finite(b.LnModel),
+	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), LnModel: finite(b.LnModel),
 		LnCost: finite(b.LnCost), Source: b.Source}) // strings and finite numbers: cannot fail
 	return out
 }
@@ -51,5 +54,5 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	return &Basis{Exact: w.Exact, Shape: w.Shape, LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), Source: w.Source}
+	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), Source: w.Source}
 }

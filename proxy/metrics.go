@@ -213,6 +213,18 @@ type HistoryStats struct {
 	// Observed completed queries learned from; Dropped those lost to a
 	// full write queue.
 	Observed, Dropped uint64
+	// Store is the shared store's state (Redis); nil for a store that
+	// cannot be unreachable (memory, a file).
+	Store *HistoryStoreStats
+}
+
+// HistoryStoreStats describe a history store that can be unreachable.
+type HistoryStoreStats struct {
+	// Errors counts failed calls; Dropped the updates (one key of one
+	// completed query each) lost to them.
+	Errors, Dropped uint64
+	// Down is true while the store is treated as unreachable.
+	Down bool
 }
 
 // CacheStats are one named cache's counters.
@@ -236,6 +248,12 @@ var (
 		"Completed queries the estimate history learned from.", nil, nil)
 	descHistoryDropped = prometheus.NewDesc("prestroid_history_dropped_total",
 		"Completed queries the estimate history could not learn from (its write queue was full).", nil, nil)
+	descHistoryStoreErrors = prometheus.NewDesc("prestroid_history_store_errors_total",
+		"Calls to the shared estimate history store (Redis) that failed.", nil, nil)
+	descHistoryStoreDropped = prometheus.NewDesc("prestroid_history_store_dropped_total",
+		"History updates (one key of one completed query each) lost because the shared store (Redis) failed.", nil, nil)
+	descHistoryStoreDown = prometheus.NewDesc("prestroid_history_store_down",
+		"1 while the shared estimate history store (Redis) is unreachable: reads miss, writes are dropped.", nil, nil)
 )
 
 // estimatorCollector exports Options.EstimatorStats at scrape time.
@@ -252,6 +270,9 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHistoryEntries
 	ch <- descHistoryObserved
 	ch <- descHistoryDropped
+	ch <- descHistoryStoreErrors
+	ch <- descHistoryStoreDropped
+	ch <- descHistoryStoreDown
 }
 
 // Collect implements prometheus.Collector.
@@ -267,6 +288,15 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHistoryEntries, prometheus.GaugeValue, float64(h.Entries))
 		ch <- prometheus.MustNewConstMetric(descHistoryObserved, prometheus.CounterValue, float64(h.Observed))
 		ch <- prometheus.MustNewConstMetric(descHistoryDropped, prometheus.CounterValue, float64(h.Dropped))
+		if s := h.Store; s != nil {
+			down := 0.0
+			if s.Down {
+				down = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descHistoryStoreErrors, prometheus.CounterValue, float64(s.Errors))
+			ch <- prometheus.MustNewConstMetric(descHistoryStoreDropped, prometheus.CounterValue, float64(s.Dropped))
+			ch <- prometheus.MustNewConstMetric(descHistoryStoreDown, prometheus.GaugeValue, down)
+		}
 	}
 }
 
