@@ -25,6 +25,7 @@ build:
 
 vet:
 	$(GO) vet ./...
+	$(GO) -C testing/helm vet ./...
 
 trino-fetch:
 	$(TRINO) fetch
@@ -49,6 +50,21 @@ promtool:
 	$(eval PRESTROID_PROMTOOL := $(shell scripts/install-promtool.sh))
 	@test -n "$(PRESTROID_PROMTOOL)" || { echo "promtool is needed by make test (scripts/install-promtool.sh)"; exit 1; }
 
+# prometheus for testing/dashboard (a real Prometheus scraping the proxy,
+# every panel of deploy/grafana/prestroid.json evaluated): on PATH, else
+# Debian's prometheus package (the one promtool comes from).
+.PHONY: prometheus
+prometheus:
+	$(eval PRESTROID_PROMETHEUS := $(shell scripts/install-prometheus.sh))
+	@test -n "$(PRESTROID_PROMETHEUS)" || { echo "prometheus is needed by make test (scripts/install-prometheus.sh)"; exit 1; }
+
+# helm for testing/helm (helm lint and template of deploy/helm/prestroid),
+# built from its Go module at a pinned version, cached in PRESTROID_CACHE.
+.PHONY: helm
+helm:
+	$(eval PRESTROID_HELM := $(shell scripts/install-helm.sh))
+	@test -n "$(PRESTROID_HELM)" || { echo "helm is needed by make test (scripts/install-helm.sh)"; exit 1; }
+
 # redis-server for the shared-admission tests (proxy's Redis store,
 # testing/e2e/replicas): on PATH, else Debian's redis-server package. The
 # tests start their own server on a free port (testing/redistest).
@@ -60,12 +76,14 @@ redis:
 # Unit tests only: no Trino needed (integration tests skip themselves).
 test-unit unit-test:
 	$(GO) test ./...
+	$(GO) -C testing/helm test ./...
 
 # The environment that turns the integration tests on (they fail, not skip,
 # when PRESTROID_TRINO_URL is set and Trino misbehaves). PRESTROID_PROMTOOL
-# (promtool for the metrics test) and PRESTROID_REDIS_SERVER (the Redis
-# tests) are passed on when set; `make test` sets them (the promtool and
-# redis targets above).
+# (promtool for the metrics test), PRESTROID_PROMETHEUS (the dashboard
+# test), PRESTROID_HELM (the chart test, module testing/helm) and
+# PRESTROID_REDIS_SERVER (the Redis tests) are passed on when set; `make
+# test` sets them (the promtool, prometheus, helm and redis targets above).
 TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
@@ -73,6 +91,8 @@ TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_WORKLOADS=$(WORKLOADS) \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
 	$(if $(PRESTROID_PROMTOOL),PRESTROID_PROMTOOL=$(PRESTROID_PROMTOOL)) \
+	$(if $(PRESTROID_PROMETHEUS),PRESTROID_PROMETHEUS=$(PRESTROID_PROMETHEUS)) \
+	$(if $(PRESTROID_HELM),PRESTROID_HELM=$(PRESTROID_HELM)) \
 	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER))
 # go test runs up to TEST_P packages at once, starting them in the order
 # given: the long poles first (the client workloads, the trainer's tiny
@@ -97,13 +117,14 @@ TEST_FLAGS ?=
 # The full suite against a real Trino started by the harness: every Go
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
-test: build vet venv ort trainer-venv promtool redis
+test: build vet venv ort trainer-venv promtool prometheus helm redis
 	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(TEST_FIRST) ./...; go=$$?; \
+	$(TEST_ENV) $(GO) -C testing/helm test -count=1 -timeout 5m $(TEST_FLAGS) ./...; helm=$$?; \
 	wait $$pytest; py=$$?; echo "--- pytest trainer/tests"; cat out/pytest.log; \
-	[ $$go -eq 0 ] && [ $$py -eq 0 ]
+	[ $$go -eq 0 ] && [ $$helm -eq 0 ] && [ $$py -eq 0 ]
 
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
 test-e2e: build venv ort redis

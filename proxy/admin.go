@@ -84,9 +84,14 @@ func (s *Server) tokenMatches(v []byte) bool {
 	return subtle.ConstantTimeCompare(got[:], s.adminToken) == 1
 }
 
-// AdminHandler serves only the admin endpoints (everything else is 404);
+// AdminHandler serves only the admin endpoints and the health endpoints
+// (everything else is 404);
 // ServeAdmin runs it.
 func (s *Server) AdminHandler(ctx *fasthttp.RequestCtx) {
+	if isHealth(string(ctx.Method()), string(ctx.Path())) { // probes: no token (healthz.go)
+		s.serveHealth(ctx)
+		return
+	}
 	if !isAdmin(string(ctx.Method()), string(ctx.Path())) {
 		s.fail(ctx, ErrNotFound, false)
 		return

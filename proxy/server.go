@@ -212,6 +212,7 @@ type Server struct {
 	rate       *rateLimiter   // nil without rate limits
 	adminToken []byte         // SHA-256 of Options.AdminToken; nil: none
 	adminSrv   atomic.Pointer[fasthttp.Server]
+	health     healthState // /readyz (healthz.go)
 	log        *slog.Logger
 	srv        *fasthttp.Server
 	mu         sync.Mutex
@@ -448,11 +449,15 @@ func retryIdempotent(req *fasthttp.Request, _ int, _ error) (resetTimeout, retry
 }
 
 // Serve accepts connections on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(guardListener{ln}) }
+func (s *Server) Serve(ln net.Listener) error {
+	s.health.serving.Store(true)
+	return s.srv.Serve(guardListener{ln})
+}
 
 // Shutdown stops accepting connections and waits for open ones to finish
 // (or ctx to end).
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.health.stopping.Store(true)
 	s.stop()
 	s.mu.Lock()
 	extra := s.extra
@@ -502,6 +507,10 @@ func (s *Server) publicBase(ctx *fasthttp.RequestCtx) string {
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	raw := string(ctx.Request.Header.RequestURI())
 	method := string(ctx.Method())
+	if isHealth(method, string(ctx.Path())) { // probes: no Host check, never forwarded
+		s.serveHealth(ctx)
+		return
+	}
 	if s.opts.PublicURL == "" && !s.allowedHost(ctx, string(ctx.Host())) {
 		s.fail(ctx, ErrUnknownHost, false)
 		return
