@@ -136,6 +136,16 @@ func load(t *testing.T, name, server string, d time.Duration) *run {
 	return r
 }
 
+// loadavg is the machine's 1-minute load average, for the log: the
+// figures mean little without it on a shared machine.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
 // countOf runs q and reads every page to the end (2 minutes at most).
 func countOf(db *sql.DB, q string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -235,10 +245,11 @@ routing:
 			}
 		}
 	}()
+	t.Logf("load average %s", loadavg())
 	proxied := load(t, "proxy", base, d)
 	close(done)
 	<-sampled
-	t.Logf("through the proxy: %s", proxied)
+	t.Logf("through the proxy: %s; load average %s", proxied, loadavg())
 	t.Logf("the proxy's decisions:\n  %s", strings.Join(s.counters("prestroid_decisions_total", "prestroid_fail_open_total",
 		"prestroid_estimates_total", "prestroid_explains_total"), "\n  "))
 	t.Logf("proxy at the peak: %s", peak)
@@ -249,7 +260,7 @@ routing:
 
 	// Directly, while the proxy idles.
 	straight := load(t, "direct", direct, d)
-	t.Logf("directly: %s", straight)
+	t.Logf("directly: %s; load average %s", straight, loadavg())
 
 	// The proxy settles: client connections go as the clients close them,
 	// its pooled connections to Trino expire (30 s idle; the EXPLAIN
