@@ -19,17 +19,19 @@ type usage struct {
 	Clients    int // of them, TCP connections accepted on the proxy's port
 	Upstream   int // of them, TCP connections to the Trino's port
 	Goroutines int // go_goroutines from /metrics
+	HeapInuse  int // go_memstats_heap_inuse_bytes from /metrics
 }
 
 func (u usage) String() string {
-	return fmt.Sprintf("RSS %.1f MiB, %d fds (%d client connections, %d to Trino), %d goroutines",
-		float64(u.RSSKiB)/1024, u.FDs, u.Clients, u.Upstream, u.Goroutines)
+	return fmt.Sprintf("RSS %.1f MiB (Go heap in use %.1f MiB), %d fds (%d client connections, %d to Trino), %d goroutines",
+		float64(u.RSSKiB)/1024, float64(u.HeapInuse)/(1<<20), u.FDs, u.Clients, u.Upstream, u.Goroutines)
 }
 
 // max keeps the larger of each field.
 func (u usage) max(o usage) usage {
 	return usage{RSSKiB: max(u.RSSKiB, o.RSSKiB), FDs: max(u.FDs, o.FDs), Clients: max(u.Clients, o.Clients),
-		Upstream: max(u.Upstream, o.Upstream), Goroutines: max(u.Goroutines, o.Goroutines)}
+		Upstream: max(u.Upstream, o.Upstream), Goroutines: max(u.Goroutines, o.Goroutines),
+		HeapInuse: max(u.HeapInuse, o.HeapInuse)}
 }
 
 // sampler reads a process's usage; metrics is the proxy's /metrics URL,
@@ -93,6 +95,10 @@ func (s *sampler) sample() (usage, error) {
 		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
 			u.Goroutines, _ = strconv.Atoi(strings.TrimSpace(v))
 		}
+		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			u.HeapInuse = int(f)
+		}
 	}
 	if u.Goroutines == 0 {
 		return u, fmt.Errorf("load: no go_goroutines in %s", s.metrics)
@@ -145,4 +151,30 @@ func (s *sampler) counters(names ...string) []string {
 		}
 	}
 	return out
+}
+
+// sum adds up every series of the named metric (0 when it has none yet).
+func (s *sampler) sum(name string) (float64, error) {
+	resp, err := s.client.Get(s.metrics)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("load: %q: %w", line, err)
+		}
+		total += v
+	}
+	return total, nil
 }
