@@ -13,6 +13,8 @@
 //	cascade    the estimate cascade: history skips EXPLAIN, survives a restart, stays bounded; cheap statements
 //	faults     kill -9 of Trino mid-stream, proxy restart and graceful upgrade
 //	           mid-query, a cluster that never answers, a given-up EXPLAIN
+//	load       200 concurrent clients through the real binary and directly:
+//	           errors, latency, the proxy's RSS, fds and goroutines (no leak)
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run
