@@ -143,7 +143,7 @@
       const q = x.qerror !== undefined ? el('span', { class: qclass(x.qerror) }, x.qerror.toFixed(2)) : '–';
       const state = x.state
         ? el('span', { class: 'badge ' + (x.state === 'FINISHED' ? 'ok' : 'bad'), title: x.error_name || '' }, x.state)
-        : el('span', { class: 'badge' }, 'running');
+        : el('span', { class: 'badge', title: 'its last page has not passed through this proxy yet' }, 'in flight');
       return el('tr', { dataset: { queryId: x.query_id } },
         td(clock(x.time)), td(link, 'query'), td(x.user, null, x.source ? 'source: ' + x.source : undefined),
         td(est, 'estimate'), td(src), td(x.class || '–'), td(x.cluster),
@@ -220,12 +220,26 @@
     cheap: '#78909c', history: '#00897b', 'model+residual': '#7b3fc4', model: '#2457a6', optimizer: '#e07b00', none: '#9e9e9e',
   };
   const charts = {};
+  const ROLLING = 20; // queries in the q-error plot's rolling quantiles
 
-  function timeTick(v) { return new Date(v).toLocaleTimeString([], { hour12: false, hour: '2-digit', minute: '2-digit' }); }
+  // timeTick labels a time axis: with seconds when it spans under 10 minutes.
+  function timeTick(v, i, ticks) {
+    const span = ticks.length > 1 ? ticks[ticks.length - 1].value - ticks[0].value : 0;
+    const o = { hour12: false, hour: '2-digit', minute: '2-digit' };
+    if (span < 600000) o.second = '2-digit';
+    return new Date(v).toLocaleTimeString([], o);
+  }
 
   function logTick(v) {
     const l = Math.log10(v);
     return Math.abs(l - Math.round(l)) < 1e-9 ? String(v >= 1 ? v : Number(v.toPrecision(1))) : '';
+  }
+
+  // decades widens a logarithmic axis to whole powers of ten, so no point
+  // sits on its edge.
+  function decades(scale) {
+    if (scale.min > 0) scale.min = Math.pow(10, Math.floor(Math.log10(scale.min) + 1e-9));
+    if (scale.max > 0) scale.max = Math.pow(10, Math.ceil(Math.log10(scale.max) + 1e-9));
   }
 
   function makeCharts() {
@@ -234,15 +248,15 @@
     Chart.defaults.animation = false;
     charts.qerror = new Chart($('qerror-plot'), {
       data: { datasets: [
-        { type: 'scatter', label: 'query', data: [], pointRadius: 3, backgroundColor: 'rgba(36,87,166,.45)', borderColor: 'rgba(36,87,166,.8)' },
-        { type: 'line', label: 'p50 per minute', data: [], borderColor: '#1b7f3b', backgroundColor: '#1b7f3b', pointRadius: 2, tension: 0 },
-        { type: 'line', label: 'p90 per minute', data: [], borderColor: '#b3261e', backgroundColor: '#b3261e', pointRadius: 2, borderDash: [5, 4], tension: 0 },
+        { type: 'scatter', label: 'query', data: [], pointRadius: 4, backgroundColor: 'rgba(36,87,166,.7)', borderColor: '#2457a6' },
+        { type: 'line', label: 'p50 of the last ' + ROLLING, data: [], borderColor: '#1b7f3b', backgroundColor: '#1b7f3b', pointRadius: 0, tension: 0 },
+        { type: 'line', label: 'p90 of the last ' + ROLLING, data: [], borderColor: '#b3261e', backgroundColor: '#b3261e', pointRadius: 0, borderDash: [5, 4], tension: 0 },
       ] },
       options: {
         maintainAspectRatio: false,
         scales: {
           x: { type: 'linear', ticks: { callback: timeTick, maxTicksLimit: 8 }, title: { display: true, text: 'finished' } },
-          y: { type: 'logarithmic', min: 1, ticks: { callback: logTick }, title: { display: true, text: 'q-error' } },
+          y: { type: 'logarithmic', min: 1, afterDataLimits: decades, ticks: { callback: logTick }, title: { display: true, text: 'q-error' } },
         },
         plugins: { tooltip: { callbacks: { label: (c) => (c.raw.id ? c.raw.id + ': ' : '') + 'q-error ' + c.parsed.y.toFixed(2) } } },
       },
@@ -253,8 +267,8 @@
       options: {
         maintainAspectRatio: false,
         scales: {
-          x: { type: 'logarithmic', ticks: { callback: logTick }, title: { display: true, text: 'actual CPU seconds' } },
-          y: { type: 'logarithmic', ticks: { callback: logTick }, title: { display: true, text: 'predicted CPU seconds' } },
+          x: { type: 'logarithmic', afterDataLimits: decades, ticks: { callback: logTick }, title: { display: true, text: 'actual CPU seconds' } },
+          y: { type: 'logarithmic', afterDataLimits: decades, ticks: { callback: logTick }, title: { display: true, text: 'predicted CPU seconds' } },
         },
         plugins: { tooltip: { callbacks: { label: (c) => (c.raw.id || '') + ' predicted ' + secs(c.parsed.y) + ', actual ' + secs(c.parsed.x) } } },
       },
@@ -292,8 +306,14 @@
     if (!charts.qerror) return;
     const q = charts.qerror.data.datasets;
     q[0].data = v.points.map((p) => ({ x: Date.parse(p.finished), y: Math.max(p.qerror, 1), id: p.query_id }));
-    q[1].data = v.qerror_series.map((s) => ({ x: Date.parse(s.minute) + 30000, y: s.p50 }));
-    q[2].data = v.qerror_series.map((s) => ({ x: Date.parse(s.minute) + 30000, y: s.p90 }));
+    q[1].data = [];
+    q[2].data = [];
+    v.points.forEach((p, i) => { // points are oldest first
+      const w = v.points.slice(Math.max(0, i + 1 - ROLLING), i + 1).map((x) => Math.max(x.qerror, 1)).sort((a, b) => a - b);
+      const at = (f) => w[Math.min(w.length - 1, Math.max(0, Math.ceil(f * w.length) - 1))]; // nearest rank
+      q[1].data.push({ x: Date.parse(p.finished), y: at(0.5) });
+      q[2].data.push({ x: Date.parse(p.finished), y: at(0.9) });
+    });
     charts.qerror.update();
 
     const bySource = {};
