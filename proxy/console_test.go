@@ -516,3 +516,28 @@ func TestTrinoUIThroughTheProxy(t *testing.T) {
 		}
 	}
 }
+
+// A cancelled query's client reads why on its next poll, also with the
+// in-memory store (as Redis keeps the reason), until the sweep forgets it.
+func TestMemStoreKeepsEndedQueries(t *testing.T) {
+	a := newMemStore(AdmissionOptions{MaxQueries: 1})
+	ctx := context.Background()
+	first, second := mkEntry("alice", 1), mkEntry("bob", 1)
+	if ok, _ := a.Enter(ctx, first); !ok {
+		t.Fatal("the first query waits")
+	}
+	if ok, _ := a.Enter(ctx, second); ok {
+		t.Fatal("the second query was admitted past the budget")
+	}
+	if ok, _ := a.Cancel(ctx, second.ID, cancelByOperator); !ok {
+		t.Fatal("not cancelled")
+	}
+	st, _ := a.Wait(ctx, second.ID, 0)
+	if st.State != stateCanceled || st.Why != cancelByOperator {
+		t.Errorf("after the cancel: %+v", st)
+	}
+	_ = a.Sweep(ctx, time.Now().Add(abandonAfter+time.Minute))
+	if st, _ := a.Wait(ctx, second.ID, 0); st.State != stateUnknown {
+		t.Errorf("after the sweep: %+v, want it forgotten", st)
+	}
+}

@@ -93,6 +93,7 @@ var queries = []string{
 const holdSQL = "SELECT count(*) FROM tpch.tiny.nation /* console-e2e hold */"
 
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	trino := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	if os.Getenv("PRESTROID_ORT_LIB") == "" {
