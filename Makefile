@@ -73,6 +73,13 @@ redis:
 	$(eval PRESTROID_REDIS_SERVER := $(shell scripts/install-redis.sh))
 	@test -n "$(PRESTROID_REDIS_SERVER)" || { echo "redis-server is needed by make test (scripts/install-redis.sh)"; exit 1; }
 
+# Chromium for the web console's browser test (testing/e2e/console drives
+# it headless with chromedp): on PATH, else Debian's chromium package.
+.PHONY: chromium
+chromium:
+	$(eval PRESTROID_CHROMIUM := $(shell scripts/install-chromium.sh))
+	@test -n "$(PRESTROID_CHROMIUM)" || { echo "chromium is needed by make test (scripts/install-chromium.sh)"; exit 1; }
+
 # Unit tests only: no Trino needed (integration tests skip themselves).
 test-unit unit-test:
 	$(GO) test ./...
@@ -81,9 +88,10 @@ test-unit unit-test:
 # The environment that turns the integration tests on (they fail, not skip,
 # when PRESTROID_TRINO_URL is set and Trino misbehaves). PRESTROID_PROMTOOL
 # (promtool for the metrics test), PRESTROID_PROMETHEUS (the dashboard
-# test), PRESTROID_HELM (the chart test, module testing/helm) and
-# PRESTROID_REDIS_SERVER (the Redis tests) are passed on when set; `make
-# test` sets them (the promtool, prometheus, helm and redis targets above).
+# test), PRESTROID_HELM (the chart test, module testing/helm),
+# PRESTROID_REDIS_SERVER (the Redis tests) and PRESTROID_CHROMIUM (the
+# console's browser test) are passed on when set; `make test` sets them
+# (the promtool, prometheus, helm, redis and chromium targets above).
 TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
@@ -93,7 +101,8 @@ TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	$(if $(PRESTROID_PROMTOOL),PRESTROID_PROMTOOL=$(PRESTROID_PROMTOOL)) \
 	$(if $(PRESTROID_PROMETHEUS),PRESTROID_PROMETHEUS=$(PRESTROID_PROMETHEUS)) \
 	$(if $(PRESTROID_HELM),PRESTROID_HELM=$(PRESTROID_HELM)) \
-	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER))
+	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER)) \
+	$(if $(PRESTROID_CHROMIUM),PRESTROID_CHROMIUM=$(PRESTROID_CHROMIUM))
 # go test runs up to TEST_P packages at once, starting them in the order
 # given: the long poles first (the client workloads, the trainer's tiny
 # training, the tests that start a second Trino), so that the short ones
@@ -121,7 +130,7 @@ TEST_FLAGS ?=
 # The full suite against a real Trino started by the harness: every Go
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
-test: build vet venv ort trainer-venv promtool prometheus helm redis
+test: build vet venv ort trainer-venv promtool prometheus helm redis chromium
 	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
@@ -132,7 +141,7 @@ test: build vet venv ort trainer-venv promtool prometheus helm redis
 	[ $$go -eq 0 ] && [ $$alone -eq 0 ] && [ $$helm -eq 0 ] && [ $$py -eq 0 ]
 
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
-test-e2e: build venv ort redis
+test-e2e: build venv ort redis chromium
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 

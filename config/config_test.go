@@ -59,6 +59,7 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"an admin listener without a port", func(c *Config) { c.AdminListen = "localhost" }, []string{"admin_listen", `"localhost"`}},
 		{"the admin listener on the client listener", func(c *Config) { c.AdminListen = c.Listen }, []string{"admin_listen", "differ"}},
 		{"a short admin token, without echoing it", func(c *Config) { c.AdminToken = "hunter2" }, []string{"admin_token", "7 bytes"}},
+		{"a console ring over its bound", func(c *Config) { c.Console.Decisions = 1 << 20 }, []string{"console.decisions", "1048576"}},
 		{"a Redis URL of another scheme, without echoing its password", func(c *Config) { c.Admission.Redis = "http://:hunter2@r:6379" }, []string{"admission.redis"}},
 		{"an unknown redis_down", func(c *Config) { c.Admission.RedisDown = "panic" }, []string{"admission.redis_down", `"panic"`}},
 		{"a lease under a second", func(c *Config) { c.Admission.Lease = Duration(100 * time.Millisecond) }, []string{"admission.lease"}},

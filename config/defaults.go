@@ -87,6 +87,9 @@ const (
 	DefaultFeedbackRotateRecords = 10000
 	DefaultFeedbackRotateEvery   = time.Hour
 
+	// DefaultConsoleDecisions is Console.Decisions' default.
+	DefaultConsoleDecisions = 2000
+
 	// DefaultMaxBatch is Estimator.MaxBatch's default.
 	DefaultMaxBatch = 32
 	// DefaultExplainTimeout is Estimator.ExplainTimeout's default.
@@ -179,6 +182,7 @@ func (c *Config) FillDefaults() {
 
 	setInt(&c.Feedback.RotateRecords, DefaultFeedbackRotateRecords)
 	setDuration(&c.Feedback.RotateEvery, DefaultFeedbackRotateEvery)
+	setInt(&c.Console.Decisions, DefaultConsoleDecisions)
 
 	e := &c.Estimator
 	setInt(&e.MaxBatch, DefaultMaxBatch)

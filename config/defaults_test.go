@@ -31,6 +31,7 @@ func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
 		{"admission.redis (empty: in memory)", c.Admission.Redis, ""},
 		{"feedback.rotate_records", c.Feedback.RotateRecords, DefaultFeedbackRotateRecords},
 		{"feedback.rotate_every", time.Duration(c.Feedback.RotateEvery), DefaultFeedbackRotateEvery},
+		{"console.decisions", c.Console.Decisions, DefaultConsoleDecisions},
 		{"estimator.max_batch", c.Estimator.MaxBatch, DefaultMaxBatch},
 		{"estimator.explain_timeout", time.Duration(c.Estimator.ExplainTimeout), DefaultExplainTimeout},
 		{"estimator.cache_ttl", time.Duration(c.Estimator.CacheTTL), DefaultCacheTTL},

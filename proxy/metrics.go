@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -205,6 +206,19 @@ type EstimatorStats struct {
 	BatchQueueDepth int
 	// History is the estimate history's state; nil when there is none.
 	History *HistoryStats
+	// Model is the model being served (the web console shows it); nil
+	// when the estimator runs without one.
+	Model *ModelStats
+}
+
+// ModelStats describe the model the estimator serves.
+type ModelStats struct {
+	ID      string    // the bundle's model_id
+	Source  string    // where it was loaded from (a directory, or the embedded bundle)
+	Created string    // the bundle's own creation time, as its manifest says
+	Loaded  time.Time // when this process loaded it
+	// Untrained is set for a bundle of random weights (tests).
+	Untrained bool
 }
 
 // HistoryStats describe the estimator's history store.

@@ -349,6 +349,7 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		MonitorUser:         r.MonitorUser,
 		MonitorType:         r.MonitorType,
 		MonitorMaxBytes:     r.MonitorMaxBytes,
+		ConsoleDecisions:    cfg.Console.Decisions,
 		Admission: &proxy.AdmissionOptions{
 			MaxQueries: a.MaxQueries, MaxCPUSeconds: a.MaxCPUSeconds,
 			UserMaxQueries: a.UserMaxQueries, UserMaxCPUSeconds: a.UserMaxCPUSeconds,

@@ -193,6 +193,10 @@ type serviceStats struct {
 func estimatorStats(svc *estimator.Service, ss serviceStats) func() proxy.EstimatorStats {
 	return func() proxy.EstimatorStats {
 		st := proxy.EstimatorStats{BatchQueueDepth: svc.QueueDepth()}
+		if m := svc.Model(); m != nil {
+			st.Model = &proxy.ModelStats{ID: m.ID(), Source: m.Source(), Created: m.Manifest().Created, Loaded: m.Loaded(),
+				Untrained: m.Manifest().Untrained()}
+		}
 		if svc.HasHistory() {
 			hs := svc.HistoryStats()
 			st.History = &proxy.HistoryStats{Entries: hs.Entries, Observed: hs.Observed, Dropped: hs.Dropped}

@@ -11,6 +11,7 @@
 //	security   a password-protected HTTPS Trino behind the HTTPS proxy
 //	replicas   two proxy binaries sharing admission through Redis
 //	cascade    the estimate cascade: history skips EXPLAIN, survives a restart, stays bounded; cheap statements
+//	console    the web console in headless Chromium: decisions, queue and cancel, plots, Trino's UI link
 //	faults     kill -9 of Trino mid-stream, proxy restart and graceful upgrade
 //	           mid-query, a cluster that never answers, a given-up EXPLAIN
 //	load       200 concurrent clients through the real binary and directly:
