@@ -422,19 +422,25 @@ routing:
 			t.Errorf("Trino's resourceEstimates.cpuTime %gs, Prestroid's CPU_TIME %gs (group %s, bound %gs)", got, want, group, bound)
 		}
 	})
-	t.Run("a syntax error fails open: the gateway's default group, Trino's own error", func(t *testing.T) {
-		// With propagateErrors the gateway would answer 400 with whatever
-		// /v1/routing put in errors; failing open leaves errors empty.
-		marker := "gw_syntax_" + run
-		_, err := e2e.OpenDB(t, gw.base, "").Exec("SELEC 1 /* " + marker + " */")
-		var te *trino.ErrTrino
-		if !errors.As(err, &te) || te.ErrorName != "SYNTAX_ERROR" {
-			t.Fatalf("want Trino's SYNTAX_ERROR, got %v", err)
-		}
-		if n := len(queryOn(t, large, marker)); n != 1 {
-			t.Errorf("the default group's cluster saw it %d times", n)
-		}
-	})
+	for _, c := range []struct{ name, sql, errorName string }{
+		{"an unknown table", "SELECT * FROM tpch.tiny.no_such_table", "TABLE_NOT_FOUND"}, // the EXPLAIN fails
+		{"a syntax error", "SELEC 1", "SYNTAX_ERROR"},                                    // not a statement to estimate
+	} {
+		t.Run(c.name+" fails open: the gateway's default group, Trino's own error", func(t *testing.T) {
+			// With propagateErrors the gateway would answer 400 with
+			// whatever /v1/routing put in errors; failing open leaves
+			// errors empty.
+			marker := "gw_" + strings.ReplaceAll(c.name, " ", "_") + "_" + run
+			_, err := e2e.OpenDB(t, gw.base, "").Exec(c.sql + " /* " + marker + " */")
+			var te *trino.ErrTrino
+			if !errors.As(err, &te) || te.ErrorName != c.errorName {
+				t.Fatalf("want Trino's %s, got %v", c.errorName, err)
+			}
+			if n := len(queryOn(t, large, marker)); n != 1 {
+				t.Errorf("the default group's cluster saw it %d times", n)
+			}
+		})
+	}
 	t.Run("the gateway's /v1/info still answers (it asks /v1/routing about it too)", func(t *testing.T) {
 		resp, err := http.Get(gw.base + "/v1/info")
 		if err != nil {
