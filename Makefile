@@ -73,6 +73,16 @@ redis:
 	$(eval PRESTROID_REDIS_SERVER := $(shell scripts/install-redis.sh))
 	@test -n "$(PRESTROID_REDIS_SERVER)" || { echo "redis-server is needed by make test (scripts/install-redis.sh)"; exit 1; }
 
+# Trino Gateway 18 and PostgreSQL for testing/e2e/gateway (Prestroid as the
+# gateway's external routing service): the gateway-ha jar through mvn into
+# $(PRESTROID_CACHE)/trino-gateway/, Debian's postgresql-15 (the test runs
+# its own throwaway cluster, testing/pgtest).
+.PHONY: trino-gateway
+trino-gateway:
+	$(eval PRESTROID_GATEWAY_JAR := $(shell scripts/install-trino-gateway.sh))
+	$(eval PRESTROID_PG_BIN := $(shell scripts/install-postgres.sh))
+	@test -n "$(PRESTROID_GATEWAY_JAR)" && test -n "$(PRESTROID_PG_BIN)" || { echo "Trino Gateway and PostgreSQL are needed by make test (scripts/install-trino-gateway.sh, scripts/install-postgres.sh)"; exit 1; }
+
 # Unit tests only: no Trino needed (integration tests skip themselves).
 test-unit unit-test:
 	$(GO) test ./...
@@ -81,9 +91,11 @@ test-unit unit-test:
 # The environment that turns the integration tests on (they fail, not skip,
 # when PRESTROID_TRINO_URL is set and Trino misbehaves). PRESTROID_PROMTOOL
 # (promtool for the metrics test), PRESTROID_PROMETHEUS (the dashboard
-# test), PRESTROID_HELM (the chart test, module testing/helm) and
-# PRESTROID_REDIS_SERVER (the Redis tests) are passed on when set; `make
-# test` sets them (the promtool, prometheus, helm and redis targets above).
+# test), PRESTROID_HELM (the chart test, module testing/helm),
+# PRESTROID_REDIS_SERVER (the Redis tests), PRESTROID_GATEWAY_JAR and
+# PRESTROID_PG_BIN (the Trino Gateway test) are passed on when set; `make
+# test` sets them (the promtool, prometheus, helm, redis and trino-gateway
+# targets).
 TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
@@ -93,7 +105,9 @@ TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	$(if $(PRESTROID_PROMTOOL),PRESTROID_PROMTOOL=$(PRESTROID_PROMTOOL)) \
 	$(if $(PRESTROID_PROMETHEUS),PRESTROID_PROMETHEUS=$(PRESTROID_PROMETHEUS)) \
 	$(if $(PRESTROID_HELM),PRESTROID_HELM=$(PRESTROID_HELM)) \
-	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER))
+	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER)) \
+	$(if $(PRESTROID_GATEWAY_JAR),PRESTROID_GATEWAY_JAR=$(PRESTROID_GATEWAY_JAR)) \
+	$(if $(PRESTROID_PG_BIN),PRESTROID_PG_BIN=$(PRESTROID_PG_BIN))
 # go test runs up to TEST_P packages at once, starting them in the order
 # given: the long poles first (the client workloads, the trainer's tiny
 # training, the tests that start a second Trino), so that the short ones
@@ -114,14 +128,14 @@ TEST_PARALLEL ?= 4
 # minute or more: it runs alone, after the other packages, so that it slows
 # no other test's queries.
 TEST_ALONE := testing/e2e/load
-TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults
+TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults ./testing/e2e/gateway
 # Extra go test flags, e.g. make test-e2e TEST_FLAGS='-run Spooling -v'.
 TEST_FLAGS ?=
 
 # The full suite against a real Trino started by the harness: every Go
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
-test: build vet venv ort trainer-venv promtool prometheus helm redis
+test: build vet venv ort trainer-venv promtool prometheus helm redis trino-gateway
 	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
@@ -132,7 +146,7 @@ test: build vet venv ort trainer-venv promtool prometheus helm redis
 	[ $$go -eq 0 ] && [ $$alone -eq 0 ] && [ $$helm -eq 0 ] && [ $$py -eq 0 ]
 
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
-test-e2e: build venv ort redis
+test-e2e: build venv ort redis trino-gateway
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 
