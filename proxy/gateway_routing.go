@@ -25,8 +25,9 @@ import (
 //     Host) minus rulesExternalConfiguration.excludeHeaders, and a JSON
 //     body whose trinoQueryProperties.body is the statement, present only
 //     with requestAnalyzerConfig.analyzeRequest: true and only when the
-//     client's Content-Type names charset=utf-8 (the Trino CLI, JDBC and
-//     trino-go-client do; the Python client does not). For EXECUTE it
+//     client's Content-Type names charset=utf-8 (the Trino CLI and JDBC,
+//     trino-go-client and the Python client do; curl's default does
+//     not). For EXECUTE it
 //     holds the prepared statement's text instead (its ? parameters make
 //     the EXPLAIN fail, so such statements fail open).
 //   - Its answer must be 200 with Content-Type application/json. Any other

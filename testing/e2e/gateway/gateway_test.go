@@ -367,23 +367,41 @@ routing:
 	t.Logf("both backends healthy %s after the test began", time.Since(begin).Round(time.Second))
 
 	run := fmt.Sprintf("%d", rand.Uint32())
-	t.Run("a light query from the Trino CLI lands on the small group with its estimate", func(t *testing.T) {
-		marker := "gw_light_" + run
-		sql := lightSQL + " /* " + marker + " */"
-		out, err := exec.Command("java", "-jar", cli, "--server", gw.base, "--user", "e2e", "--catalog", "tpch", "--schema", "tiny",
-			"--output-format", "TSV", "--execute", sql).CombinedOutput()
-		if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "25") {
-			t.Fatalf("CLI through the gateway: %v\n%s", err, out)
-		}
-		ids := queryOn(t, small, marker)
-		if len(ids) != 1 || len(queryOn(t, large, marker)) != 0 {
-			t.Fatalf("ran on small %d times, on large %d times", len(ids), len(queryOn(t, large, marker)))
-		}
-		group, want := routedEstimate(t, admin, sql, "tpch", "tiny")
-		if got := resourceEstimate(t, small, ids[0]); group != "small" || !same(got, want) {
-			t.Errorf("Trino's resourceEstimates.cpuTime %gs, Prestroid's CPU_TIME %gs (group %s)", got, want, group)
-		}
-	})
+	host, gwPort, _ := strings.Cut(strings.TrimPrefix(gw.base, "http://"), ":")
+	for _, c := range []struct {
+		client string
+		run    func(sql string) ([]byte, error)
+	}{
+		{"the Trino CLI", func(sql string) ([]byte, error) {
+			return exec.Command("java", "-jar", cli, "--server", gw.base, "--user", "e2e", "--catalog", "tpch", "--schema", "tiny",
+				"--output-format", "TSV", "--execute", sql).CombinedOutput()
+		}},
+		{"the Python client", func(sql string) ([]byte, error) {
+			py := e2e.RequireEnv(t, "PRESTROID_PYTHON")
+			return exec.Command(py, "-c", fmt.Sprintf(`
+import trino
+cur = trino.dbapi.connect(host=%q, port=%s, user="e2e", catalog="tpch", schema="tiny").cursor()
+cur.execute(%q)
+print(cur.fetchall()[0][0])
+`, host, gwPort, sql)).CombinedOutput()
+		}},
+	} {
+		t.Run("a light query from "+c.client+" lands on the small group with its estimate", func(t *testing.T) {
+			marker := "gw_light_" + strings.ReplaceAll(c.client, " ", "_") + "_" + run
+			sql := lightSQL + " /* " + marker + " */"
+			if out, err := c.run(sql); err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "25") {
+				t.Fatalf("%s through the gateway: %v\n%s", c.client, err, out)
+			}
+			ids := queryOn(t, small, marker)
+			if len(ids) != 1 || len(queryOn(t, large, marker)) != 0 {
+				t.Fatalf("ran on small %d times, on large %d times", len(ids), len(queryOn(t, large, marker)))
+			}
+			group, want := routedEstimate(t, admin, sql, "tpch", "tiny")
+			if got := resourceEstimate(t, small, ids[0]); group != "small" || !same(got, want) {
+				t.Errorf("Trino's resourceEstimates.cpuTime %gs, Prestroid's CPU_TIME %gs (group %s)", got, want, group)
+			}
+		})
+	}
 	t.Run("a heavy query from trino-go-client lands on the large group with its estimate", func(t *testing.T) {
 		marker := "gw_heavy_" + run
 		sql := heavySQL + " /* " + marker + " */"
