@@ -77,7 +77,7 @@ type gateway struct {
 	base  string
 	log   string
 	cmd   *exec.Cmd
-	ready chan time.Duration // its start time, once /trino-gateway/readyz says ok
+	ready chan time.Duration // its start time once /trino-gateway/readyz says ok; -1 if it exited first
 }
 
 // startGateway launches the gateway JVM and returns at once; wait for it
@@ -126,6 +126,7 @@ func startGateway(t *testing.T, jar, jdbcURL, pgUser, routingPort string) *gatew
 		for {
 			select {
 			case <-exited:
+				gw.ready <- -1 // never ready
 				return
 			case <-time.After(250 * time.Millisecond):
 			}
@@ -147,6 +148,9 @@ func (gw *gateway) wait(t *testing.T) time.Duration {
 	t.Helper()
 	select {
 	case d := <-gw.ready:
+		if d < 0 {
+			t.Fatal("the Trino Gateway JVM exited before it was ready (its log follows)")
+		}
 		return d
 	case <-time.After(5 * time.Minute):
 		t.Fatal("Trino Gateway not ready within 5 minutes")
