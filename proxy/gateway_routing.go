@@ -125,7 +125,8 @@ func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *Gat
 	case s.opts.Estimator == nil:
 		return "no-estimator", none
 	case req.Method != "" && req.Method != fasthttp.MethodPost:
-		return "not-estimated: " + req.Method + " " + req.RequestURI + " is not a new statement", none
+		// Nothing from the request body is echoed in the header.
+		return "not-estimated: not a new statement (not a POST)", none
 	case p == nil:
 		if noAnalysisWarned.CompareAndSwap(false, true) {
 			s.log.Warn("Trino Gateway sends no query text to /v1/routing: set its requestAnalyzerConfig.analyzeRequest: true (every query goes to its default group meanwhile; logged once)")
@@ -141,7 +142,7 @@ func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *Gat
 		// Another path of the gateway's statementPaths is estimated
 		// only when the gateway parsed its body as SQL: a POST to any
 		// other path (a UI login form) must never become an EXPLAIN.
-		return "not-estimated: " + req.RequestURI + " is not /v1/statement and its body is not SQL", none
+		return "not-estimated: not /v1/statement and not SQL", none
 	}
 	hdr := callerHeaders(h)
 	// The gateway forwards the client's catalog and schema headers and

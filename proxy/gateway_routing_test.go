@@ -146,7 +146,7 @@ func TestRoutingEndpointLikeTrinoGateway(t *testing.T) {
 			gatewayBody("", func(b, p map[string]any) {
 				b["method"], b["requestURI"], p["isNewQuerySubmission"] = "GET", "/v1/info", false
 			}),
-			false, 200, "<null>", "", "not-estimated: GET /v1/info is not a new statement", 0},
+			false, 200, "<null>", "", "not-estimated: not a new statement (not a POST)", 0},
 		{"a POST that is not a new submission is not estimated",
 			gatewayBody("SELECT 1", func(_, p map[string]any) { p["isNewQuerySubmission"] = false }),
 			false, 200, "<null>", "", "not-estimated: not a new statement", 0},
@@ -158,7 +158,7 @@ func TestRoutingEndpointLikeTrinoGateway(t *testing.T) {
 		{"a form posted to another path never becomes an EXPLAIN",
 			gatewayBody("user=alice&password=secret", func(b, p map[string]any) {
 				b["requestURI"], p["isQueryParsingSuccessful"], p["queryType"] = "/ui/login", false, ""
-			}), false, 200, "<null>", "", "not-estimated: /ui/login is not /v1/statement", 0},
+			}), false, 200, "<null>", "", "not-estimated: not /v1/statement and not SQL", 0},
 		{"SQL posted to another statement path is estimated",
 			gatewayBody("SELECT 3 -- cpu=2", func(b, _ map[string]any) { b["requestURI"] = "/v2/statement" }),
 			false, 200, "interactive", "CPU_TIME=2s", "routed: group interactive", 1},
@@ -286,7 +286,7 @@ func TestRoutingReplaysTrinoGateway18(t *testing.T) {
 	t.Run("the gateway's GET /v1/info is answered without an estimate", func(t *testing.T) {
 		n := len(est.queries())
 		st, r, why := doRouting(t, replay(t, "get-info.http", admin))
-		if st != 200 || r.RoutingGroup != nil || len(r.Errors) != 0 || len(est.queries()) != n || !strings.HasPrefix(why, "not-estimated: GET /v1/info") {
+		if st != 200 || r.RoutingGroup != nil || len(r.Errors) != 0 || len(est.queries()) != n || !strings.HasPrefix(why, "not-estimated: not a new statement") {
 			t.Errorf("%d %+v %q, %d estimates", st, r, why, len(est.queries())-n)
 		}
 	})
