@@ -80,6 +80,16 @@ chromium:
 	$(eval PRESTROID_CHROMIUM := $(shell scripts/install-chromium.sh))
 	@test -n "$(PRESTROID_CHROMIUM)" || { echo "chromium is needed by make test (scripts/install-chromium.sh)"; exit 1; }
 
+# Trino Gateway 18 and PostgreSQL for testing/e2e/gateway (Prestroid as the
+# gateway's external routing service): the gateway-ha jar through mvn into
+# $(PRESTROID_CACHE)/trino-gateway/, Debian's postgresql-15 (the test runs
+# its own throwaway cluster, testing/pgtest).
+.PHONY: trino-gateway
+trino-gateway:
+	$(eval PRESTROID_GATEWAY_JAR := $(shell scripts/install-trino-gateway.sh))
+	$(eval PRESTROID_PG_BIN := $(shell scripts/install-postgres.sh))
+	@test -n "$(PRESTROID_GATEWAY_JAR)" && test -n "$(PRESTROID_PG_BIN)" || { echo "Trino Gateway and PostgreSQL are needed by make test (scripts/install-trino-gateway.sh, scripts/install-postgres.sh)"; exit 1; }
+
 # Unit tests only: no Trino needed (integration tests skip themselves).
 test-unit unit-test:
 	$(GO) test ./...
@@ -89,9 +99,10 @@ test-unit unit-test:
 # when PRESTROID_TRINO_URL is set and Trino misbehaves). PRESTROID_PROMTOOL
 # (promtool for the metrics test), PRESTROID_PROMETHEUS (the dashboard
 # test), PRESTROID_HELM (the chart test, module testing/helm),
-# PRESTROID_REDIS_SERVER (the Redis tests) and PRESTROID_CHROMIUM (the
-# console's browser test) are passed on when set; `make test` sets them
-# (the promtool, prometheus, helm, redis and chromium targets above).
+# PRESTROID_REDIS_SERVER (the Redis tests), PRESTROID_CHROMIUM (the
+# console's browser test), PRESTROID_GATEWAY_JAR and PRESTROID_PG_BIN (the
+# Trino Gateway test) are passed on when set; `make test` sets them (the
+# promtool, prometheus, helm, redis, chromium and trino-gateway targets).
 TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
@@ -102,7 +113,9 @@ TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	$(if $(PRESTROID_PROMETHEUS),PRESTROID_PROMETHEUS=$(PRESTROID_PROMETHEUS)) \
 	$(if $(PRESTROID_HELM),PRESTROID_HELM=$(PRESTROID_HELM)) \
 	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER)) \
-	$(if $(PRESTROID_CHROMIUM),PRESTROID_CHROMIUM=$(PRESTROID_CHROMIUM))
+	$(if $(PRESTROID_CHROMIUM),PRESTROID_CHROMIUM=$(PRESTROID_CHROMIUM)) \
+	$(if $(PRESTROID_GATEWAY_JAR),PRESTROID_GATEWAY_JAR=$(PRESTROID_GATEWAY_JAR)) \
+	$(if $(PRESTROID_PG_BIN),PRESTROID_PG_BIN=$(PRESTROID_PG_BIN))
 # go test runs up to TEST_P packages at once, starting them in the order
 # given: the long poles first (the client workloads, the trainer's tiny
 # training, the tests that start a second Trino), so that the short ones
@@ -123,14 +136,14 @@ TEST_PARALLEL ?= 4
 # minute or more: it runs alone, after the other packages, so that it slows
 # no other test's queries.
 TEST_ALONE := testing/e2e/load
-TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults
+TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults ./testing/e2e/gateway
 # Extra go test flags, e.g. make test-e2e TEST_FLAGS='-run Spooling -v'.
 TEST_FLAGS ?=
 
 # The full suite against a real Trino started by the harness: every Go
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
-test: build vet venv ort trainer-venv promtool prometheus helm redis chromium
+test: build vet venv ort trainer-venv promtool prometheus helm redis chromium trino-gateway
 	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
@@ -141,7 +154,7 @@ test: build vet venv ort trainer-venv promtool prometheus helm redis chromium
 	[ $$go -eq 0 ] && [ $$alone -eq 0 ] && [ $$helm -eq 0 ] && [ $$py -eq 0 ]
 
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
-test-e2e: build venv ort redis chromium
+test-e2e: build venv ort redis chromium trino-gateway
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 

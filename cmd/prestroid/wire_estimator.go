@@ -304,7 +304,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		if g == "" {
 			g = c.Name
 		}
-		o.RoutingGroups = append(o.RoutingGroups, proxy.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds})
+		o.RoutingGroups = append(o.RoutingGroups, proxy.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds, Class: c.Name})
 	}
 	e := cfg.Estimator
 	if e.Disabled {

@@ -16,6 +16,8 @@
 //	           mid-query, a cluster that never answers, a given-up EXPLAIN
 //	load       200 concurrent clients through the real binary and directly:
 //	           errors, latency, the proxy's RSS, fds and goroutines (no leak)
+//	gateway    a real Trino Gateway 18 (its own PostgreSQL, testing/pgtest)
+//	           routing by the binary's /v1/routing to two real clusters
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run
