@@ -23,5 +23,8 @@ EXPOSE 8080
 # accepted host, and a published port's Host (localhost:8080) is not the
 # container's address: run with -e PRESTROID_PUBLIC_URL=http://localhost:8080
 # (or the URL clients use), or -e PRESTROID_ALLOWED_HOSTS=localhost:8080.
-# Configure with a mounted file (--config), PRESTROID_* variables or flags.
+# Configure with a mounted file (--config), PRESTROID_* variables or flags;
+# check it with `prestroid serve --config FILE --check-config`. Probes:
+# GET /healthz (liveness) and /readyz (readiness) on 8080 and on
+# admin_listen. deploy/helm/prestroid and deploy/kubernetes run this image.
 ENTRYPOINT ["/usr/local/bin/prestroid", "serve", "--listen", "0.0.0.0:8080"]

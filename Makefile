@@ -25,6 +25,7 @@ build:
 
 vet:
 	$(GO) vet ./...
+	$(GO) -C testing/helm vet ./...
 
 trino-fetch:
 	$(TRINO) fetch
@@ -49,6 +50,21 @@ promtool:
 	$(eval PRESTROID_PROMTOOL := $(shell scripts/install-promtool.sh))
 	@test -n "$(PRESTROID_PROMTOOL)" || { echo "promtool is needed by make test (scripts/install-promtool.sh)"; exit 1; }
 
+# prometheus for testing/dashboard (a real Prometheus scraping the proxy,
+# every panel of deploy/grafana/prestroid.json evaluated): on PATH, else
+# Debian's prometheus package (the one promtool comes from).
+.PHONY: prometheus
+prometheus:
+	$(eval PRESTROID_PROMETHEUS := $(shell scripts/install-prometheus.sh))
+	@test -n "$(PRESTROID_PROMETHEUS)" || { echo "prometheus is needed by make test (scripts/install-prometheus.sh)"; exit 1; }
+
+# helm for testing/helm (helm lint and template of deploy/helm/prestroid),
+# built from its Go module at a pinned version, cached in PRESTROID_CACHE.
+.PHONY: helm
+helm:
+	$(eval PRESTROID_HELM := $(shell scripts/install-helm.sh))
+	@test -n "$(PRESTROID_HELM)" || { echo "helm is needed by make test (scripts/install-helm.sh)"; exit 1; }
+
 # redis-server for the shared-admission tests (proxy's Redis store,
 # testing/e2e/replicas): on PATH, else Debian's redis-server package. The
 # tests start their own server on a free port (testing/redistest).
@@ -57,15 +73,36 @@ redis:
 	$(eval PRESTROID_REDIS_SERVER := $(shell scripts/install-redis.sh))
 	@test -n "$(PRESTROID_REDIS_SERVER)" || { echo "redis-server is needed by make test (scripts/install-redis.sh)"; exit 1; }
 
+# Chromium for the web console's browser test (testing/e2e/console drives
+# it headless with chromedp): on PATH, else Debian's chromium package.
+.PHONY: chromium
+chromium:
+	$(eval PRESTROID_CHROMIUM := $(shell scripts/install-chromium.sh))
+	@test -n "$(PRESTROID_CHROMIUM)" || { echo "chromium is needed by make test (scripts/install-chromium.sh)"; exit 1; }
+
+# Trino Gateway 18 and PostgreSQL for testing/e2e/gateway (Prestroid as the
+# gateway's external routing service): the gateway-ha jar through mvn into
+# $(PRESTROID_CACHE)/trino-gateway/, Debian's postgresql-15 (the test runs
+# its own throwaway cluster, testing/pgtest).
+.PHONY: trino-gateway
+trino-gateway:
+	$(eval PRESTROID_GATEWAY_JAR := $(shell scripts/install-trino-gateway.sh))
+	$(eval PRESTROID_PG_BIN := $(shell scripts/install-postgres.sh))
+	@test -n "$(PRESTROID_GATEWAY_JAR)" && test -n "$(PRESTROID_PG_BIN)" || { echo "Trino Gateway and PostgreSQL are needed by make test (scripts/install-trino-gateway.sh, scripts/install-postgres.sh)"; exit 1; }
+
 # Unit tests only: no Trino needed (integration tests skip themselves).
 test-unit unit-test:
 	$(GO) test ./...
+	$(GO) -C testing/helm test ./...
 
 # The environment that turns the integration tests on (they fail, not skip,
 # when PRESTROID_TRINO_URL is set and Trino misbehaves). PRESTROID_PROMTOOL
-# (promtool for the metrics test) and PRESTROID_REDIS_SERVER (the Redis
-# tests) are passed on when set; `make test` sets them (the promtool and
-# redis targets above).
+# (promtool for the metrics test), PRESTROID_PROMETHEUS (the dashboard
+# test), PRESTROID_HELM (the chart test, module testing/helm),
+# PRESTROID_REDIS_SERVER (the Redis tests), PRESTROID_CHROMIUM (the
+# console's browser test), PRESTROID_GATEWAY_JAR and PRESTROID_PG_BIN (the
+# Trino Gateway test) are passed on when set; `make test` sets them (the
+# promtool, prometheus, helm, redis, chromium and trino-gateway targets).
 TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
@@ -73,7 +110,12 @@ TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_WORKLOADS=$(WORKLOADS) \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
 	$(if $(PRESTROID_PROMTOOL),PRESTROID_PROMTOOL=$(PRESTROID_PROMTOOL)) \
-	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER))
+	$(if $(PRESTROID_PROMETHEUS),PRESTROID_PROMETHEUS=$(PRESTROID_PROMETHEUS)) \
+	$(if $(PRESTROID_HELM),PRESTROID_HELM=$(PRESTROID_HELM)) \
+	$(if $(PRESTROID_REDIS_SERVER),PRESTROID_REDIS_SERVER=$(PRESTROID_REDIS_SERVER)) \
+	$(if $(PRESTROID_CHROMIUM),PRESTROID_CHROMIUM=$(PRESTROID_CHROMIUM)) \
+	$(if $(PRESTROID_GATEWAY_JAR),PRESTROID_GATEWAY_JAR=$(PRESTROID_GATEWAY_JAR)) \
+	$(if $(PRESTROID_PG_BIN),PRESTROID_PG_BIN=$(PRESTROID_PG_BIN))
 # go test runs up to TEST_P packages at once, starting them in the order
 # given: the long poles first (the client workloads, the trainer's tiny
 # training, the tests that start a second Trino), so that the short ones
@@ -90,23 +132,29 @@ TEST_P ?= 3
 # of its CPU; a Trino already running on TRINO_PORT keeps its own.
 TEST_TRINO_HEAP ?= 3G
 TEST_PARALLEL ?= 4
-TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults
+# The load test (200 concurrent clients) saturates the suite's Trino for a
+# minute or more: it runs alone, after the other packages, so that it slows
+# no other test's queries.
+TEST_ALONE := testing/e2e/load
+TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults ./testing/e2e/gateway
 # Extra go test flags, e.g. make test-e2e TEST_FLAGS='-run Spooling -v'.
 TEST_FLAGS ?=
 
 # The full suite against a real Trino started by the harness: every Go
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
-test: build vet venv ort trainer-venv promtool redis
+test: build vet venv ort trainer-venv promtool prometheus helm redis chromium trino-gateway
 	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
-	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(TEST_FIRST) ./...; go=$$?; \
+	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(TEST_FIRST) $$($(GO) list ./... | grep -v '$(TEST_ALONE)$$'); go=$$?; \
+	$(TEST_ENV) $(GO) test -count=1 -timeout 10m $(TEST_FLAGS) ./$(TEST_ALONE); alone=$$?; \
+	$(TEST_ENV) $(GO) -C testing/helm test -count=1 -timeout 5m $(TEST_FLAGS) ./...; helm=$$?; \
 	wait $$pytest; py=$$?; echo "--- pytest trainer/tests"; cat out/pytest.log; \
-	[ $$go -eq 0 ] && [ $$py -eq 0 ]
+	[ $$go -eq 0 ] && [ $$alone -eq 0 ] && [ $$helm -eq 0 ] && [ $$py -eq 0 ]
 
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
-test-e2e: build venv ort redis
+test-e2e: build venv ort redis chromium trino-gateway
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 

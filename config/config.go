@@ -152,6 +152,8 @@ type Config struct {
 	Admission Admission `yaml:"admission"`
 	// Feedback: the log of completed queries for retraining (routing.go).
 	Feedback Feedback `yaml:"feedback"`
+	// Console: the web console on the admin surface (console.go).
+	Console Console `yaml:"console"`
 
 	// Estimator configures the cost model (estimator.go); the zero value
 	// serves the embedded default model, if the binary has one.
@@ -377,6 +379,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateEstimator(); err != nil {
+		return err
+	}
+	if err := c.validateConsole(); err != nil {
 		return err
 	}
 	return c.validateRouting()

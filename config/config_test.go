@@ -59,6 +59,7 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"an admin listener without a port", func(c *Config) { c.AdminListen = "localhost" }, []string{"admin_listen", `"localhost"`}},
 		{"the admin listener on the client listener", func(c *Config) { c.AdminListen = c.Listen }, []string{"admin_listen", "differ"}},
 		{"a short admin token, without echoing it", func(c *Config) { c.AdminToken = "hunter2" }, []string{"admin_token", "7 bytes"}},
+		{"a console ring over its bound", func(c *Config) { c.Console.Decisions = 1 << 20 }, []string{"console.decisions", "1048576"}},
 		{"a Redis URL of another scheme, without echoing its password", func(c *Config) { c.Admission.Redis = "http://:hunter2@r:6379" }, []string{"admission.redis"}},
 		{"an unknown redis_down", func(c *Config) { c.Admission.RedisDown = "panic" }, []string{"admission.redis_down", `"panic"`}},
 		{"a lease under a second", func(c *Config) { c.Admission.Lease = Duration(100 * time.Millisecond) }, []string{"admission.lease"}},
@@ -68,6 +69,11 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"an unknown explain setting", func(c *Config) { c.Routing.Explain = "sometimes" }, []string{"routing.explain", "when-uncertain"}},
 		{"a negative history bound", func(c *Config) { c.Estimator.History.MaxEntries = -5 }, []string{"estimator.history.max_entries", "-5"}},
 		{"a history weight above 1", func(c *Config) { c.Estimator.History.Alpha = 1.5 }, []string{"estimator.history.alpha", "1.5"}},
+		{"a history in Redis and in a file", func(c *Config) {
+			c.Estimator.History.Redis, c.Estimator.History.Path = "redis://r:6379", "/var/lib/h.db"
+		}, []string{"estimator.history.path", "not both"}},
+		{"a history Redis URL of another scheme, without echoing its password", func(c *Config) { c.Estimator.History.Redis = "http://:hunter2@r:6379" }, []string{"estimator.history.redis"}},
+		{"a negative history Redis timeout", func(c *Config) { c.Estimator.History.RedisTimeout = -1 }, []string{"estimator.history.redis_timeout"}},
 		{"a negative cheap estimate", func(c *Config) { c.Estimator.CheapCPUSeconds = -1 }, []string{"estimator.cheap_cpu_seconds"}},
 	} {
 		t.Run(tc.name+" is refused", func(t *testing.T) {

@@ -91,6 +91,9 @@ const (
 	DefaultFeedbackRotateRecords = 10000
 	DefaultFeedbackRotateEvery   = time.Hour
 
+	// DefaultConsoleDecisions is Console.Decisions' default.
+	DefaultConsoleDecisions = 2000
+
 	// DefaultMaxBatch is Estimator.MaxBatch's default.
 	DefaultMaxBatch = 32
 	// DefaultExplainTimeout is Estimator.ExplainTimeout's default.
@@ -118,6 +121,9 @@ const (
 	DefaultHistoryShrink      = 1.0
 	DefaultHistoryModelSigma  = 1.0 // ln CPU: the model within ~2.7x, before this deployment's own spread is known
 	DefaultHistoryMinCalib    = 10
+	// DefaultHistoryRedisTimeout bounds one history read from Redis
+	// (Estimator.History.RedisTimeout).
+	DefaultHistoryRedisTimeout = 50 * time.Millisecond
 
 	// ORTVersion is the ONNX Runtime release the binary is built against
 	// (DESIGN §8); DefaultORTLib's path names it.
@@ -181,6 +187,7 @@ func (c *Config) FillDefaults() {
 
 	setInt(&c.Feedback.RotateRecords, DefaultFeedbackRotateRecords)
 	setDuration(&c.Feedback.RotateEvery, DefaultFeedbackRotateEvery)
+	setInt(&c.Console.Decisions, DefaultConsoleDecisions)
 
 	e := &c.Estimator
 	setInt(&e.MaxBatch, DefaultMaxBatch)
@@ -204,6 +211,13 @@ func (c *Config) FillDefaults() {
 	setFloat(&h.Shrink, DefaultHistoryShrink)
 	setFloat(&h.ModelSigma, DefaultHistoryModelSigma)
 	setInt(&h.MinCalibration, DefaultHistoryMinCalib)
+	// Replicas that share admission share the history, unless it is
+	// explicitly a file per replica.
+	if h.Redis == "" && h.Path == "" {
+		h.Redis = c.Admission.Redis
+	}
+	setString(&h.RedisPrefix, c.Admission.RedisPrefix) // after its own default
+	setDuration(&h.RedisTimeout, DefaultHistoryRedisTimeout)
 }
 
 func setFloat(p *float64, v float64) {

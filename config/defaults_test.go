@@ -31,6 +31,7 @@ func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
 		{"admission.redis (empty: in memory)", c.Admission.Redis, ""},
 		{"feedback.rotate_records", c.Feedback.RotateRecords, DefaultFeedbackRotateRecords},
 		{"feedback.rotate_every", time.Duration(c.Feedback.RotateEvery), DefaultFeedbackRotateEvery},
+		{"console.decisions", c.Console.Decisions, DefaultConsoleDecisions},
 		{"estimator.max_batch", c.Estimator.MaxBatch, DefaultMaxBatch},
 		{"estimator.explain_timeout", time.Duration(c.Estimator.ExplainTimeout), DefaultExplainTimeout},
 		{"estimator.cache_ttl", time.Duration(c.Estimator.CacheTTL), DefaultCacheTTL},
@@ -52,6 +53,9 @@ func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
 		{"estimator.history.model_sigma", c.Estimator.History.ModelSigma, DefaultHistoryModelSigma},
 		{"estimator.history.min_calibration", c.Estimator.History.MinCalibration, DefaultHistoryMinCalib},
 		{"estimator.history.path (empty: in memory)", c.Estimator.History.Path, ""},
+		{"estimator.history.redis (empty: admission.redis, here none)", c.Estimator.History.Redis, ""},
+		{"estimator.history.redis_prefix (admission.redis_prefix)", c.Estimator.History.RedisPrefix, DefaultRedisPrefix},
+		{"estimator.history.redis_timeout", time.Duration(c.Estimator.History.RedisTimeout), DefaultHistoryRedisTimeout},
 	} {
 		if tc.got != tc.set {
 			t.Errorf("%s = %v after FillDefaults, want %v", tc.key, tc.got, tc.set)
@@ -69,6 +73,39 @@ func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
 	c.FillDefaults()
 	if err := c.Validate(); err != nil {
 		t.Errorf("a filled minimal config does not validate: %v", err)
+	}
+}
+
+func TestHistoryFollowsTheAdmissionRedis(t *testing.T) {
+	shared := func(h History) *Config {
+		c := &Config{Clusters: []Cluster{{Name: "a", URL: "http://h:1"}},
+			Admission: Admission{Redis: "redis://:pw@r:6379/2", RedisPrefix: "dep1:"}, Estimator: Estimator{History: h}}
+		c.FillDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%+v: %v", h, err)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name              string
+		h                 History
+		redis, prefix, at string
+	}{
+		{"replicas sharing admission share the history", History{}, "redis://:pw@r:6379/2", "dep1:", ""},
+		{"a history file keeps it per replica", History{Path: "/h.db"}, "", "dep1:", "/h.db"},
+		{"a Redis of its own, under its own prefix", History{Redis: "redis://h:1", RedisPrefix: "hist:"}, "redis://h:1", "hist:", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := shared(tc.h).Estimator.History
+			if h.Redis != tc.redis || h.RedisPrefix != tc.prefix || h.Path != tc.at {
+				t.Fatalf("redis %q prefix %q path %q; want %q %q %q", h.Redis, h.RedisPrefix, h.Path, tc.redis, tc.prefix, tc.at)
+			}
+		})
+	}
+	t.Setenv("PRESTROID_HISTORY_REDIS", "redis://env:6379")
+	c, err := Load("")
+	if err != nil || c.Estimator.History.Redis != "redis://env:6379" {
+		t.Fatalf("PRESTROID_HISTORY_REDIS: %q %v", c.Estimator.History.Redis, err)
 	}
 }
 

@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Estimator configures the cost model: which bundle, how ONNX Runtime runs
 // it, batching and caches.
@@ -89,8 +92,23 @@ type History struct {
 	Disabled bool `yaml:"disabled"`
 	// Path is the history file (an embedded go.etcd.io/bbolt database; it
 	// survives restarts; one process at a time). Empty means in memory:
-	// learned again after each restart.
+	// learned again after each restart, unless the history is in Redis.
 	Path string `yaml:"path"`
+	// Redis is the URL of a Redis holding the history for every replica
+	// configured with it (the same form as admission.redis; never logged;
+	// PRESTROID_HISTORY_REDIS sets it). Empty means admission.redis when
+	// that is set and Path is not (FillDefaults copies it): replicas that
+	// share admission share what they learn. Setting both Redis and Path
+	// is refused.
+	Redis string `yaml:"redis"`
+	// RedisPrefix starts the history's keys (Prefix+"h:"…). Empty means
+	// admission.redis_prefix: deployments sharing one Redis keep apart by
+	// prefix.
+	RedisPrefix string `yaml:"redis_prefix"`
+	// RedisTimeout bounds one history read from Redis on the proxy's hot
+	// path; past it (or with Redis down) the read misses and the cascade
+	// goes on to EXPLAIN. Zero means 50ms.
+	RedisTimeout Duration `yaml:"redis_timeout"`
 	// MaxEntries bounds the keys held (statements, shapes, residuals);
 	// the least recently updated are evicted. Zero means 100000.
 	MaxEntries int `yaml:"max_entries"`
@@ -123,6 +141,9 @@ func (e *Estimator) applyEnv(lookup func(string) (string, bool)) {
 	if v, ok := lookup("PRESTROID_ORT_LIB"); ok && v != "" {
 		e.ORTLib = v
 	}
+	if v, ok := lookup("PRESTROID_HISTORY_REDIS"); ok && v != "" {
+		e.History.Redis = v
+	}
 }
 
 func (c *Config) validateEstimator() error {
@@ -154,6 +175,18 @@ func (c *Config) validateEstimator() error {
 		if f.v < 0 || f.v != f.v {
 			return bad(f.key, f.v, "must not be negative")
 		}
+	}
+	if h.Redis != "" {
+		if h.Path != "" {
+			return bad("estimator.history.path", strconv.Quote(h.Path), "set either path (a file per replica) or redis (shared), not both")
+		}
+		if !redisURL(h.Redis) {
+			// The value may hold a password: name the key, not the value.
+			return bad("estimator.history.redis", "(not shown)", "want redis://[[user]:password@]host:port[/db] or rediss://…")
+		}
+	}
+	if h.RedisTimeout < 0 {
+		return bad("estimator.history.redis_timeout", h.RedisTimeout, "must not be negative")
 	}
 	if !(h.Alpha >= 0 && h.Alpha <= 1) {
 		return bad("estimator.history.alpha", h.Alpha, "want a weight in (0, 1]")

@@ -263,8 +263,7 @@ func (c *Config) validateRouting() error {
 		return bad("admission.redis_down", strconv.Quote(a.RedisDown), "want local or open")
 	}
 	if a.Redis != "" {
-		u, err := url.Parse(a.Redis)
-		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		if !redisURL(a.Redis) {
 			// The value may hold a password: name the key, not the value.
 			return bad("admission.redis", "(not shown)", "want redis://[[user]:password@]host:port[/db] or rediss://…")
 		}
@@ -273,6 +272,12 @@ func (c *Config) validateRouting() error {
 		return bad("admission.lease", a.Lease, "must be at least 1s")
 	}
 	return nil
+}
+
+// redisURL reports whether v is a redis:// or rediss:// URL with a host.
+func redisURL(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss") && u.Host != ""
 }
 
 func (a *Admission) applyEnv(lookup func(string) (string, bool)) {

@@ -7,11 +7,10 @@ import (
 
 // basisWire is Basis as bytes that cross the proxy (Estimate.Learn) and,
 // inside a queued query, the replicas: JSON, with the unknown numbers (NaN
-// in Basis) left out, since JSON has no NaN.
-//
-// The history keys are binary (a prefix and a SHA-256 digest): as []byte
-// they travel base64-encoded, since a JSON string would replace their
-// invalid UTF-8 bytes and the outcome would be learned under other keys.
+// in Basis) left out, since JSON has no NaN. The history keys are bytes
+// (a SHA-256 digest, not UTF-8), so they travel as []byte (base64): as a
+// JSON string, encoding/json would replace every invalid byte with U+FFFD
+// and the history would learn under a key no lookup ever computes.
 type basisWire struct {
 	Exact   []byte   `json:"x,omitempty"`
 	Shape   []byte   `json:"s,omitempty"`

@@ -2,11 +2,15 @@ package estimator
 
 import (
 	"math"
+	"net/http"
 	"testing"
 )
 
 func TestBasisRoundTripsItsUnknowns(t *testing.T) {
+	// Real history keys are SHA-256 digests: bytes that are not UTF-8.
+	exact, shape := HistoryKeys("SELECT count(*) FROM orders WHERE o_orderkey = 7", http.Header{"X-Trino-Catalog": {"tpch"}})
 	for _, b := range []*Basis{
+		{Exact: exact, Shape: shape, LnModel: 0.5, LnCost: math.NaN(), Source: SourceHistory},
 		{Exact: "x:1", Shape: "s:2", LnModel: math.NaN(), LnCost: 1.5, Source: SourceOptimizer},
 		{Exact: "x:3", Shape: "s:4", LnModel: -0.25, LnCost: math.NaN(), Source: SourceModel},
 		{Source: SourceCheap, LnModel: math.NaN(), LnCost: math.NaN()},

@@ -5,14 +5,16 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
 )
 
-// The admin surface: GET /metrics, POST /v1/estimate and POST /v1/routing.
-// They answer with the proxy's internals (metrics) and plan queries on the
-// default cluster (the estimate endpoints), so a deployment may keep them
+// The admin surface: GET /metrics, POST /v1/estimate, POST /v1/routing and
+// the web console under /prestroid/ (console_http.go). They answer with the
+// proxy's internals (metrics, the console) and plan queries on the default
+// cluster (the estimate endpoints), so a deployment may keep them
 // off the client-facing listener (Options.AdminSeparate, served by
 // ServeAdmin on a listener of their own, e.g. bound to a private address)
 // and/or behind a bearer token (Options.AdminToken).
@@ -28,7 +30,8 @@ import (
 // Authorization.
 const adminTokenHeader = "X-Prestroid-Admin-Token"
 
-// isAdmin reports whether method and path name an admin endpoint.
+// isAdmin reports whether method and path name an admin endpoint (the
+// console's paths whatever the method: it answers 405 itself).
 func isAdmin(method, path string) bool {
 	switch path {
 	case "/metrics":
@@ -36,23 +39,36 @@ func isAdmin(method, path string) bool {
 	case "/v1/estimate", "/v1/routing":
 		return method == fasthttp.MethodPost
 	}
-	return false
+	return isConsole(path)
 }
 
-// admin serves an admin endpoint after the token check.
+// admin serves an admin endpoint after the token check; the console's
+// page files need none (they hold no data).
 func (s *Server) admin(ctx *fasthttp.RequestCtx) {
+	path := string(ctx.Path())
+	if isConsole(path) {
+		if s.ring == nil {
+			s.fail(ctx, ErrNotFound, false) // console.decisions < 0
+			return
+		}
+		if s.consoleShell(ctx, path) {
+			return
+		}
+	}
 	if !s.adminAuthorized(&ctx.Request.Header) {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="prestroid-admin"`)
 		s.plain(ctx, fasthttp.StatusUnauthorized, "prestroid: this admin endpoint needs the admin token (Authorization: Bearer, or "+adminTokenHeader+")")
 		return
 	}
-	switch string(ctx.Path()) {
+	switch path {
 	case "/metrics":
 		s.serveMx(ctx)
 	case "/v1/estimate":
 		s.serveEstimate(ctx)
 	case "/v1/routing":
 		s.serveRouting(ctx)
+	default:
+		s.consoleJSON(ctx, path)
 	}
 }
 
@@ -84,14 +100,27 @@ func (s *Server) tokenMatches(v []byte) bool {
 	return subtle.ConstantTimeCompare(got[:], s.adminToken) == 1
 }
 
-// AdminHandler serves only the admin endpoints (everything else is 404);
-// ServeAdmin runs it.
+// AdminHandler serves only the admin endpoints, the health endpoints
+// and, with the console on, "/" (a redirect to it) and Trino's web UI of
+// the first cluster (/ui/, its own login in front), where the console's
+// query links point; everything else is 404. ServeAdmin runs it.
 func (s *Server) AdminHandler(ctx *fasthttp.RequestCtx) {
-	if !isAdmin(string(ctx.Method()), string(ctx.Path())) {
+	method, path := string(ctx.Method()), string(ctx.Path())
+	ui := method == fasthttp.MethodGet || method == fasthttp.MethodHead || method == fasthttp.MethodPost // the UI's login form posts
+	switch {
+	case isHealth(method, path): // probes: no token (healthz.go)
+		s.serveHealth(ctx)
+	case isAdmin(method, path):
+		s.admin(ctx)
+	case s.ring != nil && path == "/" && (method == fasthttp.MethodGet || method == fasthttp.MethodHead):
+		ctx.Redirect(consolePrefix, fasthttp.StatusFound)
+	case s.ring != nil && ui && strings.HasPrefix(path, uiQueryAPI):
+		s.uiQuery(ctx, string(ctx.Request.Header.RequestURI()))
+	case s.ring != nil && ui && (path == "/ui" || strings.HasPrefix(path, "/ui/")):
+		s.forward(ctx, s.clusters[0], string(ctx.Request.Header.RequestURI()), modeRaw)
+	default:
 		s.fail(ctx, ErrNotFound, false)
-		return
 	}
-	s.admin(ctx)
 }
 
 // ServeAdmin serves the admin endpoints on ln until Shutdown. Call it at

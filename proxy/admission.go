@@ -99,9 +99,10 @@ type admissionStore interface {
 	// Take hands an admitted query's payload to exactly one caller: the
 	// poll that submits it. Otherwise it returns nil and the status.
 	Take(ctx context.Context, id string) ([]byte, queueStatus, error)
-	// Cancel removes a queued query (DELETE while queued); false when id
-	// is not queued.
-	Cancel(ctx context.Context, id string) (bool, error)
+	// Cancel removes a queued query (DELETE while queued, or an operator
+	// in the console); false when id is not queued. Its next poll gets
+	// USER_CANCELED with why.
+	Cancel(ctx context.Context, id, why string) (bool, error)
 	// Bind records the upstream id of an admitted query.
 	Bind(ctx context.Context, id, upstreamID string) error
 	// Touch notes that a page of the upstream query passed (it is alive);
@@ -119,6 +120,9 @@ type admissionStore interface {
 	Sweep(ctx context.Context, now time.Time) error
 	// Lengths are the queued and admitted queries, for metrics and tests.
 	Lengths(ctx context.Context) (queued, inflight int, err error)
+	// Queue lists up to max waiting queries with the usage of the budgets
+	// that apply to each (the console's queue view, console_queue.go).
+	Queue(ctx context.Context, max int) ([]queuedQuery, error)
 	// Close stops background work.
 	Close() error
 }
@@ -145,6 +149,7 @@ const (
 	stateAdmitted                   // admitted, payload not yet taken
 	stateTaken                      // admitted and submitted
 	stateFailed                     // will not run; queueStatus.Why says why
+	stateCanceled                   // removed from the queue (Cancel); Why says by whom
 )
 
 type queueStatus struct {
@@ -297,6 +302,13 @@ func (s *Server) admissionIdentity(h *fasthttp.RequestHeader, d *decision) (user
 	return user, userGroup(h, s.opts.Admission, user)
 }
 
+// Why a queued query was cancelled (admissionStore.Cancel), as its client
+// reads it.
+const (
+	cancelByClient   = "canceled"
+	cancelByOperator = "canceled by an operator (prestroid console)"
+)
+
 // storeTimeout bounds one call to the admission store from a handler.
 const storeTimeout = 2 * time.Second
 
@@ -423,7 +435,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 	}
 	if method == fasthttp.MethodDelete {
 		c, cancel := storeCtx()
-		_, _ = s.admit.Cancel(c, id)
+		_, _ = s.admit.Cancel(c, id, cancelByClient)
 		cancel()
 		ctx.SetStatusCode(fasthttp.StatusNoContent)
 		return
@@ -443,6 +455,10 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 	case stateFailed:
 		s.metrics.queueWait.Observe(time.Since(st.Enqueued).Seconds())
 		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES", "prestroid: query not run: "+st.Why)
+		return
+	case stateCanceled:
+		// Trino's own name for a query cancelled before it finished.
+		s.trinoError(ctx, "USER_CANCELED", "USER_ERROR", "prestroid: query not run: "+st.Why)
 		return
 	}
 	c, cancel := storeCtx()

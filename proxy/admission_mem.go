@@ -22,6 +22,10 @@ type memStore struct {
 	nQueued  int
 	held     int64              // request bytes of the queued tickets
 	inflight map[string]*ticket // admitted, by proxy id
+	// ended are queued tickets that will not run (cancelled, or failed by
+	// Sweep), kept for abandonAfter so that their client's next poll reads
+	// why (as Redis keeps them) rather than "lost"; at most maxEnded.
+	ended    map[string]*ticket
 	byUp     map[string]*ticket // admitted, by upstream query id
 	global   usage
 	perUser  map[string]*usage
@@ -35,8 +39,10 @@ type ticket struct {
 	entry
 	enqueued time.Time
 	lastPoll time.Time
+	endedAt  time.Time     // when it left the queue without running
 	admitted chan struct{} // closed on admission or failure
 	failed   string        // set with admitted closed: why it will not run
+	canceled bool          // failed because Cancel removed it
 	payload  []byte        // the saved query while it waits; nil once taken
 	taken    bool
 
@@ -62,7 +68,7 @@ func newMemStore(o AdmissionOptions) *memStore {
 		o.IdleRelease = config.DefaultIdleRelease
 	}
 	return &memStore{o: o, queued: map[string]*ticket{}, byUser: map[string][]*ticket{},
-		inflight: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*usage{}, perGroup: map[string]*usage{}}
+		inflight: map[string]*ticket{}, ended: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*usage{}, perGroup: map[string]*usage{}}
 }
 
 // fits reports whether t can start now. A scope with nothing in flight
@@ -219,6 +225,8 @@ func (a *memStore) status(t *ticket) queueStatus {
 	select {
 	case <-t.admitted:
 		switch {
+		case t.canceled:
+			st.State = stateCanceled
 		case t.failed != "":
 			st.State = stateFailed
 		case t.taken:
@@ -237,6 +245,9 @@ func (a *memStore) lookup(id string) (*ticket, bool) {
 	defer a.mu.Unlock()
 	if t, ok := a.queued[id]; ok {
 		t.lastPoll = time.Now()
+		return t, true
+	}
+	if t, ok := a.ended[id]; ok {
 		return t, true
 	}
 	t, ok := a.inflight[id]
@@ -280,7 +291,7 @@ func (a *memStore) Take(_ context.Context, id string) ([]byte, queueStatus, erro
 	return p, st, nil
 }
 
-func (a *memStore) Cancel(_ context.Context, id string) (bool, error) {
+func (a *memStore) Cancel(_ context.Context, id, why string) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t, ok := a.queued[id]
@@ -288,9 +299,22 @@ func (a *memStore) Cancel(_ context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	a.dequeue(t)
-	t.failed, t.payload = "canceled", nil
+	t.failed, t.canceled, t.payload = why, true, nil
 	close(t.admitted)
+	a.end(t, time.Now())
 	return true, nil
+}
+
+// maxEnded bounds memStore.ended.
+const maxEnded = 10000
+
+// end keeps t, which left the queue without running, for its client's
+// next poll; a.mu held.
+func (a *memStore) end(t *ticket, now time.Time) {
+	if len(a.ended) < maxEnded {
+		t.endedAt = now
+		a.ended[t.ID] = t
+	}
 }
 
 func (a *memStore) Bind(_ context.Context, id, upstreamID string) error {
@@ -375,6 +399,12 @@ func (a *memStore) Sweep(_ context.Context, now time.Time) error {
 		a.dequeue(t)
 		t.payload = nil
 		close(t.admitted)
+		a.end(t, now)
+	}
+	for id, t := range a.ended {
+		if now.Sub(t.endedAt) > abandonAfter {
+			delete(a.ended, id)
+		}
 	}
 	a.pump()
 	return nil
@@ -390,13 +420,39 @@ func (a *memStore) Lengths(context.Context) (int, int, error) {
 	return a.nQueued, len(a.inflight), nil
 }
 
-// has reports whether id is a query of this store (queued or admitted).
+// Queue lists the waiting queries in the order the pump visits them (users
+// round robin, each user's FIFO), at most max.
+func (a *memStore) Queue(_ context.Context, max int) ([]queuedQuery, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]queuedQuery, 0, min(a.nQueued, max))
+	get := func(m map[string]*usage, k string) usage {
+		if u := m[k]; u != nil {
+			return *u
+		}
+		return usage{}
+	}
+	for _, u := range a.users {
+		for pos, t := range a.byUser[u] {
+			if len(out) >= max {
+				return out, nil
+			}
+			out = append(out, queuedQuery{ID: t.ID, User: t.User, Group: t.Group, CPU: t.CPU, Enqueued: t.enqueued,
+				Position: pos, Use: [3]usage{a.global, get(a.perUser, t.User), get(a.perGroup, t.Group)}})
+		}
+	}
+	return out, nil
+}
+
+// has reports whether id is a query of this store (queued, admitted, or
+// ended without running).
 func (a *memStore) has(id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, q := a.queued[id]
 	_, in := a.inflight[id]
-	return q || in
+	_, ended := a.ended[id]
+	return q || in || ended
 }
 
 func (a *memStore) Close() error { return nil }

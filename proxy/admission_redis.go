@@ -69,10 +69,12 @@ var (
 	luaLengths string
 	//go:embed lua/upstream.lua
 	luaUpstream string
+	//go:embed lua/queue.lua
+	luaQueue string
 
-	scEnter, scPoll, scTake, scCancel, scBind, scRelease, scRenew, scSweep, scLengths, scUpstream = script(luaEnter),
+	scEnter, scPoll, scTake, scCancel, scBind, scRelease, scRenew, scSweep, scLengths, scUpstream, scQueue = script(luaEnter),
 		script(luaPoll), script(luaTake), script(luaCancel), script(luaBind), script(luaRelease), script(luaRenew),
-		script(luaSweep), script(luaLengths), script(luaUpstream)
+		script(luaSweep), script(luaLengths), script(luaUpstream), script(luaQueue)
 )
 
 // errStoreDown: Redis failed recently; calls skip it for a moment instead of
@@ -286,6 +288,8 @@ func parseStatus(r []any) queueStatus {
 		st.State = stateTaken
 	case "f":
 		st.State = stateFailed
+	case "c":
+		st.State = stateCanceled
 	}
 	return st
 }
@@ -368,11 +372,11 @@ func (s *redisStore) Take(ctx context.Context, id string) ([]byte, queueStatus, 
 	return []byte(p), st, nil
 }
 
-func (s *redisStore) Cancel(ctx context.Context, id string) (bool, error) {
+func (s *redisStore) Cancel(ctx context.Context, id, why string) (bool, error) {
 	if s.local != nil && s.local.has(id) {
-		return s.local.Cancel(ctx, id)
+		return s.local.Cancel(ctx, id, why)
 	}
-	v, err := s.run(ctx, scCancel, id)
+	v, err := s.run(ctx, scCancel, id, why)
 	if err != nil {
 		return false, err
 	}
@@ -458,6 +462,40 @@ func (s *redisStore) Lengths(ctx context.Context) (int, int, error) {
 	}
 	r := v.([]any)
 	return int(r[0].(int64)) + lq, int(r[1].(int64)) + li, nil
+}
+
+// Queue lists the queries waiting in Redis, after those waiting in this
+// replica's fallback store (queued while Redis was down); with Redis
+// unreachable, those alone and the error.
+func (s *redisStore) Queue(ctx context.Context, max int) ([]queuedQuery, error) {
+	var out []queuedQuery
+	if s.local != nil {
+		out, _ = s.local.Queue(ctx, max)
+	}
+	if len(out) >= max {
+		return out, nil
+	}
+	v, err := s.run(ctx, scQueue, max-len(out))
+	if err != nil {
+		return out, err
+	}
+	for _, row := range v.([]any) {
+		f, _ := row.([]any)
+		if len(f) < 12 {
+			continue
+		}
+		str := func(i int) string { s, _ := f[i].(string); return s }
+		num := func(i int) float64 { v, _ := strconv.ParseFloat(str(i), 64); return v }
+		q := queuedQuery{ID: str(0), User: str(1), Group: str(2), CPU: num(3), Position: int(num(5))}
+		if ms := int64(num(4)); ms > 0 {
+			q.Enqueued = time.UnixMilli(ms)
+		}
+		for i := range q.Use {
+			q.Use[i] = usage{n: int(num(6 + 2*i)), cpu: num(7 + 2*i)}
+		}
+		out = append(out, q)
+	}
+	return out, nil
 }
 
 // renewLoop extends, every Lease/3, the leases of the slots this replica

@@ -18,23 +18,13 @@ import (
 //	POST /v1/estimate   Prestroid's own: SQL (JSON or plain text) in, the
 //	                    estimate as JSON out (the same object as
 //	                    `prestroid estimate --json`).
-//	POST /v1/routing    Trino Gateway's external routing service: the
-//	                    gateway posts the client's headers and a JSON body
-//	                    whose trinoQueryProperties.body is the query text;
-//	                    the answer names a routing group (from
-//	                    Options.RoutingGroups) and carries
+//	POST /v1/routing    Trino Gateway's external routing service
+//	                    (gateway_routing.go): the answer names a routing
+//	                    group (from Options.RoutingGroups) and carries
 //	                    X-Trino-Resource-Estimate in externalHeaders.
 //
 // Both plan on the default cluster, as the caller (X-Trino-* headers and
 // Authorization of the request).
-
-// RoutingGroup maps a band of predicted CPU time to a Trino Gateway
-// routing group. Groups are checked in order: a query goes to the first
-// whose MaxCPUSeconds is at least its estimate; 0 means unbounded.
-type RoutingGroup struct {
-	Name          string
-	MaxCPUSeconds float64
-}
 
 // estimateRequest is the JSON body of POST /v1/estimate.
 type estimateRequest struct {
@@ -79,25 +69,8 @@ func NewEstimateJSON(e Estimate) EstimateJSON {
 	return out
 }
 
-// gatewayRequest is the part of Trino Gateway's RoutingGroupExternalBody
-// the routing endpoint reads.
-type gatewayRequest struct {
-	TrinoQueryProperties *struct {
-		Body           string  `json:"body"`
-		DefaultCatalog *string `json:"defaultCatalog"`
-		DefaultSchema  *string `json:"defaultSchema"`
-	} `json:"trinoQueryProperties"`
-	Method     string `json:"method"`
-	RequestURI string `json:"requestURI"`
-}
-
-// GatewayResponse is Trino Gateway's external routing response.
-type GatewayResponse struct {
-	RoutingGroup    *string           `json:"routingGroup"`
-	Errors          []string          `json:"errors"`
-	ExternalHeaders map[string]string `json:"externalHeaders"`
-}
-
+// estimateFor estimates sql as the caller whose headers are h, within
+// Options.EstimateTimeout, planning on the default cluster.
 func (s *Server) estimateFor(sql string, h http.Header) (Estimate, error) {
 	if s.opts.Estimator == nil {
 		return Estimate{}, errors.New("proxy: no estimator configured")
@@ -155,59 +128,4 @@ func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, NewEstimateJSON(e))
-}
-
-// serveRouting answers Trino Gateway's external routing requests. It
-// always answers 200 with a well-formed response: on any failure the
-// errors list says why and routingGroup is null, so the gateway falls back
-// to its own routing (fail open).
-func (s *Server) serveRouting(ctx *fasthttp.RequestCtx) {
-	resp := GatewayResponse{Errors: []string{}, ExternalHeaders: map[string]string{}}
-	defer func() { writeJSON(ctx, fasthttp.StatusOK, resp) }()
-	var req gatewayRequest
-	if err := json.Unmarshal(ctx.Request.Body(), &req); err != nil {
-		resp.Errors = append(resp.Errors, "prestroid: bad request body: "+err.Error())
-		return
-	}
-	if req.TrinoQueryProperties == nil || strings.TrimSpace(req.TrinoQueryProperties.Body) == "" {
-		resp.Errors = append(resp.Errors, "prestroid: no query text in trinoQueryProperties.body (enable the gateway's requestAnalyzerConfig.analyzeRequest)")
-		return
-	}
-	h := callerHeaders(&ctx.Request.Header)
-	// The gateway reads the catalog and schema from these headers too;
-	// fill them in if it only sent its analysis.
-	if p := req.TrinoQueryProperties; h.Get("X-Trino-Catalog") == "" && p.DefaultCatalog != nil && *p.DefaultCatalog != "" {
-		h.Set("X-Trino-Catalog", *p.DefaultCatalog)
-	}
-	if p := req.TrinoQueryProperties; h.Get("X-Trino-Schema") == "" && p.DefaultSchema != nil && *p.DefaultSchema != "" {
-		h.Set("X-Trino-Schema", *p.DefaultSchema)
-	}
-	e, err := s.estimateFor(req.TrinoQueryProperties.Body, h)
-	if err != nil {
-		resp.Errors = append(resp.Errors, "prestroid: "+err.Error())
-		return
-	}
-	if !e.Estimated {
-		return // not a query: the gateway's default group
-	}
-	resp.ExternalHeaders["X-Trino-Resource-Estimate"] = "CPU_TIME=" + TrinoDuration(e.CPUSeconds)
-	// The group as the routing policy picks a class: by the estimate's
-	// ClassQuantile.
-	if g := routingGroupFor(s.opts.RoutingGroups, e.Quantile(s.opts.ClassQuantile)); g != "" {
-		resp.RoutingGroup = &g
-	}
-}
-
-// routingGroupFor returns the first group whose bound holds cpu ("" when
-// there are none; the last group when cpu exceeds every bound).
-func routingGroupFor(groups []RoutingGroup, cpu float64) string {
-	for _, g := range groups {
-		if g.MaxCPUSeconds <= 0 || cpu <= g.MaxCPUSeconds {
-			return g.Name
-		}
-	}
-	if len(groups) > 0 {
-		return groups[len(groups)-1].Name
-	}
-	return ""
 }

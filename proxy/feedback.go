@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"math"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -42,7 +41,8 @@ type Completed struct {
 
 // tracked is what the proxy remembers of a query in flight.
 type tracked struct {
-	c Completed
+	c   Completed
+	seq uint64 // its record in the console's ring (0: none)
 }
 
 // newTracked captures the request's identity before the handler returns
@@ -72,11 +72,14 @@ func (s *Server) complete(info *PageInfo, clusterName string) {
 	}
 	c.QueryID, c.State, c.ErrorName, c.ErrorType, c.Stats, c.Finished = info.ID, info.State, info.ErrorName, info.ErrorType, info.Stats, time.Now()
 	s.metrics.completed.WithLabelValues(c.State, c.Cluster).Inc()
-	if c.Estimated && c.State == "FINISHED" && c.Stats.CPUTimeMillis > 0 && c.Estimate.CPUSeconds > 0 {
-		actual := float64(c.Stats.CPUTimeMillis) / 1000
-		q := math.Max(c.Estimate.CPUSeconds/actual, actual/c.Estimate.CPUSeconds)
-		s.metrics.qerror.Observe(q)
-		s.metrics.sourceQerror.WithLabelValues(c.Estimate.Source.String()).Observe(q)
+	if c.Estimated && c.State == "FINISHED" {
+		if q, ok := qError(c.Estimate.CPUSeconds, float64(c.Stats.CPUTimeMillis)/1000); ok {
+			s.metrics.qerror.Observe(q)
+			s.metrics.sourceQerror.WithLabelValues(c.Estimate.Source.String()).Observe(q)
+		}
+	}
+	if ok && s.ring != nil {
+		s.ring.finish(t.seq, &c)
 	}
 	if s.opts.Feedback != nil {
 		s.opts.Feedback.Record(c)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -205,6 +206,9 @@ type EstimatorStats struct {
 	BatchQueueDepth int
 	// History is the estimate history's state; nil when there is none.
 	History *HistoryStats
+	// Model is the model being served (the web console shows it); nil
+	// when the estimator runs without one.
+	Model *ModelStats
 	// Background counts the EXPLAINs run off the hot path (the text stage
 	// answered: routing.explain); nil when the estimator runs none.
 	Background *BackgroundStats
@@ -216,12 +220,34 @@ type BackgroundStats struct {
 	Done, Failed, Skipped uint64
 }
 
+// ModelStats describe the model the estimator serves.
+type ModelStats struct {
+	ID      string    // the bundle's model_id
+	Source  string    // where it was loaded from (a directory, or the embedded bundle)
+	Created string    // the bundle's own creation time, as its manifest says
+	Loaded  time.Time // when this process loaded it
+	// Untrained is set for a bundle of random weights (tests).
+	Untrained bool
+}
+
 // HistoryStats describe the estimator's history store.
 type HistoryStats struct {
 	Entries int // keys held
 	// Observed completed queries learned from; Dropped those lost to a
 	// full write queue.
 	Observed, Dropped uint64
+	// Store is the shared store's state (Redis); nil for a store that
+	// cannot be unreachable (memory, a file).
+	Store *HistoryStoreStats
+}
+
+// HistoryStoreStats describe a history store that can be unreachable.
+type HistoryStoreStats struct {
+	// Errors counts failed calls; Dropped the updates (one key of one
+	// completed query each) lost to them.
+	Errors, Dropped uint64
+	// Down is true while the store is treated as unreachable.
+	Down bool
 }
 
 // CacheStats are one named cache's counters.
@@ -247,6 +273,12 @@ var (
 		"EXPLAINs (and the model) run off the hot path after the text stage routed the query, by result: done, failed, skipped (no EXPLAIN slot free). prestroid_explains_total counts those on the hot path.", []string{"result"}, nil)
 	descHistoryDropped = prometheus.NewDesc("prestroid_history_dropped_total",
 		"Completed queries the estimate history could not learn from (its write queue was full).", nil, nil)
+	descHistoryStoreErrors = prometheus.NewDesc("prestroid_history_store_errors_total",
+		"Calls to the shared estimate history store (Redis) that failed.", nil, nil)
+	descHistoryStoreDropped = prometheus.NewDesc("prestroid_history_store_dropped_total",
+		"History updates (one key of one completed query each) lost because the shared store (Redis) failed.", nil, nil)
+	descHistoryStoreDown = prometheus.NewDesc("prestroid_history_store_down",
+		"1 while the shared estimate history store (Redis) is unreachable: reads miss, writes are dropped.", nil, nil)
 )
 
 // estimatorCollector exports Options.EstimatorStats at scrape time.
@@ -263,6 +295,9 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHistoryEntries
 	ch <- descHistoryObserved
 	ch <- descHistoryDropped
+	ch <- descHistoryStoreErrors
+	ch <- descHistoryStoreDropped
+	ch <- descHistoryStoreDown
 	ch <- descBackgroundExplains
 }
 
@@ -279,6 +314,15 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHistoryEntries, prometheus.GaugeValue, float64(h.Entries))
 		ch <- prometheus.MustNewConstMetric(descHistoryObserved, prometheus.CounterValue, float64(h.Observed))
 		ch <- prometheus.MustNewConstMetric(descHistoryDropped, prometheus.CounterValue, float64(h.Dropped))
+		if s := h.Store; s != nil {
+			down := 0.0
+			if s.Down {
+				down = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descHistoryStoreErrors, prometheus.CounterValue, float64(s.Errors))
+			ch <- prometheus.MustNewConstMetric(descHistoryStoreDropped, prometheus.CounterValue, float64(s.Dropped))
+			ch <- prometheus.MustNewConstMetric(descHistoryStoreDown, prometheus.GaugeValue, down)
+		}
 	}
 	if b := st.Background; b != nil {
 		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Done), "done")

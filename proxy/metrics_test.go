@@ -82,6 +82,22 @@ func TestMetricsRegistry(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a shared history store's health is exported, a local one's is not", func(t *testing.T) {
+		shared := &HistoryStats{Entries: 5, Store: &HistoryStoreStats{Errors: 3, Dropped: 10, Down: true}}
+		body, _ := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}},
+			EstimatorStats: func() EstimatorStats { return EstimatorStats{History: shared} }})
+		for _, want := range []string{"prestroid_history_entries 5", "prestroid_history_store_errors_total 3",
+			"prestroid_history_store_dropped_total 10", "prestroid_history_store_down 1"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+		body, _ = scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}},
+			EstimatorStats: func() EstimatorStats { return EstimatorStats{History: &HistoryStats{Entries: 5}} }})
+		if strings.Contains(body, "prestroid_history_store_") {
+			t.Error("store health exported for a store that cannot be unreachable")
+		}
+	})
 	t.Run("the unseen-table share appears once a table was scanned", func(t *testing.T) {
 		body, s := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}}})
 		if strings.Contains(body, "prestroid_unseen_table_share_ratio ") {

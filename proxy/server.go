@@ -176,9 +176,15 @@ type Options struct {
 	// serves them on the client listener too.
 	AdminSeparate bool
 	// EstimatorStats, when set, is called at each scrape for the
-	// estimator's cache and batcher figures (prestroid_estimator_*). Nil
-	// means they are not exported.
+	// estimator's cache and batcher figures (prestroid_estimator_*) and by
+	// the web console (its model, caches and history). Nil means they are
+	// not exported.
 	EstimatorStats func() EstimatorStats
+	// ConsoleDecisions is how many recent decisions the web console keeps
+	// in memory (console.go; served on the admin surface under
+	// /prestroid/). Zero means config.DefaultConsoleDecisions; negative
+	// turns the console off (404).
+	ConsoleDecisions int
 }
 
 type cluster struct {
@@ -209,9 +215,11 @@ type Server struct {
 	// so that Shutdown does not wait out a hanging probe.
 	probeConns connSet
 	admit      admissionStore // nil without admission control
+	ring       *decisionRing  // the console's recent decisions; nil: console off
 	rate       *rateLimiter   // nil without rate limits
 	adminToken []byte         // SHA-256 of Options.AdminToken; nil: none
 	adminSrv   atomic.Pointer[fasthttp.Server]
+	health     healthState // /readyz (healthz.go)
 	log        *slog.Logger
 	srv        *fasthttp.Server
 	mu         sync.Mutex
@@ -422,6 +430,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.serveMx = metricsHandler(s.registry, o.Logger)
+	s.ring = newConsoleRing(o.ConsoleDecisions, s.clusters)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop, s.done = cancel, make(chan struct{})
 	go func() {
@@ -448,11 +457,15 @@ func retryIdempotent(req *fasthttp.Request, _ int, _ error) (resetTimeout, retry
 }
 
 // Serve accepts connections on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(guardListener{ln}) }
+func (s *Server) Serve(ln net.Listener) error {
+	s.health.serving.Store(true)
+	return s.srv.Serve(guardListener{ln})
+}
 
 // Shutdown stops accepting connections and waits for open ones to finish
 // (or ctx to end).
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.health.stopping.Store(true)
 	s.stop()
 	s.mu.Lock()
 	extra := s.extra
@@ -502,6 +515,10 @@ func (s *Server) publicBase(ctx *fasthttp.RequestCtx) string {
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	raw := string(ctx.Request.Header.RequestURI())
 	method := string(ctx.Method())
+	if isHealth(method, string(ctx.Path())) { // probes: no Host check, never forwarded
+		s.serveHealth(ctx)
+		return
+	}
 	if s.opts.PublicURL == "" && !s.allowedHost(ctx, string(ctx.Host())) {
 		s.fail(ctx, ErrUnknownHost, false)
 		return
@@ -533,6 +550,8 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.admin(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
 		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
+	case strings.HasPrefix(path, uiQueryAPI):
+		s.uiQuery(ctx, raw)
 	case path == "/ui" || strings.HasPrefix(path, "/ui/"), strings.HasPrefix(path, "/oauth2/"):
 		// The web UI (its /ui/api/* login redirects) and Trino's OAuth2
 		// endpoints (the identity provider's callback comes back here)
@@ -626,7 +645,7 @@ func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
 		c, cancel := storeCtx()
 		defer cancel()
 		if method == fasthttp.MethodDelete {
-			if ok, _ := s.admit.Cancel(c, id); ok {
+			if ok, _ := s.admit.Cancel(c, id, cancelByClient); ok {
 				ctx.SetStatusCode(fasthttp.StatusNoContent)
 				return
 			}
@@ -845,6 +864,9 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		if info.ID != "" && mode == modeStatementPOST {
 			s.queries.Put(info.ID, cname)
 			if tr != nil {
+				if s.ring != nil {
+					tr.seq = s.ring.add(info.ID, &tr.c, d, time.Now()) // the console's one write
+				}
 				s.tracked.Put(info.ID, tr)
 			}
 			if admitID != "" {
@@ -884,6 +906,13 @@ func (s *Server) rewriteLocation(ctx *fasthttp.RequestCtx, c *cluster) {
 	}
 	base, target, ok := splitBase(loc)
 	if !ok || !strings.EqualFold(base, c.base) {
+		return
+	}
+	if c == s.clusters[0] && (target == "/ui" || strings.HasPrefix(target, "/ui/")) {
+		// The first cluster serves the unrouted /ui/, whose path its
+		// login cookie (Path=/ui) matches: a routed redirect there would
+		// never carry the cookie and loop back to the login page.
+		ctx.Response.Header.Set("Location", s.publicBase(ctx)+target)
 		return
 	}
 	ctx.Response.Header.Set("Location", s.publicBase(ctx)+s.signer.RoutedPath(c.name, target))

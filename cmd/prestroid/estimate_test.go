@@ -240,7 +240,7 @@ func TestEmbeddedDefaultModel(t *testing.T) {
 
 func TestHistoryFileHeldByAnotherProcessIsAnError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "history.db")
-	held, err := newHistory(config.History{Path: path, MaxEntries: 10})
+	held, err := newHistory(config.History{Path: path, MaxEntries: 10}, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ type serveFlags struct {
 	logLevel         string
 	model            string
 	ortLib           string
+	checkConfig      bool
 }
 
 func runServe(args []string) int {
@@ -56,10 +57,14 @@ func runServe(args []string) int {
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error")
 	fs.StringVar(&f.model, "model", "", "model bundle directory, reloaded on SIGHUP and file change (default: the embedded bundle; env PRESTROID_MODEL)")
 	fs.StringVar(&f.ortLib, "ort-lib", "", "ONNX Runtime library libonnxruntime.so.1 (env PRESTROID_ORT_LIB; default: where `make ort` installs it)")
+	fs.BoolVar(&f.checkConfig, "check-config", false, "load and validate the configuration and what it references (TLS files, model bundle, route secret), print a verdict and exit: 0 valid, 1 not; starts nothing")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	cfg, err := loadServeConfig(f)
+	if f.checkConfig {
+		return checkConfig(checkOut, f.configPath, cfg, err)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
 		return 2
@@ -344,6 +349,7 @@ func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger)
 		MonitorUser:         r.MonitorUser,
 		MonitorType:         r.MonitorType,
 		MonitorMaxBytes:     r.MonitorMaxBytes,
+		ConsoleDecisions:    cfg.Console.Decisions,
 		Admission: &proxy.AdmissionOptions{
 			MaxQueries: a.MaxQueries, MaxCPUSeconds: a.MaxCPUSeconds,
 			UserMaxQueries: a.UserMaxQueries, UserMaxCPUSeconds: a.UserMaxCPUSeconds,

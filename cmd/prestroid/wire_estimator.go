@@ -137,16 +137,33 @@ func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
 var errHistory = errors.New("estimator.history")
 
 // newHistory opens the estimate history as configured: nil when disabled,
-// the bbolt file at Path, else memory.
-func newHistory(h config.History) (history.Store, error) {
+// Redis at h.Redis (shared by the replicas; after FillDefaults, the
+// admission's Redis unless a Path is set), the bbolt file at Path, else
+// memory.
+func newHistory(h config.History, logger *slog.Logger) (history.Store, error) {
 	switch {
 	case h.Disabled:
 		return nil, nil
+	case h.Redis != "":
+		return history.OpenRedis(history.RedisOptions{URL: h.Redis, Prefix: h.RedisPrefix, MaxEntries: h.MaxEntries,
+			Timeout: time.Duration(h.RedisTimeout), Logger: logger})
 	case h.Path != "":
 		return history.OpenBolt(h.Path, h.MaxEntries)
 	default:
 		return history.NewMemory(h.MaxEntries), nil
 	}
+}
+
+// historyStore names the configured store for the startup log line (never
+// the Redis URL: it may hold a password).
+func historyStore(h config.History) string {
+	switch {
+	case h.Redis != "":
+		return "redis"
+	case h.Path != "":
+		return "bbolt"
+	}
+	return "memory"
 }
 
 // cascadeOptions maps the configuration onto the cascade's options: the
@@ -202,18 +219,33 @@ type statsCache struct {
 	stats func() cache.Stats
 }
 
-// estimatorStats reads the service's batcher and the named caches at each
-// scrape (proxy.Options.EstimatorStats).
-func estimatorStats(svc *estimator.Service, caches []statsCache) func() proxy.EstimatorStats {
+// serviceStats is what newEstimatorService built that reports for
+// /metrics: its caches, and the history store when it can fail (Redis).
+type serviceStats struct {
+	caches  []statsCache
+	history history.Reporter // nil: memory, bbolt or none
+}
+
+// estimatorStats reads the service's batcher, the named caches and the
+// history store at each scrape (proxy.Options.EstimatorStats).
+func estimatorStats(svc *estimator.Service, ss serviceStats) func() proxy.EstimatorStats {
 	return func() proxy.EstimatorStats {
 		st := proxy.EstimatorStats{BatchQueueDepth: svc.QueueDepth()}
+		if m := svc.Model(); m != nil {
+			st.Model = &proxy.ModelStats{ID: m.ID(), Source: m.Source(), Created: m.Manifest().Created, Loaded: m.Loaded(),
+				Untrained: m.Manifest().Untrained()}
+		}
 		if svc.HasHistory() {
 			hs := svc.HistoryStats()
 			st.History = &proxy.HistoryStats{Entries: hs.Entries, Observed: hs.Observed, Dropped: hs.Dropped}
+			if ss.history != nil {
+				h := ss.history.Health()
+				st.History.Store = &proxy.HistoryStoreStats{Errors: h.Errors, Dropped: h.Dropped, Down: h.Down}
+			}
 		}
 		bs := svc.BackgroundStats()
 		st.Background = &proxy.BackgroundStats{Done: bs.Done, Failed: bs.Failed, Skipped: bs.Skipped}
-		for _, c := range caches {
+		for _, c := range ss.caches {
 			cs := c.stats()
 			st.Caches = append(st.Caches, proxy.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted})
 		}
@@ -223,17 +255,18 @@ func estimatorStats(svc *estimator.Service, caches []statsCache) func() proxy.Es
 
 // newEstimatorService builds the estimator service from the configuration
 // (caches, batching); the caller closes it. reload loads a bundle directory
-// the same way (runtime, caches), for the bundle watcher; caches are the
-// caches it built, for /metrics.
+// the same way (runtime, caches), for the bundle watcher; ss holds the
+// caches it built and the history store, for /metrics.
 //
 // upstreamTLS is the EXPLAIN client's TLS to https clusters; nil means Go's
 // defaults.
-func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), caches []statsCache, err error) {
+func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), ss serviceStats, err error) {
+	var caches []statsCache
 	var mo bundle.ModelOptions
 	if e.VectorCacheBytes >= 0 {
 		vc, err := cache.NewVectors(e.VectorCacheBytes)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, serviceStats{}, err
 		}
 		mo.PredicateCache = vc
 		caches = append(caches, statsCache{"predicate", vc.Stats})
@@ -249,7 +282,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 		// cheap statements and history, and the optimizer's cost once its
 		// calibration has learned from the failed-open queries.
 		if e.Model != "" || e.History.Disabled {
-			return nil, nil, nil, err
+			return nil, nil, serviceStats{}, err
 		}
 		logger.Warn("estimator: no model; serving cheap statements, history and, once calibrated, the optimizer's cost", "reason", err)
 	}
@@ -259,11 +292,11 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 		Explain: &plan.ExplainClient{HTTP: plan.NewHTTPClient(upstreamTLS)},
 		Cascade: cascadeOptions(e, r),
 	}
-	if so.History, err = newHistory(e.History); err != nil {
+	if so.History, err = newHistory(e.History, logger); err != nil {
 		if m != nil {
 			m.Close()
 		}
-		return nil, nil, nil, fmt.Errorf("%w: %w", errHistory, err)
+		return nil, nil, serviceStats{}, fmt.Errorf("%w: %w", errHistory, err)
 	}
 	if e.CacheTTL >= 0 {
 		ttl := time.Duration(e.CacheTTL)
@@ -272,14 +305,14 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 		}
 		ec, err := cache.NewTTL[estimator.CostEstimate](int64(e.CacheEntries), ttl)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, serviceStats{}, err
 		}
 		so.Cache = ec
 		caches = append(caches, statsCache{"estimate", ec.Stats})
 		if e.PlanCacheBytes >= 0 {
 			pc, err := cache.NewPlans(e.PlanCacheBytes, ttl)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, serviceStats{}, err
 			}
 			so.PlanCache = pc
 			caches = append(caches, statsCache{"plan", pc.Stats})
@@ -288,7 +321,9 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 	if m != nil && m.Manifest().Untrained() {
 		logger.Warn("estimator: serving an UNTRAINED model (random weights): its estimates mean nothing", "model", m.ID(), "source", m.Source())
 	}
-	return estimator.NewService(m, so), bundle.LoadDir(rt, mo), caches, nil
+	ss = serviceStats{caches: caches}
+	ss.history, _ = so.History.(history.Reporter)
+	return estimator.NewService(m, so), bundle.LoadDir(rt, mo), ss, nil
 }
 
 // wireEstimator sets o.Estimator and o.RoutingGroups from the
@@ -309,14 +344,14 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		if g == "" {
 			g = c.Name
 		}
-		o.RoutingGroups = append(o.RoutingGroups, proxy.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds})
+		o.RoutingGroups = append(o.RoutingGroups, proxy.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds, Class: c.Name})
 	}
 	e := cfg.Estimator
 	if e.Disabled {
 		logger.Info("estimator disabled by configuration")
 		return closeFn, nil
 	}
-	svc, reload, caches, err := newEstimatorService(e, cfg.Routing, o.UpstreamTLS, logger)
+	svc, reload, ss, err := newEstimatorService(e, cfg.Routing, o.UpstreamTLS, logger)
 	if err != nil {
 		// A missing runtime or model with the embedded default runs
 		// without estimates; a history file that cannot be opened (held
@@ -333,10 +368,11 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 	}
 	est := estimatorAdapter{svc}
 	o.Estimator = est
-	o.EstimatorStats = estimatorStats(svc, caches)
+	o.EstimatorStats = estimatorStats(svc, ss)
 	if svc.HasHistory() {
 		o.Feedback = feedbackSinks{est}
-		logger.Info("estimate history on", "path", e.History.Path, "max_entries", e.History.MaxEntries)
+		logger.Info("estimate history on", "store", historyStore(e.History), "path", e.History.Path,
+			"redis_prefix", e.History.RedisPrefix, "max_entries", e.History.MaxEntries)
 	}
 	if e.Model != "" {
 		hup := make(chan os.Signal, 1)

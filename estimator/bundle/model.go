@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prestroid/prestroid/estimator/featurize"
 )
@@ -19,6 +20,7 @@ type Model struct {
 	sess   Session
 	text   *textModel // nil without a text stage
 	order  []int      // position in the manifest's inputs of ModelInputs, then EstimateInputs (if used)
+	loaded time.Time  // when LoadModel finished
 
 	mu      sync.Mutex
 	refs    int
@@ -73,6 +75,7 @@ func LoadModel(b *Bundle, rt Runtime, o ModelOptions) (*Model, error) {
 		sess.Close()
 		return nil, err
 	}
+	m.loaded = time.Now()
 	return m, nil
 }
 
@@ -211,6 +214,9 @@ func (m *Model) Manifest() *Manifest { return &m.bundle.Manifest }
 
 // Source names where the bundle was read from.
 func (m *Model) Source() string { return m.bundle.Source }
+
+// Loaded is when the model was loaded (it passed its golden checks).
+func (m *Model) Loaded() time.Time { return m.loaded }
 
 // Featurize turns an EXPLAIN plan (JSON) into the model's input.
 func (m *Model) Featurize(planJSON []byte) (*featurize.Features, error) {

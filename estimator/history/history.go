@@ -3,14 +3,11 @@
 // statement shape, and the residuals and calibrations the estimate cascade
 // learns (estimator/cascade.go, DESIGN §5.1).
 //
-// A Store maps a string key to Stats. Two implementations: Memory (one
-// replica, lost on restart) and Bolt (an embedded go.etcd.io/bbolt file that
-// survives restarts). Both bound their size and evict the least recently
-// updated entries. A shared store for several replicas (Redis, as the
-// admission state) implements the same interface: Get is a GET of the
-// encoded Stats (Stats.MarshalBinary), Update a WATCH/MULTI (or a Lua
-// script) over the same bytes, eviction the server's own maxmemory-policy
-// allkeys-lru.
+// A Store maps a string key to Stats. Three implementations: Memory (one
+// replica, lost on restart), Bolt (an embedded go.etcd.io/bbolt file that
+// survives restarts) and Redis (shared by every replica configured with the
+// same Redis and prefix; see Redis). All bound their size and evict the
+// least recently updated entries.
 package history
 
 import (
@@ -35,7 +32,9 @@ type Store interface {
 }
 
 // Update is one change to one key: Apply gets the current statistics (the
-// zero Stats and false when absent) and returns the new ones.
+// zero Stats and false when absent) and returns the new ones. Apply must be
+// a pure function of its arguments: a shared store (Redis) calls it again
+// when another replica changed the key between its read and its write.
 type Update struct {
 	Key   string
 	Apply func(s Stats, ok bool) Stats

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/testing/redistest"
 )
 
 func TestStatsMeanIsPlainAtFirstThenRecencyWeighted(t *testing.T) {
@@ -86,17 +88,72 @@ func testStoreBound(t *testing.T, st Store, max int) {
 	}
 }
 
-func TestMemoryEvictsTheLeastRecentlyUpdated(t *testing.T) {
-	testStoreBound(t, NewMemory(10), 10)
+// stores are the Store implementations every shared test runs against:
+// memory, bbolt and Redis (a real redis-server; skipped, saying so, where
+// there is none), each bounded to max keys.
+func stores(max int) []struct {
+	name string
+	open func(t testing.TB) Store
+} {
+	return []struct {
+		name string
+		open func(t testing.TB) Store
+	}{
+		{"memory", func(testing.TB) Store { return NewMemory(max) }},
+		{"bolt", func(t testing.TB) Store {
+			b, err := OpenBolt(filepath.Join(t.TempDir(), "h.db"), max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}},
+		{"redis", func(t testing.TB) Store { return openRedis(t, redistest.Start(t).Addr, "test:", max) }},
+	}
 }
 
-func TestBoltEvictsTheLeastRecentlyUpdated(t *testing.T) {
-	b, err := OpenBolt(filepath.Join(t.TempDir(), "h.db"), 10)
+func openRedis(t testing.TB, addr, prefix string, max int) *Redis {
+	t.Helper()
+	r, err := OpenRedis(RedisOptions{URL: "redis://" + addr, Prefix: prefix, MaxEntries: max, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	testStoreBound(t, b, 10)
+	return r
+}
+
+func TestStores(t *testing.T) {
+	for _, st := range stores(10) {
+		t.Run(st.name+" evicts the least recently updated", func(t *testing.T) {
+			s := st.open(t)
+			defer s.Close()
+			testStoreBound(t, s, 10)
+		})
+		t.Run(st.name+" applies a batch's updates in order, per key", func(t *testing.T) {
+			s := st.open(t)
+			defer s.Close()
+			at := time.Unix(5, 0)
+			var seen []bool
+			first := func(s Stats, ok bool) Stats { seen = append(seen, ok); return s.Add(1, 0.5, at) }
+			if err := s.Update(Update{Key: "a", Apply: first}, Update{Key: "b", Apply: add(7, at)}, Update{Key: "a", Apply: add(3, at)}); err != nil {
+				t.Fatal(err)
+			}
+			a, ok := s.Get("a")
+			if !ok || a.Count != 2 || a.Mean != 2 || !a.Last.Equal(at) {
+				t.Fatalf("a = %+v (ok %v); want 2 runs of mean 2 at %v", a, ok, at)
+			}
+			if len(seen) == 0 || seen[0] {
+				t.Fatalf("Apply of a new key saw ok=%v; want false", seen)
+			}
+			if b, ok := s.Get("b"); !ok || b.Count != 1 || b.Mean != 7 {
+				t.Fatalf("b = %+v (ok %v)", b, ok)
+			}
+			if _, ok := s.Get("c"); ok {
+				t.Fatal("a key never written was found")
+			}
+			if s.Len() != 2 {
+				t.Fatalf("Len %d; want 2", s.Len())
+			}
+		})
+	}
 }
 
 func TestBoltSurvivesReopen(t *testing.T) {

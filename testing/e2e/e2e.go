@@ -11,8 +11,13 @@
 //	security   a password-protected HTTPS Trino behind the HTTPS proxy
 //	replicas   two proxy binaries sharing admission through Redis
 //	cascade    the estimate cascade: history skips EXPLAIN, survives a restart, stays bounded; cheap statements
+//	console    the web console in headless Chromium: decisions, queue and cancel, plots, Trino's UI link
 //	faults     kill -9 of Trino mid-stream, proxy restart and graceful upgrade
 //	           mid-query, a cluster that never answers, a given-up EXPLAIN
+//	load       200 concurrent clients through the real binary and directly:
+//	           errors, latency, the proxy's RSS, fds and goroutines (no leak)
+//	gateway    a real Trino Gateway 18 (its own PostgreSQL, testing/pgtest)
+//	           routing by the binary's /v1/routing to two real clusters
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run

@@ -6,14 +6,19 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/testing/e2e"
 )
 
@@ -27,14 +32,23 @@ func TestBadInputCorpus(t *testing.T) {
 	direct := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
 	port := e2e.FreePort(t)
+	// Both clusters are the suite's Trino behind a relay that counts every
+	// request, so "no upstream request" is counted, not inferred; the
+	// monitor is off so that the relays see only what clients cause.
+	relays := map[string]*countingRelay{"default": newCountingRelay(t, direct), "other": newCountingRelay(t, direct)}
+	secret := "bad-input-corpus-route-secret-" + strings.Repeat("x", 8)
 	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
+route_secret: %q
 max_request_body_bytes: 2000000
 max_header_bytes: 16384
 clusters:
   - {name: default, url: %q}
+  - {name: other, url: %q}
 routing:
   estimate_timeout: 5s
-`, port, direct)
+  monitor_interval: -1s
+  planners: [default]
+`, port, secret, relays["default"].URL, relays["other"].URL)
 	path := filepath.Join(t.TempDir(), "prestroid.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -175,7 +189,124 @@ routing:
 			p.Error != nil)
 		alive(t)
 	})
+	t.Run("replayed, foreign and truncated route tokens get 403 and reach no cluster", func(t *testing.T) {
+		// Two live queries on default: A's valid token is replayed onto B's
+		// path and onto the other cluster, re-signed with another secret,
+		// and cut short.
+		start := func(k int) (string, string, string) {
+			resp, p := e2e.Do(t, "POST", base+"/v1/statement",
+				fmt.Sprintf("SELECT count(*) FROM tpch.tiny.nation WHERE nationkey < %d -- token_%s", k, stamp), nil)
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(p.NextURI, base+"/r/default.") {
+				t.Fatalf("POST: %d, nextUri %q", resp.StatusCode, p.NextURI)
+			}
+			tok, target, ok := proxy.SplitRouted(strings.TrimPrefix(p.NextURI, base))
+			if !ok {
+				t.Fatalf("nextUri %s is not routed", p.NextURI)
+			}
+			return p.NextURI, tok, target
+		}
+		uriA, tokA, targetA := start(7)
+		uriB, _, targetB := start(9)
+		own, _ := proxy.NewSigner([]byte(secret))
+		if base+own.RoutedPath("default", targetA) != uriA {
+			t.Fatalf("the proxy's own secret does not reproduce its token: %s vs %s", own.RoutedPath("default", targetA), uriA)
+		}
+		other, _ := proxy.NewSigner([]byte(strings.Repeat("o", 40)))
+		macA := tokA[strings.LastIndexByte(tokA, '.')+1:]
+		forged := []struct{ what, path string }{
+			{"A's token on B's path", "/r/" + tokA + targetB},
+			{"A's token on A's path cut short", "/r/" + tokA + targetA[:strings.LastIndexByte(targetA, '/')]},
+			{"A's token on the other cluster", "/r/other." + macA + targetA},
+			{"a token from a proxy with another route_secret", other.RoutedPath("default", targetA)},
+			{"one character cut from the MAC", "/r/" + tokA[:len(tokA)-1] + targetA},
+			{"half the MAC", "/r/default." + macA[:len(macA)/2] + targetA},
+			{"an empty MAC", "/r/default." + targetA},
+			{"the cluster name alone", "/r/default" + targetA},
+		}
+		before := map[string]int{}
+		for name, r := range relays {
+			before[name] = r.count()
+		}
+		for _, f := range forged {
+			for _, m := range []string{"GET", "HEAD", "DELETE"} {
+				if r, _ := e2e.Do(t, m, base+f.path, "", nil); r.StatusCode != http.StatusForbidden {
+					t.Errorf("%s: %s %s: %d, want 403", f.what, m, f.path, r.StatusCode)
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		for name, r := range relays {
+			if n := r.count() - before[name]; n != 0 {
+				t.Errorf("%d requests reached cluster %s: %v", n, name, r.since(before[name]))
+			}
+		}
+		// Both queries are intact (the forged DELETEs cancelled nothing)
+		// and finish through their genuine URIs with the right rows.
+		for uri, want := range map[string]string{uriA: "[[7]]", uriB: "[[9]]"} {
+			var rows []string
+			var p e2e.Page
+			for p.NextURI = uri; p.NextURI != ""; {
+				var resp *http.Response
+				resp, p = e2e.Do(t, "GET", p.NextURI, "", nil)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("genuine poll: %d", resp.StatusCode)
+				}
+				if len(p.Data) > 0 {
+					rows = append(rows, string(p.Data))
+				}
+			}
+			if p.Stats.State != "FINISHED" || strings.Join(rows, "") != want {
+				t.Errorf("genuine query: state %s, rows %v, want %s (error %+v)", p.Stats.State, rows, want, p.Error)
+			}
+		}
+		if relays["default"].count() <= before["default"] { // the relay does count: the genuine polls went through it
+			t.Errorf("the genuine polls never reached cluster default's relay")
+		}
+		if n := relays["other"].count(); n != 0 {
+			t.Errorf("cluster other got %d requests: %v", n, relays["other"].since(0))
+		}
+		alive(t)
+	})
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the proxy process is gone: %v", err)
 	}
+}
+
+// countingRelay forwards every request to a real Trino and records it
+// ("METHOD path"), so a test can count what reached a cluster.
+type countingRelay struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []string
+}
+
+func newCountingRelay(t *testing.T, trino string) *countingRelay {
+	t.Helper()
+	u, err := url.Parse(trino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &countingRelay{}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.seen = append(r.seen, req.Method+" "+req.URL.RequestURI())
+		r.mu.Unlock()
+		rp.ServeHTTP(w, req)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *countingRelay) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
+}
+
+// since returns the requests after the first n.
+func (r *countingRelay) since(n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen[n:]...)
 }

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+
+	"github.com/valyala/fasthttp"
+)
+
+// POST /v1/routing is Trino Gateway's external routing service
+// (routingRules.rulesType: EXTERNAL), checked against gateway-ha 18 (the
+// requests it sends are in testdata/trino-gateway-18, the end-to-end test
+// is testing/e2e/gateway). What the gateway does, and so what this
+// endpoint must do:
+//
+//   - It asks for every request it cannot stick to a cluster by query id:
+//     new statements, but also GET /v1/info, /ui/... Only a new statement
+//     (method POST, trinoQueryProperties.isNewQuerySubmission) is
+//     estimated; the rest get an empty answer at once.
+//   - It sends the client's request headers (X-Trino-User, Authorization,
+//     X-Trino-Catalog, X-Trino-Prepared-Statement, ... and the client's
+//     Host) minus rulesExternalConfiguration.excludeHeaders, and a JSON
+//     body whose trinoQueryProperties.body is the statement, present only
+//     with requestAnalyzerConfig.analyzeRequest: true and only when the
+//     client's Content-Type names charset=utf-8 (the Trino CLI and JDBC,
+//     trino-go-client and the Python client do; curl's default does
+//     not). For EXECUTE it
+//     holds the prepared statement's text instead (its ? parameters make
+//     the EXPLAIN fail, so such statements fail open).
+//   - Its answer must be 200 with Content-Type application/json. Any other
+//     status, or a connection error or a timeout
+//     (serverConfig router.http-client.request-timeout, 5 minutes by
+//     default), makes it log an error and route by the client's
+//     X-Trino-Routing-Group header, else its routing.defaultRoutingGroup.
+//   - routingGroup null or "" means its defaultRoutingGroup.
+//   - A non-empty errors list is ignored unless
+//     rulesExternalConfiguration.propagateErrors is true; then the client
+//     gets HTTP 400 with the errors and the query never runs. So errors
+//     is for refusing a query, never for failing open: every estimate
+//     failure here answers 200 with routingGroup null and errors empty,
+//     and says why in the X-Prestroid-Decision response header (and the
+//     log).
+//   - externalHeaders are set on the request it forwards to the chosen
+//     cluster (replacing a client header of exactly that name).
+
+// RoutingGroup maps a band of predicted CPU time to a Trino Gateway
+// routing group. Groups are checked in order: a query goes to the first
+// whose MaxCPUSeconds is at least its estimate; 0 means unbounded.
+type RoutingGroup struct {
+	Name          string
+	MaxCPUSeconds float64
+	// Class is the cost class the group stands for, named in the client
+	// tag ClassTag+Class when Options.ClassTag is set. Empty means Name.
+	Class string
+}
+
+// gatewayRequest is the part of Trino Gateway's RoutingGroupExternalBody
+// the routing endpoint reads.
+type gatewayRequest struct {
+	// TrinoQueryProperties is null without the gateway's
+	// requestAnalyzerConfig.analyzeRequest.
+	TrinoQueryProperties *struct {
+		Body                 string  `json:"body"`
+		QueryType            string  `json:"queryType"`
+		DefaultCatalog       *string `json:"defaultCatalog"`
+		DefaultSchema        *string `json:"defaultSchema"`
+		IsNewQuerySubmission bool    `json:"isNewQuerySubmission"`
+		// IsQueryParsingSuccessful is false when the gateway's SQL parser
+		// refused the body (a syntax error, or syntax newer than it).
+		IsQueryParsingSuccessful bool `json:"isQueryParsingSuccessful"`
+	} `json:"trinoQueryProperties"`
+	Method     string `json:"method"`
+	RequestURI string `json:"requestURI"`
+}
+
+// GatewayResponse is Trino Gateway's external routing response
+// (ExternalRouterResponse).
+type GatewayResponse struct {
+	// RoutingGroup is the group to route to; nil lets the gateway use its
+	// default group.
+	RoutingGroup *string `json:"routingGroup"`
+	// Errors refuse the query when the gateway propagates them; this
+	// endpoint fails open instead and sends an empty list, except for a
+	// request body that is not JSON (HTTP 400).
+	Errors []string `json:"errors"`
+	// ExternalHeaders go with the query to the cluster.
+	ExternalHeaders map[string]string `json:"externalHeaders"`
+}
+
+// serveRouting answers Trino Gateway's external routing requests (see
+// the comment at the top of this file).
+func (s *Server) serveRouting(ctx *fasthttp.RequestCtx) {
+	resp := GatewayResponse{Errors: []string{}, ExternalHeaders: map[string]string{}}
+	var req gatewayRequest
+	if err := json.Unmarshal(ctx.Request.Body(), &req); err != nil {
+		// Not what a gateway sends: a 400 makes it log the error and
+		// route by its own default.
+		resp.Errors = append(resp.Errors, "prestroid: bad request body: "+err.Error())
+		writeJSON(ctx, fasthttp.StatusBadRequest, resp)
+		return
+	}
+	why, e := s.route(&ctx.Request.Header, &req, &resp)
+	writeJSON(ctx, fasthttp.StatusOK, resp)
+	ctx.Response.Header.Set("X-Prestroid-Decision", why)
+	if e.Estimated {
+		ctx.Response.Header.SetBytesV("X-Prestroid-Estimate", appendEstimate(nil, e))
+	}
+}
+
+// noAnalysisWarned is set once the warning that the gateway sends no
+// query text was logged (once a process).
+var noAnalysisWarned atomic.Bool
+
+// route fills resp for one gateway request and returns the decision's
+// text (in the X-Prestroid-Decision forms of the proxy: "routed: group
+// G", "estimated" (no groups configured), "not-estimated: REASON",
+// "fail-open: REASON", "no-estimator") and the estimate it acted on.
+func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *GatewayResponse) (string, Estimate) {
+	p := req.TrinoQueryProperties
+	var none Estimate
+	switch {
+	case s.opts.Estimator == nil:
+		return "no-estimator", none
+	case req.Method != "" && req.Method != fasthttp.MethodPost:
+		// Nothing from the request body is echoed in the header.
+		return "not-estimated: not a new statement (not a POST)", none
+	case p == nil:
+		if noAnalysisWarned.CompareAndSwap(false, true) {
+			s.log.Warn("Trino Gateway sends no query text to /v1/routing: set its requestAnalyzerConfig.analyzeRequest: true (every query goes to its default group meanwhile; logged once)")
+		}
+		return "not-estimated: no trinoQueryProperties (the gateway's requestAnalyzerConfig.analyzeRequest is off)", none
+	case !p.IsNewQuerySubmission:
+		return "not-estimated: not a new statement", none
+	case strings.TrimSpace(p.Body) == "":
+		// The gateway reads the body only under a Content-Type with
+		// charset=utf-8 and up to requestAnalyzerConfig.maxBodySize.
+		return "not-estimated: no query text (the client's Content-Type has no charset=utf-8, or the statement exceeds the gateway's requestAnalyzerConfig.maxBodySize)", none
+	case req.RequestURI != "" && req.RequestURI != "/v1/statement" && (!p.IsQueryParsingSuccessful || p.QueryType == ""):
+		// Another path of the gateway's statementPaths is estimated
+		// only when the gateway parsed its body as SQL: a POST to any
+		// other path (a UI login form) must never become an EXPLAIN.
+		return "not-estimated: not /v1/statement and not SQL", none
+	}
+	hdr := callerHeaders(h)
+	// The gateway forwards the client's catalog and schema headers and
+	// reports them again; fill them in if only the report came.
+	if hdr.Get("X-Trino-Catalog") == "" && p.DefaultCatalog != nil && *p.DefaultCatalog != "" {
+		hdr.Set("X-Trino-Catalog", *p.DefaultCatalog)
+	}
+	if hdr.Get("X-Trino-Schema") == "" && p.DefaultSchema != nil && *p.DefaultSchema != "" {
+		hdr.Set("X-Trino-Schema", *p.DefaultSchema)
+	}
+	e, err := s.estimateFor(p.Body, hdr)
+	switch {
+	case err != nil && errors.Is(err, context.DeadlineExceeded):
+		s.log.Warn("routing estimate over budget; the gateway's default group takes the query", "error", err)
+		return "fail-open: " + ReasonEstimateOverBudget, none
+	case err != nil && errors.Is(err, ErrEstimatorBusy):
+		return "fail-open: " + ReasonPlannersBusy, none
+	case err != nil:
+		s.log.Warn("routing estimate failed; the gateway's default group takes the query", "error", err)
+		return "fail-open: " + ReasonEstimateFailed, none
+	case !e.Estimated:
+		return "not-estimated: " + e.Reason, none
+	}
+	if !(s.opts.KeepClientEstimate && hdr.Get("X-Trino-Resource-Estimate") != "") {
+		resp.ExternalHeaders["X-Trino-Resource-Estimate"] = "CPU_TIME=" + TrinoDuration(e.CPUSeconds)
+	}
+	// The group as the routing policy picks a class: by the estimate's
+	// ClassQuantile.
+	g, ok := routingGroupFor(s.opts.RoutingGroups, e.Quantile(s.opts.ClassQuantile))
+	if !ok {
+		return "estimated", e
+	}
+	resp.RoutingGroup = &g.Name
+	if s.opts.ClassTag != "" {
+		class := g.Class
+		if class == "" {
+			class = g.Name
+		}
+		tags := strings.Join(hdr.Values("X-Trino-Client-Tags"), ",")
+		if tags != "" {
+			tags += ","
+		}
+		resp.ExternalHeaders["X-Trino-Client-Tags"] = tags + s.opts.ClassTag + class
+	}
+	return "routed: group " + g.Name, e
+}
+
+// routingGroupFor returns the first group whose bound holds cpu (the last
+// group when cpu exceeds every bound; false when there are none).
+func routingGroupFor(groups []RoutingGroup, cpu float64) (RoutingGroup, bool) {
+	for _, g := range groups {
+		if g.MaxCPUSeconds <= 0 || cpu <= g.MaxCPUSeconds {
+			return g, true
+		}
+	}
+	if len(groups) > 0 {
+		return groups[len(groups)-1], true
+	}
+	return RoutingGroup{}, false
+}
