@@ -17,9 +17,16 @@ import (
 
 // ReplayOptions configure Replay.
 type ReplayOptions struct {
-	// ProxyURL is the estimating proxy (with its history on, cold), in
-	// front of a real Trino.
-	ProxyURL string
+	// Settings are the estimating proxies (each with its history on,
+	// cold), in front of the same real Trino, that run the workload side
+	// by side: each statement goes to every one in turn (the first one
+	// rotating, so that none always finds Trino warm). Their names label
+	// the report (e.g. the routing.explain setting).
+	Settings []ReplaySetting
+	// Bounds are the CPU-second bounds of the routing classes the proxies
+	// route with, increasing; their clusters are named ClassName(i), so the
+	// cluster a statement went to is its class. Empty: one class.
+	Bounds []float64
 	// Workloads is the directory of templates; Families limits them (e.g.
 	// "tpch"; empty: all); Scale the schema they are filled with; Domains
 	// the literal domains of the variant generator (data/domains.json).
@@ -33,24 +40,40 @@ type ReplayOptions struct {
 	N    int
 	New  float64
 	Seed uint64
+	// MaxDuration stops the replay after the statement running when it
+	// has passed (the report covers the statements run). Zero means none.
+	MaxDuration time.Duration
 }
+
+// ReplaySetting is one estimating proxy of a replay.
+type ReplaySetting struct {
+	Name, ProxyURL string
+}
+
+// ClassName is the name of class i of a replay's classes (and of the
+// cluster that serves it).
+func ClassName(i int) string { return "class" + strconv.Itoa(i) }
 
 // replayRun is one statement of the replay as the proxy placed it and
 // Trino ran it.
 type replayRun struct {
+	idx                int    // the statement's position in the replay
 	kind               string // new, exact, literals
 	source             string
-	est, model, actual float64 // CPU seconds; model 0 when the model did not run
+	est, model, actual float64 // CPU seconds; model 0 when the model did not run on the hot path
+	class              int     // the class of the cluster it went to (-1: not a class's)
 	decide             time.Duration
 	explained          bool
 }
 
-// Replay runs a recurring workload through the estimating proxy from a
+// Replay runs a recurring workload through the estimating proxies from a
 // cold history, in order, with feedback on (issue 17's evaluation), and
-// reports per estimate source and overall: the decision time (p50/p99),
-// the q-error (median, p95) over the run and over its last half, against
-// the plain model's own number on the queries where the model ran, and the
-// share of queries placed without an EXPLAIN.
+// reports per setting, per estimate source and overall: the decision time
+// (p50/p99), the q-error (median, p95) over the run and over its last
+// half, against the plain model's own number on the same statements, the
+// share routed to the class of the actual CPU time, and the share that
+// needed an EXPLAIN on the hot path; then the settings side by side
+// against the issue's targets.
 func Replay(w io.Writer, o ReplayOptions) error {
 	all, err := collector.LoadTemplates(o.Workloads)
 	if err != nil {
@@ -65,6 +88,9 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	if len(ts) == 0 {
 		return fmt.Errorf("bench replay: no templates of %v in %s", o.Families, o.Workloads)
 	}
+	if len(o.Settings) == 0 {
+		return fmt.Errorf("bench replay: no proxy to replay through")
+	}
 	rng := rand.New(rand.NewPCG(o.Seed, 17))
 	rng.Shuffle(len(ts), func(i, j int) { ts[i], ts[j] = ts[j], ts[i] })
 	type stmt struct {
@@ -75,10 +101,20 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	variants := map[string]int{}
 	next := 0
 	client := &http.Client{Timeout: 10 * time.Minute}
-	var runs []replayRun
-	fmt.Fprintf(w, "replay: %d statements through %s from a cold history, %.0f%% new templates (%d available), seed %d\n",
-		o.N, o.ProxyURL, 100*o.New, len(ts), o.Seed)
+	runs := make([][]replayRun, len(o.Settings))
+	var names []string
+	for _, st := range o.Settings {
+		names = append(names, st.Name)
+	}
+	fmt.Fprintf(w, "replay: %d statements through %d proxies (%s) from a cold history, %.0f%% new templates (%d available), class bounds %v s, seed %d\n",
+		o.N, len(o.Settings), strings.Join(names, ", "), 100*o.New, len(ts), o.Bounds, o.Seed)
+	start := time.Now()
 	for i := 0; i < o.N; i++ {
+		if o.MaxDuration > 0 && time.Since(start) > o.MaxDuration {
+			fmt.Fprintf(w, "stopped after %d statements: --max-duration %s reached\n", i, o.MaxDuration)
+			o.N = i
+			break
+		}
 		var s stmt
 		kind := "new"
 		switch {
@@ -94,15 +130,35 @@ func Replay(w io.Writer, o ReplayOptions) error {
 		}
 		seen = append(seen, s)
 		it := collector.TemplateVariant(s.t, o.Scale, s.v, int64(o.Seed), 0, o.Domains)
-		r, err := replayOne(client, o.ProxyURL, it)
-		if err != nil {
-			fmt.Fprintf(w, "  skipped %s v%d: %v\n", s.t.Name, s.v, err)
-			continue
+		for k := range o.Settings {
+			j := (i + k) % len(o.Settings)
+			r, err := replayOne(client, o.Settings[j].ProxyURL, it)
+			if err != nil {
+				fmt.Fprintf(w, "  %s: skipped %s v%d: %v\n", o.Settings[j].Name, s.t.Name, s.v, err)
+				continue
+			}
+			r.idx, r.kind = i, kind
+			runs[j] = append(runs[j], r)
 		}
-		r.kind = kind
-		runs = append(runs, r)
 	}
-	reportReplay(w, runs)
+	// The plain model's number of each statement: the model ran on the
+	// hot path of some setting (its raw prediction does not depend on the
+	// setting).
+	plain := map[int]float64{}
+	for _, rs := range runs {
+		for _, r := range rs {
+			if _, ok := plain[r.idx]; !ok && r.model > 0 {
+				plain[r.idx] = r.model
+			}
+		}
+	}
+	var sums []replaySummary
+	for j, st := range o.Settings {
+		fmt.Fprintf(w, "\nsetting %s\n", st.Name)
+		sums = append(sums, reportReplay(w, runs[j], o.N, plain, o.Bounds))
+		sums[j].name = st.Name
+	}
+	compareReplay(w, sums)
 	return nil
 }
 
@@ -145,6 +201,12 @@ func replayOne(c *http.Client, base string, it collector.Item) (replayRun, error
 	r.est = estimateField(est, "cpu")
 	r.model = estimateField(est, "model")
 	r.decide = serverTiming(h.Get("Server-Timing"), "prestroid")
+	r.class = -1
+	if c, ok := strings.CutPrefix(h.Get("X-Prestroid-Cluster"), "class"); ok {
+		if n, err := strconv.Atoi(c); err == nil {
+			r.class = n
+		}
+	}
 	r.explained = serverTiming(h.Get("Server-Timing"), "explain") > 0
 	for p.NextURI != "" {
 		g, _ := http.NewRequest("GET", p.NextURI, nil)
@@ -189,47 +251,104 @@ func quantile(xs []float64, q float64) float64 {
 	return s[int(math.Min(float64(len(s)-1), math.Floor(q*float64(len(s)))))]
 }
 
-func reportReplay(w io.Writer, runs []replayRun) {
+// classOf is the class of x CPU seconds: the first whose bound is at
+// least x (len(bounds): above them all).
+func classOf(bounds []float64, x float64) int {
+	for i, b := range bounds {
+		if x <= b {
+			return i
+		}
+	}
+	return len(bounds)
+}
+
+// replayGroup is one row of the report.
+type replayGroup struct {
+	n                              int
+	decP50, decP99                 float64 // ms
+	qP50, qP95, modelP50, modelP95 float64
+	right, hot, fast               float64 // shares: right class, EXPLAIN on the hot path, decided in <= 2 ms
+}
+
+func summarize(runs []replayRun, keep func(i int, r replayRun) bool, plain map[int]float64, bounds []float64) replayGroup {
+	var dec, q, mq []float64
+	var g replayGroup
+	right, hot, fast := 0, 0, 0
+	for i, r := range runs {
+		if !keep(i, r) {
+			continue
+		}
+		ms := float64(r.decide) / float64(time.Millisecond)
+		dec = append(dec, ms)
+		q = append(q, qerr(r.est, r.actual))
+		if m := plain[r.idx]; m > 0 {
+			mq = append(mq, qerr(m, r.actual))
+		}
+		if r.explained {
+			hot++
+		}
+		if ms <= 2 {
+			fast++
+		}
+		if r.class == classOf(bounds, r.actual) {
+			right++
+		}
+	}
+	g.n = len(q)
+	if g.n == 0 {
+		return g
+	}
+	g.decP50, g.decP99 = quantile(dec, 0.5), quantile(dec, 0.99)
+	g.qP50, g.qP95 = quantile(q, 0.5), quantile(q, 0.95)
+	g.modelP50, g.modelP95 = quantile(mq, 0.5), quantile(mq, 0.95)
+	n := float64(g.n)
+	g.right, g.hot, g.fast = float64(right)/n, float64(hot)/n, float64(fast)/n
+	return g
+}
+
+// replaySummary is what compareReplay sets side by side.
+type replaySummary struct {
+	name            string
+	all, last, news replayGroup
+}
+
+func reportReplay(w io.Writer, runs []replayRun, n int, plain map[int]float64, bounds []float64) replaySummary {
 	if len(runs) == 0 {
 		fmt.Fprintln(w, "no statement completed")
-		return
+		return replaySummary{}
 	}
-	half := len(runs) / 2
+	half := n / 2 // by position in the replay, the same statements for every setting
 	type group struct {
 		name string
 		keep func(i int, r replayRun) bool
 	}
 	groups := []group{{"all", func(int, replayRun) bool { return true }},
-		{"last half", func(i int, _ replayRun) bool { return i >= half }}}
-	for _, src := range []string{"cheap", "history", "model+residual", "model", "optimizer"} {
+		{"last half", func(_ int, r replayRun) bool { return r.idx >= half }}}
+	for _, src := range []string{"cheap", "history", "text", "model+residual", "model", "optimizer"} {
 		groups = append(groups, group{src, func(_ int, r replayRun) bool { return r.source == src }})
 	}
 	for _, k := range []string{"new", "exact", "literals"} {
 		groups = append(groups, group{"kind " + k, func(_ int, r replayRun) bool { return r.kind == k }})
 	}
-	fmt.Fprintf(w, "%-16s %5s %9s %9s %8s %8s %10s %10s %9s\n", "", "n", "dec p50", "dec p99", "q p50", "q p95", "model q50", "model q95", "explained")
-	for _, g := range groups {
-		var dec, q, mq []float64
-		explained := 0
-		for i, r := range runs {
-			if !g.keep(i, r) {
-				continue
-			}
-			dec = append(dec, float64(r.decide)/float64(time.Millisecond))
-			q = append(q, qerr(r.est, r.actual))
-			if r.model > 0 {
-				mq = append(mq, qerr(r.model, r.actual))
-			}
-			if r.explained {
-				explained++
-			}
-		}
-		if len(q) == 0 {
+	fmt.Fprintf(w, "%-16s %5s %9s %9s %7s %7s %9s %9s %7s %7s %7s\n", "", "n", "dec p50", "dec p99", "q p50", "q p95",
+		"model q50", "model q95", "right", "hot EXP", "<=2ms")
+	var sum replaySummary
+	for gi, gr := range groups {
+		g := summarize(runs, gr.keep, plain, bounds)
+		if g.n == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%-16s %5d %7.2fms %7.2fms %8.2f %8.2f %10.2f %10.2f %8.0f%%\n", g.name, len(q),
-			quantile(dec, 0.5), quantile(dec, 0.99), quantile(q, 0.5), quantile(q, 0.95),
-			quantile(mq, 0.5), quantile(mq, 0.95), 100*float64(explained)/float64(len(q)))
+		switch gi {
+		case 0:
+			sum.all = g
+		case 1:
+			sum.last = g
+		}
+		if gr.name == "kind new" {
+			sum.news = g
+		}
+		fmt.Fprintf(w, "%-16s %5d %7.2fms %7.2fms %7.2f %7.2f %9.2f %9.2f %6.0f%% %6.0f%% %6.0f%%\n", gr.name, g.n,
+			g.decP50, g.decP99, g.qP50, g.qP95, g.modelP50, g.modelP95, 100*g.right, 100*g.hot, 100*g.fast)
 	}
 	// Learning curve: median q-error per tenth of the run.
 	fmt.Fprint(w, "learning curve (median q-error per tenth):")
@@ -244,4 +363,21 @@ func reportReplay(w io.Writer, runs []replayRun) {
 		}
 	}
 	fmt.Fprintln(w)
+	return sum
+}
+
+// compareReplay sets the settings side by side against the issue's
+// targets: last-half median q-error <= 1.25 and p95 <= 2.5, new shapes no
+// worse than the plain model, >= 80% decided in <= 2 ms, and a wrong-class
+// share at most 1 point above the first setting's (always).
+func compareReplay(w io.Writer, sums []replaySummary) {
+	fmt.Fprintf(w, "\nside by side (targets: last half q p50 <= 1.25, p95 <= 2.5; new shapes no worse than the model; >= 80%% in <= 2 ms; wrong class <= +1 point vs %s)\n", sums[0].name)
+	fmt.Fprintf(w, "%-16s %9s %9s %7s %8s %8s %8s %8s %8s %8s %14s %14s\n", "setting", "dec p50", "dec p99", "<=2ms", "hot EXP",
+		"wrong", "q50 all", "q95 all", "q50 last", "q95 last", "new q50/model", "new q95/model")
+	for _, s := range sums {
+		a, l, nw := s.all, s.last, s.news
+		fmt.Fprintf(w, "%-16s %7.2fms %7.2fms %6.0f%% %7.0f%% %7.1f%% %8.2f %8.2f %8.2f %8.2f %6.2f/%-7.2f %6.2f/%-7.2f\n", s.name,
+			a.decP50, a.decP99, 100*a.fast, 100*a.hot, 100*(1-a.right), a.qP50, a.qP95, l.qP50, l.qP95,
+			nw.qP50, nw.modelP50, nw.qP95, nw.modelP95)
+	}
 }

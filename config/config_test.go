@@ -66,6 +66,7 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a negative rate", func(c *Config) { c.Admission.UserRate = -1 }, []string{"admission.user_rate", "-1"}},
 		{"a planner that is not a cluster", func(c *Config) { c.Routing.Planners = []string{"nope"} }, []string{"routing.planners[0]", `"nope"`}},
 		{"a class quantile of 1", func(c *Config) { c.Routing.ClassQuantile = 1 }, []string{"routing.class_quantile", "(0, 1)"}},
+		{"an unknown explain setting", func(c *Config) { c.Routing.Explain = "sometimes" }, []string{"routing.explain", "when-uncertain"}},
 		{"a negative history bound", func(c *Config) { c.Estimator.History.MaxEntries = -5 }, []string{"estimator.history.max_entries", "-5"}},
 		{"a history weight above 1", func(c *Config) { c.Estimator.History.Alpha = 1.5 }, []string{"estimator.history.alpha", "1.5"}},
 		{"a history in Redis and in a file", func(c *Config) {

@@ -60,6 +60,10 @@ const (
 	// estimate's 90% quantile picks its class, so an uncertain estimate is
 	// not sent to a small cluster on a guess.
 	DefaultClassQuantile = 0.9
+	// DefaultExplain is Routing.Explain's default (chosen by `prestroid
+	// bench replay`, BENCHMARKS.md "EXPLAIN only when it can change the
+	// decision").
+	DefaultExplain = "when-uncertain"
 
 	// DefaultQueueSize and DefaultMaxWait are Admission.QueueSize's and
 	// Admission.MaxWait's defaults.
@@ -168,6 +172,7 @@ func (c *Config) FillDefaults() {
 	setString(&r.MonitorType, DefaultMonitorType)
 	setInt(&r.MonitorMaxBytes, DefaultMonitorMaxBytes)
 	setFloat(&r.ClassQuantile, DefaultClassQuantile)
+	setString(&r.Explain, DefaultExplain)
 
 	setInt(&c.Admission.QueueSize, DefaultQueueSize)
 	setDuration(&c.Admission.MaxWait, DefaultMaxWait)

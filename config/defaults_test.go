@@ -42,6 +42,7 @@ func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
 		{"estimator.ort_lib (machine-dependent: left empty)", c.Estimator.ORTLib, ""},
 		{"estimator.workers (zero is GOMAXPROCS)", c.Estimator.Workers, 0},
 		{"routing.class_quantile", c.Routing.ClassQuantile, DefaultClassQuantile},
+		{"routing.explain", c.Routing.Explain, DefaultExplain},
 		{"estimator.cheap_cpu_seconds", c.Estimator.CheapCPUSeconds, DefaultCheapCPUSeconds},
 		{"estimator.explain_concurrency", c.Estimator.ExplainConcurrency, DefaultExplainConcurrency},
 		{"estimator.history.max_entries", c.Estimator.History.MaxEntries, DefaultHistoryMaxEntries},

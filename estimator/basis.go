@@ -16,7 +16,9 @@ type basisWire struct {
 	Shape   []byte   `json:"s,omitempty"`
 	LnModel *float64 `json:"m,omitempty"`
 	LnCost  *float64 `json:"c,omitempty"`
+	LnText  *float64 `json:"t,omitempty"`
 	Source  Source   `json:"src"`
+	Pending string   `json:"p,omitempty"`
 }
 
 func finite(v float64) *float64 {
@@ -40,7 +42,7 @@ func MarshalBasis(b *Basis) []byte {
 		return nil
 	}
 	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), LnModel: finite(b.LnModel),
-		LnCost: finite(b.LnCost), Source: b.Source}) // strings and finite numbers: cannot fail
+		LnCost: finite(b.LnCost), LnText: finite(b.LnText), Source: b.Source, Pending: b.Pending}) // strings and finite numbers: cannot fail
 	return out
 }
 
@@ -54,5 +56,5 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), Source: w.Source}
+	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending}
 }

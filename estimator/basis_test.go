@@ -14,11 +14,14 @@ func TestBasisRoundTripsItsUnknowns(t *testing.T) {
 		{Exact: "x:1", Shape: "s:2", LnModel: math.NaN(), LnCost: 1.5, Source: SourceOptimizer},
 		{Exact: "x:3", Shape: "s:4", LnModel: -0.25, LnCost: math.NaN(), Source: SourceModel},
 		{Source: SourceCheap, LnModel: math.NaN(), LnCost: math.NaN()},
+		// Real keys are binary digests, not UTF-8.
+		{Exact: "x:\xff\xfe\x00\x80", Shape: "s:\xc3\x28", LnModel: 1, LnCost: 2, Source: SourceModelResidual},
+		{Exact: "x:5", Shape: "s:6", LnModel: math.NaN(), LnCost: math.NaN(), LnText: -2, Source: SourceText, Pending: "k-7"},
 	} {
 		got := UnmarshalBasis(MarshalBasis(b))
 		same := func(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
-		if got == nil || got.Exact != b.Exact || got.Shape != b.Shape || got.Source != b.Source ||
-			!same(got.LnModel, b.LnModel) || !same(got.LnCost, b.LnCost) {
+		if got == nil || got.Exact != b.Exact || got.Shape != b.Shape || got.Source != b.Source || got.Pending != b.Pending ||
+			!same(got.LnModel, b.LnModel) || !same(got.LnCost, b.LnCost) || !same(got.LnText, b.LnText) {
 			t.Errorf("%+v came back as %+v", b, got)
 		}
 	}

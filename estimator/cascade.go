@@ -24,6 +24,10 @@ import (
 //	history         the same statement (normalized text, catalog, schema, session) ran before with a
 //	                confident record (at least MinCount runs, spread at most MaxSpread): its
 //	                recency-weighted CPU, no EXPLAIN
+//	text            (routing.explain when-uncertain or never) the text model's quantiles from the
+//	                SQL text and session alone, when its interval lies in one class (or always,
+//	                under never): no EXPLAIN on the hot path, the EXPLAIN + model run in the
+//	                background for the history and the feedback record (text_stage.go)
 //	model+residual  the same shape (literal-insensitive fingerprint): EXPLAIN + the model, corrected by
 //	                the shape's observed log residual, shrunk toward the global offset with few runs
 //	model           a new shape: EXPLAIN + the model, corrected by the deployment's global offset
@@ -34,8 +38,9 @@ import (
 //
 // Over the EXPLAIN bound (CascadeOptions.ExplainLimit on every planner)
 // the cascade never waits: it answers from the statement's or its shape's
-// history (source history, with the model's uncertainty) or fails with
-// ErrExplainBusy. Every estimate carries its Source and Sigma.
+// history (source history, with the model's uncertainty), else from the
+// text stage whatever its interval, or fails with ErrExplainBusy. Every
+// estimate carries its Source and Sigma.
 
 // CascadeOptions tune the cascade. The zero value is usable; each field's
 // zero meaning is given (config/defaults.go holds the served defaults).
@@ -70,6 +75,19 @@ type CascadeOptions struct {
 	// QueueSize bounds the observations waiting to be written. Zero means
 	// 4096; past it, observations are dropped (and counted).
 	QueueSize int
+	// Explain says when an EXPLAIN runs on the hot path (routing.explain,
+	// text_stage.go). Zero means ExplainAlways.
+	Explain ExplainMode
+	// ClassBounds are the routing classes' upper bounds in CPU seconds,
+	// increasing (an unbounded last class has none): under
+	// ExplainWhenUncertain the text stage answers only when its interval
+	// lies in one class. Empty means one class (no routing by cost): the
+	// text stage always answers.
+	ClassBounds []float64
+	// ClassQuantile is the quantile of an estimate that picks its class
+	// (routing.class_quantile), which the text stage's interval must
+	// cover. Zero means 0.9.
+	ClassQuantile float64
 }
 
 // ErrExplainBusy means every planner was at its EXPLAIN bound and no
@@ -88,9 +106,15 @@ const minSeconds = 0.001
 // were not computed).
 type Basis struct {
 	Exact, Shape string
-	// LnModel is ln of the model's raw prediction; LnCost ln(1+Σ cpuCost).
-	LnModel, LnCost float64
-	Source          Source
+	// LnModel is ln of the model's raw prediction; LnCost ln(1+Σ cpuCost);
+	// LnText ln of the text stage's raw median.
+	LnModel, LnCost, LnText float64
+	Source                  Source
+	// Pending names the background EXPLAIN + model of an estimate the text
+	// stage made (text_stage.go): Observe (or Settle) fills LnModel and
+	// LnCost from it when it is done. Empty when none runs; only the
+	// replica that made the estimate knows it.
+	Pending string
 }
 
 // History keys: a prefix byte and a SHA-256 digest.
@@ -98,7 +122,9 @@ const (
 	keyExact     = "x:" // a statement's ln CPU
 	keyShape     = "s:" // a shape's ln CPU
 	keyResidual  = "r:" // a shape's ln actual − ln model
+	keyTextRes   = "t:" // a shape's ln actual − ln text median
 	keyModel     = "g:model"
+	keyText      = "g:text"
 	keyOptimizer = "g:optimizer" // (ln(1+cpuCost), ln CPU)
 )
 
@@ -152,7 +178,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	fp := Fingerprint(sql) // once: the history's shape key and the estimate cache's key
 	var b *Basis
 	if s.learn != nil && kind != plan.StmtExecute { // EXECUTE's text does not say what runs
-		b = &Basis{LnModel: math.NaN(), LnCost: math.NaN()}
+		b = &Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}
 		b.Exact, b.Shape = historyKeys(sql, fp, h)
 		if x, ok := s.learn.get(b.Exact); ok && x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
 			e := s.historyEstimate(kind, b, x, x.Spread())
@@ -181,10 +207,31 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 			return &e, nil
 		}
 	}
+	var text *CostEstimate // the text stage's estimate (nil: none, or not consulted)
+	if co.Explain != ExplainAlways && (m != nil || s.textHook != nil) {
+		if text = s.textEstimate(m, kind, sql, h); text != nil {
+			s.correctText(text, b)
+		}
+		if text != nil && co.decides(text) {
+			text.Basis = b
+			if b != nil {
+				b.Source = SourceText
+			}
+			s.explainBehind(m, planners, sql, h, kind, key, b)
+			return text, nil
+		}
+	}
 	planner, release := s.explainSlot(planners)
 	if release == nil {
 		if e := s.busyEstimate(kind, b, fp, h); e != nil {
 			return e, nil
+		}
+		if text != nil { // straddles a class bound, but better than failing open
+			text.Basis, text.ExplainSkipped = b, true
+			if b != nil {
+				b.Source = SourceText
+			}
+			return text, nil
 		}
 		return nil, ErrExplainBusy
 	}
@@ -310,21 +357,34 @@ func (s *Service) correct(e *CostEstimate, b *Basis) {
 	}
 	lnRaw := math.Log(e.CPUSeconds)
 	b.LnModel = lnRaw
-	k := co.Shrink
-	off, sigma2 := 0.0, co.ModelSigma*co.ModelSigma
-	if g, ok := s.learn.get(keyModel); ok {
+	off, sigma, shaped := s.offset(keyModel, keyResidual+b.Shape[len(keyShape):], co.ModelSigma)
+	if shaped {
+		e.Source = SourceModelResidual
+	}
+	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), sigma
+	b.Source = e.Source
+}
+
+// offset is the learned correction of a stage's ln estimate: the global
+// offset under key global (shrunk toward 0), then the shape's residual under
+// key shape (shrunk toward the global offset), with the standard deviation
+// of each around it (prior: sigma0); shaped reports whether the shape had
+// residuals.
+func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float64, shaped bool) {
+	k := s.opts.Cascade.Shrink
+	sigma2 := sigma0 * sigma0
+	if g, ok := s.learn.get(global); ok {
 		n := float64(g.Count)
 		off = n * g.Mean / (n + k)
 		sigma2 = (n*g.Var + k*sigma2) / (n + k)
 	}
-	if r, ok := s.learn.get(keyResidual + b.Shape[len(keyShape):]); ok {
+	if r, ok := s.learn.get(shape); ok {
 		n := float64(r.Count)
 		off = (n*r.Mean + k*off) / (n + k)
 		sigma2 = (n*r.Var + k*sigma2) / (n + k)
-		e.Source = SourceModelResidual
+		shaped = true
 	}
-	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), math.Sqrt(sigma2)
-	b.Source = e.Source
+	return off, math.Sqrt(sigma2), shaped
 }
 
 // optimizerEstimate maps Trino's cpuCost to seconds with the calibration;
@@ -373,12 +433,25 @@ func (s *Service) explainSlot(planners []string) (planner string, release func()
 // history, the shape's residual and the global calibrations, from the
 // estimate's Basis and the query's actual CPU time. It never blocks: the
 // write happens on the learner's goroutine (dropped when its queue is
-// full). A nil Basis is ignored.
+// full). A nil Basis is ignored. When the text stage answered and its
+// background EXPLAIN + model is still running (Basis.Pending), the
+// observation waits for it on another goroutine (at most the EXPLAIN
+// timeout), so that the model's number still teaches the residuals.
 func (s *Service) Observe(b *Basis, actualSeconds float64) {
 	if b == nil || s.learn == nil || math.IsNaN(actualSeconds) || actualSeconds < 0 {
 		return
 	}
-	s.learn.enqueue(observation{b: *b, y: math.Log(max(actualSeconds, minSeconds)), at: time.Now()})
+	o := observation{b: *b, y: math.Log(max(actualSeconds, minSeconds)), at: time.Now()}
+	if o.b.Pending != "" && s.pending.has(o.b.Pending) && s.goBackground(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.settleTimeout())
+		defer cancel()
+		s.Settle(ctx, &o.b)
+		s.learn.enqueue(o)
+	}) {
+		return
+	}
+	o.b.Pending = ""
+	s.learn.enqueue(o)
 }
 
 // HistoryStats are the learner's counters.
@@ -501,6 +574,10 @@ func (l *learner) write(batch []observation) {
 		if !math.IsNaN(b.LnModel) {
 			add(keyResidual+b.Shape[len(keyShape):], y-b.LnModel)
 			add(keyModel, y-b.LnModel)
+		}
+		if !math.IsNaN(b.LnText) {
+			add(keyTextRes+b.Shape[len(keyShape):], y-b.LnText)
+			add(keyText, y-b.LnText)
 		}
 		if !math.IsNaN(b.LnCost) {
 			x := b.LnCost

@@ -360,7 +360,7 @@ func BenchmarkCascadeExactRepeat(b *testing.B) {
 			defer s.Close()
 			exact, shape := HistoryKeys(q, alice)
 			for range 3 {
-				s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN()}, 2)
+				s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}, 2)
 			}
 			s.Flush()
 			ctx := context.Background()

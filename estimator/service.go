@@ -124,6 +124,18 @@ type Service struct {
 	// scoreHook, when set (tests only), stands in for the model: the raw
 	// estimate of a plan.
 	scoreHook func(planJSON []byte) (*CostEstimate, error)
+	// textHook, when set (tests only), stands in for the text model: its
+	// quantiles and the CPU seconds at each.
+	textHook func(sql string) (quantiles, seconds []float64)
+
+	// The text stage's background EXPLAINs (text_stage.go).
+	pending                     pendingSet
+	bgCtx                       context.Context
+	bgCancel                    context.CancelFunc
+	bgMu                        sync.Mutex // bgClosed and bgWG.Add
+	bgClosed                    bool
+	bgWG                        sync.WaitGroup
+	bgDone, bgFailed, bgSkipped atomic.Uint64
 }
 
 // NewService serves m (which the Service then owns and closes).
@@ -144,6 +156,7 @@ func NewService(m *bundle.Model, o ServiceOptions) *Service {
 		o.Logger = slog.Default()
 	}
 	s := &Service{opts: o, log: o.Logger}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.model.Store(m)
 	s.b = newBatcher(o.Workers, o.MaxBatch, o.MaxWait)
 	if o.History != nil {
@@ -167,10 +180,11 @@ func (s *Service) Swap(m *bundle.Model) {
 // ...)): only the cascade's stages that need none answer.
 var ErrNoModel = errors.New("estimator: no model loaded")
 
-// Close stops the inference workers, flushes the history and closes the
-// model.
+// Close cancels the background EXPLAINs, stops the inference workers,
+// flushes the history and closes the model.
 func (s *Service) Close() {
 	s.closed.Store(true)
+	s.stopBackground()
 	s.b.close()
 	if s.learn != nil {
 		s.learn.close()

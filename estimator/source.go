@@ -23,10 +23,15 @@ const (
 	// log-linear calibration fitted on this deployment's history (the
 	// model was unavailable or failed).
 	SourceOptimizer
+	// SourceText: the text stage (text_stage.go): quantiles of the CPU
+	// time from the SQL text and session alone, no EXPLAIN on the hot path
+	// (routing.explain when-uncertain or never); the EXPLAIN and the model
+	// run in the background for the history and the feedback record.
+	SourceText
 )
 
 var sourceNames = [...]string{SourceNone: "none", SourceCheap: "cheap", SourceHistory: "history",
-	SourceModelResidual: "model+residual", SourceModel: "model", SourceOptimizer: "optimizer"}
+	SourceModelResidual: "model+residual", SourceModel: "model", SourceOptimizer: "optimizer", SourceText: "text"}
 
 func (s Source) String() string {
 	if int(s) < len(sourceNames) {

@@ -49,10 +49,11 @@ const (
 	SourceModelResidual               // EXPLAIN + model, corrected by the shape's residual
 	SourceModel                       // EXPLAIN + model (calibrated to the deployment)
 	SourceOptimizer                   // EXPLAIN + Trino's cpuCost, calibrated
+	SourceText                        // the SQL text and session alone, no EXPLAIN on the hot path
 )
 
 var sourceNames = [...]string{SourceNone: "none", SourceCheap: "cheap", SourceHistory: "history",
-	SourceModelResidual: "model+residual", SourceModel: "model", SourceOptimizer: "optimizer"}
+	SourceModelResidual: "model+residual", SourceModel: "model", SourceOptimizer: "optimizer", SourceText: "text"}
 
 func (s Source) String() string {
 	if int(s) < len(sourceNames) {
@@ -132,7 +133,7 @@ func (e Estimate) Interval() (lo, hi float64) {
 // timings then say what it did).
 func (e Estimate) explained() bool {
 	switch e.Source {
-	case SourceCheap, SourceHistory:
+	case SourceCheap, SourceHistory, SourceText:
 		return false
 	}
 	return !e.Cached

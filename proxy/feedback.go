@@ -102,7 +102,7 @@ func (s *Server) recordDecision(d *decision) {
 		if e.ExplainSkipped {
 			s.metrics.explainSkipped.Inc()
 		}
-		if e.Source != SourceCheap && e.Source != SourceHistory { // the model (or its cache) answered
+		if e.explained() || e.Cached { // the model (or its cache) answered
 			result := "miss"
 			if e.Cached {
 				result = "hit"

@@ -224,8 +224,10 @@ func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id Identity, est E
 	h := &ctx.Request.Header
 	key := credentialKey(c.name, h, id)
 	switch {
-	case estErr == nil && est.Estimated && !est.Cached:
-		// The cluster just ran this request's EXPLAIN with its credentials.
+	case estErr == nil && est.Estimated && est.explained():
+		// The cluster just ran this request's EXPLAIN with its credentials
+		// (not a cheap, history or text estimate, nor a cached one: those
+		// ran none).
 		s.metrics.identity.WithLabelValues("explain").Inc()
 	case s.credentialAccepted(key):
 		s.metrics.identity.WithLabelValues("cache").Inc()

@@ -110,6 +110,14 @@ func (e *authEstimator) Estimate(ctx context.Context, q Query) (Estimate, error)
 	return Estimate{Estimated: true, CPUSeconds: 1, Model: "m"}, nil
 }
 
+// noExplainEstimator answers every statement from a stage that runs no
+// EXPLAIN, whatever the credentials.
+type noExplainEstimator struct{ src Source }
+
+func (e noExplainEstimator) Estimate(context.Context, Query) (Estimate, error) {
+	return Estimate{Estimated: true, CPUSeconds: 1, Source: e.src}, nil
+}
+
 func TestVerifiedIdentity(t *testing.T) {
 	t.Run("a wrong password gets Trino's own 401: no statement upstream, no queue slot", func(t *testing.T) {
 		up := newAuthStub(t)
@@ -204,6 +212,24 @@ func TestVerifiedIdentity(t *testing.T) {
 			}
 			if up.posts.Load() != 1 {
 				t.Errorf("%s: %d statements upstream, want 1", mode, up.posts.Load())
+			}
+		}
+	})
+	t.Run("an estimate made without an EXPLAIN (cheap, history, text) does not verify: a probe does", func(t *testing.T) {
+		for _, src := range []Source{SourceCheap, SourceHistory, SourceText} {
+			up := newAuthStub(t)
+			est := noExplainEstimator{src}
+			base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: IdentityVerified, Estimator: est})
+			p, resp, body := submit(t, base, map[string]string{"Authorization": basic("alice", "secret"), "X-Trino-User": "bob"}, "SELECT 1")
+			if resp.StatusCode != 200 || p.Stats.State != "RUNNING" {
+				t.Fatalf("%s: %d %s", src, resp.StatusCode, body)
+			}
+			if up.probes.Load() != 1 {
+				t.Errorf("%s: %d probes; want 1 (no EXPLAIN ran with the credentials)", src, up.probes.Load())
+			}
+			_, resp, body = submit(t, base, map[string]string{"Authorization": basic("mallory", "x"), "X-Trino-User": "alice"}, "SELECT 1")
+			if resp.StatusCode != 401 || body != "Unauthorized" || up.posts.Load() != 1 {
+				t.Errorf("%s: %d %s, %d statements upstream; want the probe's 401 and only the first statement", src, resp.StatusCode, body, up.posts.Load())
 			}
 		}
 	})

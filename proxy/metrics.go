@@ -86,12 +86,12 @@ func newMetrics() *metrics {
 		rateLimited: counter("prestroid_rate_limited_total",
 			"New queries refused by a rate limit (HTTP 503 with Retry-After), by the limit's scope.", "scope"),
 		estimates: counter("prestroid_estimates_total",
-			"Estimates behind placements, by the cascade stage that made them (cheap, history, model+residual, model, optimizer).", "source"),
+			"Estimates behind placements, by the cascade stage that made them (cheap, history, text, model+residual, model, optimizer).", "source"),
 		sourceQerror: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "prestroid_estimate_qerror",
 			Help:    "q-error of completed estimated queries by the estimate's source.",
 			Buckets: qerrorBuckets}, []string{"source"}),
 		explains: counter("prestroid_explains_total",
-			"EXPLAINs run to estimate queries, by the cluster that planned them.", "cluster"),
+			"EXPLAINs run on the hot path to estimate queries, by the cluster that planned them (prestroid_background_explains_total: off it).", "cluster"),
 		explainSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_explain_skipped_total",
 			Help: "Estimates that needed an EXPLAIN but found every planner at its bound (from history, or failed open)."}),
 	}
@@ -209,6 +209,15 @@ type EstimatorStats struct {
 	// Model is the model being served (the web console shows it); nil
 	// when the estimator runs without one.
 	Model *ModelStats
+	// Background counts the EXPLAINs run off the hot path (the text stage
+	// answered: routing.explain); nil when the estimator runs none.
+	Background *BackgroundStats
+}
+
+// BackgroundStats count the estimator's background EXPLAINs (each with the
+// model): Done, Failed, and Skipped (no EXPLAIN slot free).
+type BackgroundStats struct {
+	Done, Failed, Skipped uint64
 }
 
 // ModelStats describe the model the estimator serves.
@@ -260,6 +269,8 @@ var (
 		"Keys held by the estimate history (statements, shapes, residuals).", nil, nil)
 	descHistoryObserved = prometheus.NewDesc("prestroid_history_observed_total",
 		"Completed queries the estimate history learned from.", nil, nil)
+	descBackgroundExplains = prometheus.NewDesc("prestroid_background_explains_total",
+		"EXPLAINs (and the model) run off the hot path after the text stage routed the query, by result: done, failed, skipped (no EXPLAIN slot free). prestroid_explains_total counts those on the hot path.", []string{"result"}, nil)
 	descHistoryDropped = prometheus.NewDesc("prestroid_history_dropped_total",
 		"Completed queries the estimate history could not learn from (its write queue was full).", nil, nil)
 	descHistoryStoreErrors = prometheus.NewDesc("prestroid_history_store_errors_total",
@@ -287,6 +298,7 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHistoryStoreErrors
 	ch <- descHistoryStoreDropped
 	ch <- descHistoryStoreDown
+	ch <- descBackgroundExplains
 }
 
 // Collect implements prometheus.Collector.
@@ -311,6 +323,11 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreDropped, prometheus.CounterValue, float64(s.Dropped))
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreDown, prometheus.GaugeValue, down)
 		}
+	}
+	if b := st.Background; b != nil {
+		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Done), "done")
+		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Failed), "failed")
+		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Skipped), "skipped")
 	}
 }
 

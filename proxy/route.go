@@ -272,7 +272,7 @@ func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 		switch {
 		case d.est.Cached:
 			st = append(st, ", estimate-cache;desc=hit"...)
-		case !d.est.explained(): // no EXPLAIN: cheap or history
+		case !d.est.explained(): // no EXPLAIN: cheap, history or text
 			st = append(st, ", estimate;desc="...)
 			st = append(st, d.est.Source.String()...)
 		default:

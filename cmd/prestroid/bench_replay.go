@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/prestroid/prestroid/bench"
@@ -16,7 +17,7 @@ import (
 )
 
 func init() {
-	registerBench("replay", "the estimate cascade on a recurring workload from a cold history: q-error and decision time per source, vs the plain model", benchReplay)
+	registerBench("replay", "the estimate cascade on a recurring workload from a cold history, under each routing.explain setting side by side: q-error, decision time, right class and hot-path EXPLAINs per source, vs the plain model", benchReplay)
 }
 
 func benchReplay(args []string) int {
@@ -31,6 +32,9 @@ func benchReplay(args []string) int {
 	seed := fs.Uint64("seed", 1, "random seed")
 	model := fs.String("model", "", "model bundle directory (default: the embedded model)")
 	ortLib := fs.String("ort-lib", "", "ONNX Runtime library (default: the one `make ort` installs)")
+	explain := fs.String("explain", "always,when-uncertain,never", "routing.explain settings to run side by side, comma-separated (one proxy each)")
+	maxDur := fs.Duration("max-duration", 0, "stop drawing statements after this long and report on those run (0: none)")
+	classes := fs.String("classes", "1", "routing classes' CPU-second bounds, comma-separated, increasing (a last unbounded class is added)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -43,22 +47,52 @@ func benchReplay(args []string) int {
 		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
 		return 1
 	}
-	o := bench.ReplayOptions{Workloads: *workloads, Families: fam, Scale: *scale, Domains: dom, N: *n, New: *share, Seed: *seed}
-	if err := runBenchReplay(*trino, *model, *ortLib, o); err != nil {
+	var bounds []float64
+	for _, f := range strings.Split(*classes, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		b, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(b > 0) || (len(bounds) > 0 && b <= bounds[len(bounds)-1]) {
+			fmt.Fprintf(os.Stderr, "prestroid bench replay: --classes %q: want increasing positive CPU seconds\n", *classes)
+			return 2
+		}
+		bounds = append(bounds, b)
+	}
+	o := bench.ReplayOptions{Workloads: *workloads, Families: fam, Scale: *scale, Domains: dom, N: *n, New: *share, Seed: *seed, Bounds: bounds, MaxDuration: *maxDur}
+	if err := runBenchReplay(*trino, *model, *ortLib, strings.Split(*explain, ","), o); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
 		return 1
 	}
 	return 0
 }
 
-func runBenchReplay(trino, model, ortLib string, ro bench.ReplayOptions) error {
-	// No estimate cache: repeats are answered by the cascade's history
-	// (or explained), which is what is measured.
-	base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) { cfg.Estimator.CacheTTL = -1 })
-	if err != nil {
-		return err
+// runBenchReplay starts one estimating proxy per routing.explain setting,
+// each with the classes of ro.Bounds served by one cluster each (all of
+// them trino, named bench.ClassName(i)), and replays through them.
+func runBenchReplay(trino, model, ortLib string, settings []string, ro bench.ReplayOptions) error {
+	for _, mode := range settings {
+		mode = strings.TrimSpace(mode)
+		// No estimate cache: repeats are answered by the cascade's history
+		// (or explained), which is what is measured.
+		base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) {
+			cfg.Estimator.CacheTTL = -1
+			cfg.Routing.Explain = mode
+			cfg.Routing.Classes, cfg.Clusters = nil, nil
+			for i := 0; i <= len(ro.Bounds); i++ {
+				c := config.CostClass{Name: bench.ClassName(i)}
+				if i < len(ro.Bounds) {
+					c.MaxCPUSeconds = ro.Bounds[i]
+				}
+				cfg.Routing.Classes = append(cfg.Routing.Classes, c)
+				cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: c.Name, URL: trino, Class: c.Name})
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", mode, err)
+		}
+		defer stop()
+		ro.Settings = append(ro.Settings, bench.ReplaySetting{Name: mode, ProxyURL: base})
 	}
-	defer stop()
-	ro.ProxyURL = base
 	return bench.Replay(os.Stdout, ro)
 }

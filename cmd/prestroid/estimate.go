@@ -71,7 +71,7 @@ binary). SQL "-" reads the statement from standard input.`)
 	svc, _, _, err := newEstimatorService(config.Estimator{Model: *model, ORTLib: *ortLib, MaxBatch: 1, Workers: 1,
 		History:         config.History{Disabled: true}, // one estimate: nothing to learn, and a missing model is an error
 		CheapCPUSeconds: config.DefaultCheapCPUSeconds,
-		CacheTTL:        -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, nil, logger)
+		CacheTTL:        -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, config.Routing{}, nil, logger)
 	if err != nil {
 		return fail(1, err)
 	}

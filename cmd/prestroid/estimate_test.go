@@ -219,7 +219,7 @@ func TestEmbeddedDefaultModel(t *testing.T) {
 	if lib == "" {
 		t.Skip("PRESTROID_ORT_LIB not set")
 	}
-	svc, _, _, err := newEstimatorService(config.Estimator{ORTLib: lib}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	svc, _, _, err := newEstimatorService(config.Estimator{ORTLib: lib}, config.Routing{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -288,7 +288,7 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 	closeFeedback := closeEstimator
 	if cfg.Feedback.Dir != "" {
 		fb := newFeedbackLog(cfg.Feedback, logger)
-		closeFeedback = func() { fb.Close(); closeEstimator() }
+		closeFeedback = func() { closeEstimator(); fb.Close() } // the estimator hands records on to fb until it closes
 		// After the estimator's history (wired above), if any.
 		if sinks, ok := o.Feedback.(feedbackSinks); ok {
 			o.Feedback = append(sinks, fb)

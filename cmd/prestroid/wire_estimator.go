@@ -29,7 +29,9 @@ import (
 var embeddedModel fs.FS = models.Default()
 
 // estimatorAdapter serves proxy.Estimator with an *estimator.Service.
-type estimatorAdapter struct{ svc *estimator.Service }
+type estimatorAdapter struct {
+	svc *estimator.Service
+}
 
 var _ proxy.Estimator = estimatorAdapter{}
 
@@ -62,23 +64,48 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 
 // Record learns from a completed query (proxy.FeedbackSink): the
 // estimate's basis and the actual CPU time go to the estimator's history.
-func (a estimatorAdapter) Record(c proxy.Completed) {
+func (a estimatorAdapter) Record(c proxy.Completed) { a.recordThen(c, nil) }
+
+// recordThen is Record, then hands c to next. When the text stage routed
+// the query and its background EXPLAIN + model is pending, both wait for it
+// on a goroutine the estimator's Close waits for (at most the EXPLAIN
+// timeout + 5 s), so that the history learns the model's number and next
+// (the feedback log) gets the plan and the model's number for the training
+// record. The estimator must therefore close before the sinks after it.
+func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSink) {
 	// Learn is set on estimates and on failed-open queries whose plan can
 	// still teach the optimizer calibration (estimator.UnplacedError).
 	b := estimator.UnmarshalBasis(c.Estimate.Learn)
-	if b == nil || c.State != "FINISHED" {
-		return
+	finish := func() {
+		if b != nil && c.State == "FINISHED" {
+			a.svc.Observe(b, float64(c.Stats.CPUTimeMillis)/1000)
+		}
+		for _, f := range next {
+			f.Record(c)
+		}
 	}
-	a.svc.Observe(b, float64(c.Stats.CPUTimeMillis)/1000)
+	if !a.svc.SettleThen(b, func(bg estimator.Background, ok bool) {
+		if ok && bg.Err == nil {
+			c.Estimate.Plan, c.Estimate.ModelCPUSeconds = bg.Plan, bg.ModelCPUSeconds
+		}
+		finish()
+	}) {
+		finish()
+	}
 }
 
 var _ proxy.FeedbackSink = estimatorAdapter{}
 
-// feedbackSinks hands each completed query to every sink in order.
+// feedbackSinks hands each completed query to every sink in order; the
+// estimator's sink hands it on to those after it (recordThen).
 type feedbackSinks []proxy.FeedbackSink
 
 func (fs feedbackSinks) Record(c proxy.Completed) {
-	for _, f := range fs {
+	for i, f := range fs {
+		if a, ok := f.(estimatorAdapter); ok {
+			a.recordThen(c, fs[i+1:])
+			return
+		}
 		f.Record(c)
 	}
 }
@@ -88,6 +115,7 @@ var proxySources = map[estimator.Source]proxy.Source{
 	estimator.SourceNone: proxy.SourceNone, estimator.SourceCheap: proxy.SourceCheap,
 	estimator.SourceHistory: proxy.SourceHistory, estimator.SourceModelResidual: proxy.SourceModelResidual,
 	estimator.SourceModel: proxy.SourceModel, estimator.SourceOptimizer: proxy.SourceOptimizer,
+	estimator.SourceText: proxy.SourceText,
 }
 
 func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
@@ -138,13 +166,23 @@ func historyStore(h config.History) string {
 	return "memory"
 }
 
-// cascadeOptions maps the configuration onto the cascade's options.
-func cascadeOptions(e config.Estimator) estimator.CascadeOptions {
+// cascadeOptions maps the configuration onto the cascade's options: the
+// estimator's, and from routing when to EXPLAIN on the hot path with the
+// classes' bounds and quantile the text stage's interval is checked against.
+func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptions {
 	h := e.History
+	mode, _ := estimator.ParseExplainMode(r.Explain) // config.Validate refused anything else
+	var bounds []float64
+	for _, c := range r.Classes {
+		if c.MaxCPUSeconds > 0 {
+			bounds = append(bounds, c.MaxCPUSeconds)
+		}
+	}
 	return estimator.CascadeOptions{
 		CheapCPUSeconds: e.CheapCPUSeconds, ExplainLimit: max(e.ExplainConcurrency, 0),
 		MinCount: h.MinCount, MaxSpread: h.MaxSpread, Alpha: h.Alpha, Shrink: h.Shrink,
 		ModelSigma: h.ModelSigma, MinCalibration: h.MinCalibration,
+		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile,
 	}
 }
 
@@ -205,6 +243,8 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() proxy.Estima
 				st.History.Store = &proxy.HistoryStoreStats{Errors: h.Errors, Dropped: h.Dropped, Down: h.Down}
 			}
 		}
+		bs := svc.BackgroundStats()
+		st.Background = &proxy.BackgroundStats{Done: bs.Done, Failed: bs.Failed, Skipped: bs.Skipped}
 		for _, c := range ss.caches {
 			cs := c.stats()
 			st.Caches = append(st.Caches, proxy.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted})
@@ -220,7 +260,7 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() proxy.Estima
 //
 // upstreamTLS is the EXPLAIN client's TLS to https clusters; nil means Go's
 // defaults.
-func newEstimatorService(e config.Estimator, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), ss serviceStats, err error) {
+func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), ss serviceStats, err error) {
 	var caches []statsCache
 	var mo bundle.ModelOptions
 	if e.VectorCacheBytes >= 0 {
@@ -250,7 +290,7 @@ func newEstimatorService(e config.Estimator, upstreamTLS *tls.Config, logger *sl
 		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
 		MaxWait: time.Duration(e.MaxWait), Workers: e.Workers, Logger: logger,
 		Explain: &plan.ExplainClient{HTTP: plan.NewHTTPClient(upstreamTLS)},
-		Cascade: cascadeOptions(e),
+		Cascade: cascadeOptions(e, r),
 	}
 	if so.History, err = newHistory(e.History, logger); err != nil {
 		if m != nil {
@@ -311,7 +351,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		logger.Info("estimator disabled by configuration")
 		return closeFn, nil
 	}
-	svc, reload, ss, err := newEstimatorService(e, o.UpstreamTLS, logger)
+	svc, reload, ss, err := newEstimatorService(e, cfg.Routing, o.UpstreamTLS, logger)
 	if err != nil {
 		// A missing runtime or model with the embedded default runs
 		// without estimates; a history file that cannot be opened (held
@@ -323,12 +363,14 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		return closeFn, err
 	}
 	if m := svc.Model(); m != nil {
-		logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained())
+		logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained(),
+			"text_stage", m.HasText(), "explain", cfg.Routing.Explain)
 	}
-	o.Estimator = estimatorAdapter{svc}
+	est := estimatorAdapter{svc}
+	o.Estimator = est
 	o.EstimatorStats = estimatorStats(svc, ss)
 	if svc.HasHistory() {
-		o.Feedback = feedbackSinks{estimatorAdapter{svc}}
+		o.Feedback = feedbackSinks{est}
 		logger.Info("estimate history on", "store", historyStore(e.History), "path", e.History.Path,
 			"redis_prefix", e.History.RedisPrefix, "max_entries", e.History.MaxEntries)
 	}

@@ -55,6 +55,7 @@ clusters:
 routing:
   classes:
     - {name: small}
+  explain: always   # EXPLAINs (and a failing one) on the hot path are counted here
   monitor_interval: 1s
   estimate_timeout: 60s
 admission:

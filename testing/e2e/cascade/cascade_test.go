@@ -44,6 +44,7 @@ clusters:
 routing:
   classes:
     - {name: small}
+  explain: always           # the EXPLAIN on the hot path is what the history saves (text_test.go: the text stage)
   monitor_interval: 1s
   estimate_timeout: 60s
 estimator:

@@ -242,6 +242,7 @@ clusters:
   - {name: live, url: %q}
 routing:
   estimate_timeout: 500ms
+  explain: always    # the EXPLAIN on the hot path is what hangs
   monitor_interval: 1s
   planners: [hang]   # the estimator's EXPLAINs go to the hanging cluster too
 `, port, hang, direct)
@@ -324,7 +325,7 @@ func TestGivenUpExplainIsCancelledOnTrino(t *testing.T) {
 	e2e.RequireEnv(t, "PRESTROID_ORT_LIB")
 	port := e2e.FreePort(t)
 	path := filepath.Join(t.TempDir(), "prestroid.yaml")
-	cfg := fmt.Sprintf("listen: 127.0.0.1:%s\nclusters: [{name: default, url: %q}]\nrouting: {estimate_timeout: 300ms}\n", port, direct)
+	cfg := fmt.Sprintf("listen: 127.0.0.1:%s\nclusters: [{name: default, url: %q}]\nrouting: {estimate_timeout: 300ms, explain: always}\n", port, direct)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

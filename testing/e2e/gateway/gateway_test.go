@@ -355,6 +355,7 @@ routing:
   classes:
     - {name: small, max_cpu_seconds: %g, routing_group: small}
     - {name: large, routing_group: large}
+  explain: always   # /v1/routing answers with the plan model's numbers the bound was computed from
   monitor_interval: 1s
   estimate_timeout: 60s
 `, port, adminPort, strings.Repeat("g", 40), small, large, bound)

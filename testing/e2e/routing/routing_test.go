@@ -111,6 +111,7 @@ routing:
   classes:
     - {name: small, max_cpu_seconds: %g}
     - {name: large}
+  explain: always   # routed by the plan model's numbers, as the bound was computed
   monitor_interval: 1s
   estimate_timeout: 60s
 feedback:
@@ -347,6 +348,7 @@ clusters:
 routing:
   classes:
     - {name: small}
+  explain: always   # the EXPLAIN on the hot path is what fails or runs over
   monitor_interval: %s
   estimate_timeout: %s
 `, port, strings.Repeat("f", 40), first, live, tc.monitor, tc.budget)

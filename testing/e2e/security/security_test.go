@@ -107,7 +107,7 @@ tls: {cert_file: %q, key_file: %q}
 upstream_tls: {ca_file: %q}
 clusters:
   - {name: secure, url: "https://127.0.0.1:%s"}
-routing: {monitor_user: monitor, estimate_timeout: 60s}
+routing: {monitor_user: monitor, estimate_timeout: 60s, explain: always}
 admission: {max_queries: 8}
 `, port, hex.EncodeToString(secret), certFile, keyFile, filepath.Join(inst, "etc", "https-cert.pem"), httpsPort)
 	cfgFile := filepath.Join(dir, "prestroid.yaml")

@@ -55,6 +55,7 @@ clusters:
 routing:
   classes:
     - {name: small}
+  explain: always           # the EXPLAIN on the hot path is what the shared history saves
   monitor_interval: 1s
   estimate_timeout: 60s
 admission:

@@ -1,0 +1,214 @@
+package estimator
+
+import (
+	"context"
+	"math"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The text stage's unit tests: the fake planner of cascade_test.go, the
+// model stand-in, and a stand-in for the text model (textHook) whose
+// quantiles are the numbers in the statement's "text LO MID HI" comment.
+// The real text model behind the real binary: testing/e2e/cascade.
+
+var textComment = regexp.MustCompile(`text ([0-9.e+-]+) ([0-9.e+-]+) ([0-9.e+-]+)`)
+
+func textModel(sql string) (qs, secs []float64) {
+	m := textComment.FindStringSubmatch(sql)
+	if m == nil {
+		return nil, nil
+	}
+	for _, s := range m[1:] {
+		v, _ := strconv.ParseFloat(s, 64)
+		secs = append(secs, v)
+	}
+	return []float64{0.1, 0.5, 0.9}, secs
+}
+
+// classes: small up to 1 s, medium up to 10 s, large above.
+var classes = []float64{1, 10}
+
+func newTextCascade(t *testing.T, mode ExplainMode, model float64) *Service {
+	co := defaults
+	co.Explain, co.ClassBounds, co.ClassQuantile = mode, classes, 0.9
+	s := newCascade(t, co, constModel(model))
+	s.textHook = textModel
+	return s
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestTextStageChoosesByModeAndInterval(t *testing.T) {
+	const (
+		inside    = "SELECT count(*) FROM orders WHERE o_orderkey = 1 -- text 0.05 0.1 0.2"
+		straddles = "SELECT count(*) FROM lineitem WHERE l_orderkey = 2 -- text 0.3 2 9"
+		noText    = "SELECT count(*) FROM part WHERE p_partkey = 3"
+	)
+	for _, c := range []struct {
+		mode ExplainMode
+		sql  string
+		want Source
+	}{
+		{ExplainAlways, inside, SourceModel},
+		{ExplainAlways, straddles, SourceModel},
+		{ExplainWhenUncertain, inside, SourceText},
+		{ExplainWhenUncertain, straddles, SourceModel},
+		{ExplainWhenUncertain, noText, SourceModel},
+		{ExplainNever, inside, SourceText},
+		{ExplainNever, straddles, SourceText},
+		{ExplainNever, noText, SourceModel},
+	} {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		s := newTextCascade(t, c.mode, 0.5)
+		e := estimate(t, s, []string{srv.URL}, c.sql)
+		if e.Source != c.want {
+			t.Errorf("%s, %q: source %s, want %s", c.mode, c.sql, e.Source, c.want)
+		}
+		hot := e.Planner != ""
+		if wantHot := c.want != SourceText; hot != wantHot {
+			t.Errorf("%s, %q: EXPLAIN on the hot path %v, want %v", c.mode, c.sql, hot, wantHot)
+		}
+		if c.want == SourceText {
+			lo, hi := e.CPUSeconds*math.Exp(-1.2816*e.Sigma), e.CPUSeconds*math.Exp(1.2816*e.Sigma)
+			if math.Abs(e.CPUSeconds-textMid(c.sql)) > 1e-9 || lo > textLo(c.sql)+1e-9 || hi < textHi(c.sql)-1e-9 {
+				t.Errorf("%s, %q: text estimate %.3g [%.3g, %.3g] does not carry the model's quantiles", c.mode, c.sql, e.CPUSeconds, lo, hi)
+			}
+			if e.Basis == nil || e.Basis.Pending == "" || e.Basis.Source != SourceText {
+				t.Errorf("%s: a text estimate must carry its background EXPLAIN's token: %+v", c.mode, e.Basis)
+			}
+			// The EXPLAIN still runs, off the hot path.
+			waitFor(t, "the background EXPLAIN", func() bool { return f.explains.Load() == 1 })
+			waitFor(t, "the background EXPLAIN's count", func() bool { return s.BackgroundStats().Done == 1 })
+		} else if n := f.explains.Load(); n != 1 {
+			t.Errorf("%s, %q: %d EXPLAINs, want 1", c.mode, c.sql, n)
+		}
+		srv.Close()
+	}
+}
+
+func textQ(sql string, i int) float64 { _, secs := textModel(sql); return secs[i] }
+func textLo(sql string) float64       { return textQ(sql, 0) }
+func textMid(sql string) float64      { return textQ(sql, 1) }
+func textHi(sql string) float64       { return textQ(sql, 2) }
+
+// The class quantile widens the interval that must lie in one class: at
+// 0.99 an interval whose 90% end is inside the small class but whose 99%
+// end is not is explained.
+func TestTextStageCoversTheClassQuantile(t *testing.T) {
+	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: classes, ClassQuantile: 0.9}
+	e := &CostEstimate{CPUSeconds: 0.3, Sigma: math.Log(0.9/0.3) / 1.2816} // 90%: 0.9 s, 99%: 1.6 s
+	if !co.decides(e) {
+		t.Fatal("at the 0.9 quantile the interval lies in the small class")
+	}
+	co.ClassQuantile = 0.99
+	if co.decides(e) {
+		t.Fatal("at the 0.99 quantile the interval reaches the medium class: it must be explained")
+	}
+	co.ClassBounds = nil
+	if !co.decides(e) {
+		t.Fatal("without classes every interval lies in one class")
+	}
+}
+
+// The model's number of a query the text stage routed reaches the history
+// although the query completes before its background EXPLAIN: Observe
+// waits for it off the hot path; and when the EXPLAIN is done first,
+// Settle hands its plan to the feedback record.
+func TestBackgroundExplainReachesObserve(t *testing.T) {
+	for _, finishFirst := range []bool{false, true} {
+		f := &fakePlanner{block: make(chan struct{})}
+		srv := httptest.NewServer(f)
+		s := newTextCascade(t, ExplainWhenUncertain, 0.5)
+		const q = "SELECT sum(o_totalprice) FROM orders WHERE o_custkey = 4 -- text 0.05 0.1 0.2 cost 1000"
+		e := estimate(t, s, []string{srv.URL}, q) // answered while the EXPLAIN is blocked: not waiting for it
+		if e.Source != SourceText || e.Basis == nil || e.Basis.Pending == "" {
+			t.Fatalf("source %s, basis %+v: want text with a pending background EXPLAIN", e.Source, e.Basis)
+		}
+		learn := UnmarshalBasis(MarshalBasis(e.Basis)) // as it crosses the proxy
+		const actual = 2.0
+		if finishFirst {
+			close(f.block)
+			bg, ok := s.Settle(context.Background(), learn)
+			if !ok || bg.Err != nil || len(bg.Plan) == 0 || bg.ModelCPUSeconds != 0.5 || bg.Planner != srv.URL {
+				t.Fatalf("Settle: %+v %v; want the plan and the model's 0.5 s", bg, ok)
+			}
+			if math.Abs(learn.LnModel-math.Log(0.5)) > 1e-9 || math.IsNaN(learn.LnCost) {
+				t.Fatalf("Settle left the basis without the model's numbers: %+v", learn)
+			}
+		}
+		s.Observe(learn, actual)
+		if !finishFirst {
+			time.Sleep(20 * time.Millisecond) // the query completed; its EXPLAIN has not
+			close(f.block)
+		}
+		resKey := keyResidual + learn.Shape[len(keyShape):]
+		waitFor(t, "the residual", func() bool { _, ok := s.learn.get(resKey); return ok })
+		r, _ := s.learn.get(resKey)
+		if want := math.Log(actual) - math.Log(0.5); math.Abs(r.Mean-want) > 1e-9 {
+			t.Fatalf("finish first %v: residual %.4f, want ln actual − ln model = %.4f", finishFirst, r.Mean, want)
+		}
+		if c, ok := s.learn.get(keyOptimizer); !ok || c.Count != 1 {
+			t.Fatalf("finish first %v: the plan's cost did not teach the optimizer calibration: %+v", finishFirst, c)
+		}
+		if tr, ok := s.learn.get(keyText); !ok || math.Abs(tr.Mean-(math.Log(actual)-math.Log(0.1))) > 1e-9 {
+			t.Fatalf("finish first %v: text offset %+v, want ln actual − ln text median", finishFirst, tr)
+		}
+		// The statement's next estimate is the text model's, corrected by
+		// what its shape taught.
+		s.opts.Cascade.MinCount = 9           // keep the history from answering
+		s.opts.Cascade.Explain = ExplainNever // the corrected interval may straddle 1 s
+		e = estimate(t, s, []string{srv.URL}, "SELECT sum(o_totalprice) FROM orders WHERE o_custkey = 5 -- text 0.05 0.1 0.2")
+		if e.Source != SourceText || e.CPUSeconds <= 0.1 {
+			t.Fatalf("finish first %v: next run %s %.3g s; want text corrected upward toward 2 s", finishFirst, e.Source, e.CPUSeconds)
+		}
+		srv.Close()
+	}
+}
+
+// Over the EXPLAIN bound, a straddling text estimate stands in rather than
+// failing open; and a text answer with no free slot skips its background
+// EXPLAIN (counted) instead of queueing it.
+func TestTextStageOverTheExplainBound(t *testing.T) {
+	f := &fakePlanner{block: make(chan struct{}), started: make(chan struct{}, 4)}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	co := defaults
+	co.Explain, co.ClassBounds, co.ExplainLimit = ExplainWhenUncertain, classes, 1
+	s := newCascade(t, co, constModel(0.5))
+	s.textHook = textModel
+	go s.EstimateOn(context.Background(), []string{srv.URL}, "SELECT 1 FROM nation -- text 0.3 2 9", alice)
+	<-f.started // the one slot is taken
+	e := estimate(t, s, []string{srv.URL}, "SELECT 2 FROM region -- text 0.3 2 9")
+	if e.Source != SourceText || !e.ExplainSkipped {
+		t.Fatalf("over the bound: %s skipped=%v; want text, explain-skipped", e.Source, e.ExplainSkipped)
+	}
+	e = estimate(t, s, []string{srv.URL}, "SELECT 3 FROM region -- text 0.05 0.1 0.2")
+	if e.Source != SourceText || e.Basis.Pending != "" || s.BackgroundStats().Skipped != 1 {
+		t.Fatalf("no slot for the background EXPLAIN: %s pending %q stats %+v; want skipped", e.Source, e.Basis.Pending, s.BackgroundStats())
+	}
+	close(f.block)
+}
+
+func TestParseExplainMode(t *testing.T) {
+	for s, want := range map[string]ExplainMode{"": ExplainAlways, "always": ExplainAlways, "when-uncertain": ExplainWhenUncertain, "never": ExplainNever} {
+		if got, err := ParseExplainMode(s); err != nil || got != want {
+			t.Errorf("%q: %v %v", s, got, err)
+		}
+	}
+	if _, err := ParseExplainMode("sometimes"); err == nil {
+		t.Error("sometimes must be refused")
+	}
+}

@@ -1,0 +1,111 @@
+package cascade
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/testing/e2e"
+)
+
+// The text stage (routing.explain: when-uncertain) against the real
+// binary, its real text model and the real Trino: a statement whose text
+// interval lies inside one class is routed with no EXPLAIN on the hot
+// path; its EXPLAIN still runs on Trino shortly after (in the background),
+// and the query's feedback record carries the model's number and the plan.
+func TestTextStageRoutesWithoutExplainAndLearnsInBackground(t *testing.T) {
+	t.Parallel()
+	trino := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
+	if os.Getenv("PRESTROID_ORT_LIB") == "" {
+		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
+	}
+	dir := t.TempDir()
+	port := e2e.FreePort(t)
+	// A tiny aggregate takes tens of milliseconds: its text interval lies
+	// far inside the small class (up to 100 s).
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
+route_secret: %s
+clusters:
+  - {name: live, url: %q, class: small}
+  - {name: live-large, url: %q, class: large}
+routing:
+  classes:
+    - {name: small, max_cpu_seconds: 100}
+    - {name: large}
+  explain: when-uncertain
+  monitor_interval: 1s
+  estimate_timeout: 60s
+estimator:
+  cache_ttl: -1s
+  history:
+    path: %q
+feedback:
+  dir: %q
+`, port, strings.Repeat("t", 40), trino, trino, filepath.Join(dir, "history.db"), filepath.Join(dir, "feedback"))
+	path := filepath.Join(dir, "prestroid.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, base := e2e.ServeBinary(t, bin, port, "--config", path)
+	m := marker()
+	sql := fmt.Sprintf(repeatSQL, m)
+
+	h := postHeaders(t, base, sql)
+	est, dec, st := h.Get("X-Prestroid-Estimate"), h.Get("X-Prestroid-Decision"), h.Get("Server-Timing")
+	t.Logf("X-Prestroid-Estimate %s; Server-Timing %s", est, st)
+	if !strings.HasPrefix(est, "text; cpu=") || !strings.Contains(est, "; hi=") {
+		t.Fatalf("X-Prestroid-Estimate %q; want the text stage with an interval", est)
+	}
+	if dec != "routed: class small" {
+		t.Fatalf("decision %q; want routed: class small", dec)
+	}
+	if !strings.Contains(st, "estimate;desc=text") || strings.Contains(st, "explain;dur=") {
+		t.Fatalf("Server-Timing %q; want no EXPLAIN on the hot path", st)
+	}
+	// The EXPLAIN runs off the hot path: Trino sees it shortly after.
+	deadline := time.Now().Add(60 * time.Second)
+	for explainsOnTrino(t, trino, m) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Trino ran %d EXPLAINs of the statement within 60s; want the background one", explainsOnTrino(t, trino, m))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitObserved(t, base, 1)
+	if got := metric(t, base, `prestroid_estimates_total{source="text"}`); got != 1 {
+		t.Errorf(`prestroid_estimates_total{source="text"} = %g, want 1`, got)
+	}
+	if got := metric(t, base, `prestroid_background_explains_total{result="done"}`); got != 1 {
+		t.Errorf(`prestroid_background_explains_total{result="done"} = %g, want 1`, got)
+	}
+	if v, ok := sample(t, base, "prestroid_explains_total"); ok {
+		t.Errorf("prestroid_explains_total = %g; want no EXPLAIN on the hot path", v)
+	}
+
+	// SIGTERM flushes the feedback log: the query's record has the model's
+	// number and the plan from the background EXPLAIN.
+	stop(t, cmd.Process)
+	files, _ := filepath.Glob(filepath.Join(dir, "feedback", "*.jsonl.gz"))
+	recs, err := collector.ReadAll(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *collector.Record
+	for _, r := range recs {
+		if strings.Contains(r.SQL, m) {
+			found = r
+		}
+	}
+	if found == nil || found.Estimate == nil {
+		t.Fatalf("no feedback record with an estimate for the statement among %d records", len(recs))
+	}
+	e := found.Estimate
+	t.Logf("feedback record: source %s, cpu %.3g ms [%.3g, %.3g], model %.3g ms, plan %v", e.Source, e.CPUMillis, e.LoCPUMillis, e.HiCPUMillis, e.ModelCPUMillis, found.Plan != nil)
+	if e.Source != "text" || !(e.ModelCPUMillis > 0) || found.Plan == nil || len(found.Plan.JSON) == 0 {
+		t.Fatalf("feedback record: source %q, model %g ms, plan %v; want text, the background model's number and plan", e.Source, e.ModelCPUMillis, found.Plan != nil)
+	}
+}
