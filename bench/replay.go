@@ -61,6 +61,7 @@ type replayRun struct {
 	kind               string // new, exact, literals
 	source             string
 	est, model, actual float64 // CPU seconds; model 0 when the model did not run on the hot path
+	optimizer          float64 // the calibrated optimizer's CPU seconds (0: no hot-path plan, or not fitted yet)
 	class              int     // the class of the cluster it went to (-1: not a class's)
 	decide             time.Duration
 	explained          bool
@@ -70,7 +71,9 @@ type replayRun struct {
 // cold history, in order, with feedback on (issue 17's evaluation), and
 // reports per setting, per estimate source and overall: the decision time
 // (p50/p99), the q-error (median, p95) over the run and over its last
-// half, against the plain model's own number on the same statements, the
+// half, against the plain model's own number and the calibrated
+// optimizer's (Trino's plan cost mapped to seconds by the cascade's
+// online fit, as the optimizer stage would serve it) on the same statements, the
 // share routed to the class of the actual CPU time, and the share that
 // needed an EXPLAIN on the hot path; then the settings side by side
 // against the issue's targets.
@@ -144,11 +147,17 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	// The plain model's number of each statement: the model ran on the
 	// hot path of some setting (its raw prediction does not depend on the
 	// setting).
-	plain := map[int]float64{}
+	// The calibrated optimizer's number likewise, from the first setting
+	// that had one (each proxy fits its own calibration on the same
+	// statements).
+	plain := baselines{model: map[int]float64{}, optimizer: map[int]float64{}}
 	for _, rs := range runs {
 		for _, r := range rs {
-			if _, ok := plain[r.idx]; !ok && r.model > 0 {
-				plain[r.idx] = r.model
+			if _, ok := plain.model[r.idx]; !ok && r.model > 0 {
+				plain.model[r.idx] = r.model
+			}
+			if _, ok := plain.optimizer[r.idx]; !ok && r.optimizer > 0 {
+				plain.optimizer[r.idx] = r.optimizer
 			}
 		}
 	}
@@ -200,6 +209,7 @@ func replayOne(c *http.Client, base string, it collector.Item) (replayRun, error
 	r.source, _, _ = strings.Cut(est, ";")
 	r.est = estimateField(est, "cpu")
 	r.model = estimateField(est, "model")
+	r.optimizer = estimateField(est, "optimizer")
 	r.decide = serverTiming(h.Get("Server-Timing"), "prestroid")
 	r.class = -1
 	if c, ok := strings.CutPrefix(h.Get("X-Prestroid-Cluster"), "class"); ok {
@@ -262,16 +272,22 @@ func classOf(bounds []float64, x float64) int {
 	return len(bounds)
 }
 
+// baselines are the plain model's and the calibrated optimizer's numbers
+// of each statement (by its position in the replay).
+type baselines struct{ model, optimizer map[int]float64 }
+
 // replayGroup is one row of the report.
 type replayGroup struct {
 	n                              int
 	decP50, decP99                 float64 // ms
 	qP50, qP95, modelP50, modelP95 float64
+	nOpt                           int // statements with a calibrated optimizer number
+	optP50, optP95                 float64
 	right, hot, fast               float64 // shares: right class, EXPLAIN on the hot path, decided in <= 2 ms
 }
 
-func summarize(runs []replayRun, keep func(i int, r replayRun) bool, plain map[int]float64, bounds []float64) replayGroup {
-	var dec, q, mq []float64
+func summarize(runs []replayRun, keep func(i int, r replayRun) bool, plain baselines, bounds []float64) replayGroup {
+	var dec, q, mq, oq []float64
 	var g replayGroup
 	right, hot, fast := 0, 0, 0
 	for i, r := range runs {
@@ -281,8 +297,11 @@ func summarize(runs []replayRun, keep func(i int, r replayRun) bool, plain map[i
 		ms := float64(r.decide) / float64(time.Millisecond)
 		dec = append(dec, ms)
 		q = append(q, qerr(r.est, r.actual))
-		if m := plain[r.idx]; m > 0 {
+		if m := plain.model[r.idx]; m > 0 {
 			mq = append(mq, qerr(m, r.actual))
+		}
+		if o := plain.optimizer[r.idx]; o > 0 {
+			oq = append(oq, qerr(o, r.actual))
 		}
 		if r.explained {
 			hot++
@@ -301,6 +320,7 @@ func summarize(runs []replayRun, keep func(i int, r replayRun) bool, plain map[i
 	g.decP50, g.decP99 = quantile(dec, 0.5), quantile(dec, 0.99)
 	g.qP50, g.qP95 = quantile(q, 0.5), quantile(q, 0.95)
 	g.modelP50, g.modelP95 = quantile(mq, 0.5), quantile(mq, 0.95)
+	g.nOpt, g.optP50, g.optP95 = len(oq), quantile(oq, 0.5), quantile(oq, 0.95)
 	n := float64(g.n)
 	g.right, g.hot, g.fast = float64(right)/n, float64(hot)/n, float64(fast)/n
 	return g
@@ -312,7 +332,7 @@ type replaySummary struct {
 	all, last, news replayGroup
 }
 
-func reportReplay(w io.Writer, runs []replayRun, n int, plain map[int]float64, bounds []float64) replaySummary {
+func reportReplay(w io.Writer, runs []replayRun, n int, plain baselines, bounds []float64) replaySummary {
 	if len(runs) == 0 {
 		fmt.Fprintln(w, "no statement completed")
 		return replaySummary{}
@@ -330,8 +350,8 @@ func reportReplay(w io.Writer, runs []replayRun, n int, plain map[int]float64, b
 	for _, k := range []string{"new", "exact", "literals"} {
 		groups = append(groups, group{"kind " + k, func(_ int, r replayRun) bool { return r.kind == k }})
 	}
-	fmt.Fprintf(w, "%-16s %5s %9s %9s %7s %7s %9s %9s %7s %7s %7s\n", "", "n", "dec p50", "dec p99", "q p50", "q p95",
-		"model q50", "model q95", "right", "hot EXP", "<=2ms")
+	fmt.Fprintf(w, "%-16s %5s %9s %9s %7s %7s %9s %9s %5s %7s %7s %7s %7s %7s\n", "", "n", "dec p50", "dec p99", "q p50", "q p95",
+		"model q50", "model q95", "opt n", "opt q50", "opt q95", "right", "hot EXP", "<=2ms")
 	var sum replaySummary
 	for gi, gr := range groups {
 		g := summarize(runs, gr.keep, plain, bounds)
@@ -347,8 +367,8 @@ func reportReplay(w io.Writer, runs []replayRun, n int, plain map[int]float64, b
 		if gr.name == "kind new" {
 			sum.news = g
 		}
-		fmt.Fprintf(w, "%-16s %5d %7.2fms %7.2fms %7.2f %7.2f %9.2f %9.2f %6.0f%% %6.0f%% %6.0f%%\n", gr.name, g.n,
-			g.decP50, g.decP99, g.qP50, g.qP95, g.modelP50, g.modelP95, 100*g.right, 100*g.hot, 100*g.fast)
+		fmt.Fprintf(w, "%-16s %5d %7.2fms %7.2fms %7.2f %7.2f %9.2f %9.2f %5d %7.2f %7.2f %6.0f%% %6.0f%% %6.0f%%\n", gr.name, g.n,
+			g.decP50, g.decP99, g.qP50, g.qP95, g.modelP50, g.modelP95, g.nOpt, g.optP50, g.optP95, 100*g.right, 100*g.hot, 100*g.fast)
 	}
 	// Learning curve: median q-error per tenth of the run.
 	fmt.Fprint(w, "learning curve (median q-error per tenth):")
@@ -372,12 +392,12 @@ func reportReplay(w io.Writer, runs []replayRun, n int, plain map[int]float64, b
 // share at most 1 point above the first setting's (always).
 func compareReplay(w io.Writer, sums []replaySummary) {
 	fmt.Fprintf(w, "\nside by side (targets: last half q p50 <= 1.25, p95 <= 2.5; new shapes no worse than the model; >= 80%% in <= 2 ms; wrong class <= +1 point vs %s)\n", sums[0].name)
-	fmt.Fprintf(w, "%-16s %9s %9s %7s %8s %8s %8s %8s %8s %8s %14s %14s\n", "setting", "dec p50", "dec p99", "<=2ms", "hot EXP",
-		"wrong", "q50 all", "q95 all", "q50 last", "q95 last", "new q50/model", "new q95/model")
+	fmt.Fprintf(w, "%-16s %9s %9s %7s %8s %8s %8s %8s %8s %8s %14s %14s %14s\n", "setting", "dec p50", "dec p99", "<=2ms", "hot EXP",
+		"wrong", "q50 all", "q95 all", "q50 last", "q95 last", "new q50/model", "new q95/model", "last opt q50/95")
 	for _, s := range sums {
 		a, l, nw := s.all, s.last, s.news
-		fmt.Fprintf(w, "%-16s %7.2fms %7.2fms %6.0f%% %7.0f%% %7.1f%% %8.2f %8.2f %8.2f %8.2f %6.2f/%-7.2f %6.2f/%-7.2f\n", s.name,
+		fmt.Fprintf(w, "%-16s %7.2fms %7.2fms %6.0f%% %7.0f%% %7.1f%% %8.2f %8.2f %8.2f %8.2f %6.2f/%-7.2f %6.2f/%-7.2f %6.2f/%-7.2f\n", s.name,
 			a.decP50, a.decP99, 100*a.fast, 100*a.hot, 100*(1-a.right), a.qP50, a.qP95, l.qP50, l.qP95,
-			nw.qP50, nw.modelP50, nw.qP95, nw.modelP95)
+			nw.qP50, nw.modelP50, nw.qP95, nw.modelP95, l.optP50, l.optP95)
 	}
 }

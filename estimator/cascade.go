@@ -270,6 +270,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 			}
 			e.Plan = res.PlanJSON
 			s.correct(e, b)
+			e.OptimizerCPUSeconds, _, _ = s.calibrated(b)
 			return e, nil
 		}
 		merr = err
@@ -390,20 +391,31 @@ func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float
 // optimizerEstimate maps Trino's cpuCost to seconds with the calibration;
 // nil while it is not fitted (or there is no plan cost).
 func (s *Service) optimizerEstimate(b *Basis) *CostEstimate {
-	if b == nil || math.IsNaN(b.LnCost) {
-		return nil
-	}
-	c, ok := s.learn.get(keyOptimizer)
-	if !ok || c.Count < uint64(s.opts.Cascade.MinCalibration) {
-		return nil
-	}
-	a, slope, sd, ok := c.Line()
+	secs, sd, ok := s.calibrated(b)
 	if !ok {
 		return nil
 	}
 	b.Source = SourceOptimizer
-	return &CostEstimate{Estimated: true, Source: SourceOptimizer, Basis: b,
-		CPUSeconds: math.Exp(a + slope*b.LnCost), Sigma: max(sd, s.opts.Cascade.ModelSigma)}
+	return &CostEstimate{Estimated: true, Source: SourceOptimizer, Basis: b, OptimizerCPUSeconds: secs,
+		CPUSeconds: secs, Sigma: max(sd, s.opts.Cascade.ModelSigma)}
+}
+
+// calibrated maps the plan cost in b to CPU seconds with the optimizer
+// calibration and gives the fit's residual spread; ok is false while the
+// calibration is not fitted (or there is no plan cost).
+func (s *Service) calibrated(b *Basis) (secs, sd float64, ok bool) {
+	if b == nil || math.IsNaN(b.LnCost) {
+		return 0, 0, false
+	}
+	c, ok := s.learn.get(keyOptimizer)
+	if !ok || c.Count < uint64(s.opts.Cascade.MinCalibration) {
+		return 0, 0, false
+	}
+	a, slope, sd, ok := c.Line()
+	if !ok {
+		return 0, 0, false
+	}
+	return math.Exp(a + slope*b.LnCost), sd, true
 }
 
 // explainSlot takes an EXPLAIN slot on the least busy planner below the

@@ -234,6 +234,9 @@ func TestCascadeFallsThroughEachStage(t *testing.T) {
 			s.Observe(e.Basis, cost/1000)
 		}
 		s.Flush()
+		if e := estimate(t, s, []string{srv.URL}, "SELECT * FROM other /* cost 50000 */"); e.Source != SourceModel || math.Abs(e.OptimizerCPUSeconds/50-1) > 0.05 {
+			t.Fatalf("a working model: %s, optimizer %.4gs; want the model's estimate with the calibrated optimizer's ≈ 50s beside it", e.Source, e.OptimizerCPUSeconds)
+		}
 		working = false
 		e := estimate(t, s, []string{srv.URL}, "SELECT * FROM fresh /* cost 50000 */")
 		if e.Source != SourceOptimizer || math.Abs(e.CPUSeconds/50-1) > 0.05 || e.Sigma <= 0 || len(e.Plan) == 0 {

@@ -48,6 +48,11 @@ type CostEstimate struct {
 	// ModelCPUSeconds is the model's own prediction before the cascade's
 	// corrections (0 when the model did not run).
 	ModelCPUSeconds float64
+	// OptimizerCPUSeconds is Trino's plan cost mapped to seconds by this
+	// deployment's optimizer calibration, when an EXPLAIN ran on the hot
+	// path and the calibration is fitted (0 otherwise): what the optimizer
+	// stage would have said, reported beside the model's number.
+	OptimizerCPUSeconds float64
 	// Planner is the server that ran the EXPLAIN ("" when none ran);
 	// ExplainSkipped is set when every planner was at its EXPLAIN bound.
 	Planner        string

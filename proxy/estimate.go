@@ -97,6 +97,9 @@ type Estimate struct {
 	// ModelCPUSeconds is the model's own number before the cascade's
 	// corrections (0 when the model did not run).
 	ModelCPUSeconds float64
+	// OptimizerCPUSeconds is the plan's cost mapped to seconds by the
+	// deployment's optimizer calibration (0 when not known).
+	OptimizerCPUSeconds float64
 	// Planner is the base URL of the cluster that ran the EXPLAIN ("" when
 	// none ran); ExplainSkipped is set when every planner was at its
 	// EXPLAIN bound and the estimate was made without one.

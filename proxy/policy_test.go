@@ -367,4 +367,7 @@ func TestEstimateQuantiles(t *testing.T) {
 	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5" {
 		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
+	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, Source: SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7" {
+		t.Errorf("X-Prestroid-Estimate %q", got)
+	}
 }

@@ -286,8 +286,9 @@ func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 
 // appendEstimate renders the X-Prestroid-Estimate header: the source, the
 // point estimate and the central 80% interval in CPU seconds, the model's
-// own number before the cascade's corrections when the model ran, and
-// "explain-skipped" when the EXPLAIN bound was reached, e.g.
+// own number before the cascade's corrections when the model ran, the
+// calibrated optimizer's when known, and "explain-skipped" when the
+// EXPLAIN bound was reached, e.g.
 //
 //	history; cpu=1.25; lo=1.16; hi=1.34
 //	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12
@@ -303,6 +304,10 @@ func appendEstimate(b []byte, e Estimate) []byte {
 	if e.ModelCPUSeconds > 0 {
 		b = append(b, "; model="...)
 		b = strconv.AppendFloat(b, e.ModelCPUSeconds, 'g', 4, 64)
+	}
+	if e.OptimizerCPUSeconds > 0 {
+		b = append(b, "; optimizer="...)
+		b = strconv.AppendFloat(b, e.OptimizerCPUSeconds, 'g', 4, 64)
 	}
 	if e.ExplainSkipped {
 		b = append(b, "; explain-skipped"...)

@@ -126,7 +126,7 @@ func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
 		Infer:     time.Duration(e.InferMicros) * time.Microsecond,
 		Cached:    e.Cached,
 		Tables:    e.Tables, UnknownTables: e.UnknownTables, Plan: e.Plan,
-		Source: proxySources[e.Source], Sigma: e.Sigma, ModelCPUSeconds: e.ModelCPUSeconds,
+		Source: proxySources[e.Source], Sigma: e.Sigma, ModelCPUSeconds: e.ModelCPUSeconds, OptimizerCPUSeconds: e.OptimizerCPUSeconds,
 		Planner: e.Planner, ExplainSkipped: e.ExplainSkipped,
 	}
 	pe.Learn = estimator.MarshalBasis(e.Basis)
