@@ -110,6 +110,7 @@ func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 	if s.opts.EstimatorStats != nil {
 		cs = append(cs, &estimatorCollector{stats: s.opts.EstimatorStats})
 	}
+	m.zero(s.clusters)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("proxy: metrics: %w", err)
@@ -127,6 +128,29 @@ func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 		}
 	}
 	return nil
+}
+
+// zero exports the series every deployment has at 0 from the start:
+// rate() and increase() see a counter's first increment only when the
+// series existed before it (a series born at 1 between two scrapes reads as
+// no change), so a dashboard's fail-open share or cache hit rate would show
+// nothing for the first queries. The label values are those the proxy
+// writes: the routed kind per cluster and its class, the fail-open kind on
+// the first cluster (the default before the monitor's first round), every
+// fail-open reason and both estimate-cache results.
+func (m *metrics) zero(clusters []*cluster) {
+	for _, c := range clusters {
+		m.decisions.WithLabelValues(c.class, c.name, KindRouted.String())
+	}
+	if len(clusters) > 0 {
+		m.decisions.WithLabelValues("", clusters[0].name, KindFailOpen.String())
+	}
+	for _, r := range []string{"timeout", "busy", "error"} {
+		m.failOpen.WithLabelValues(r)
+	}
+	for _, r := range []string{"hit", "miss"} {
+		m.estimateCache.WithLabelValues(r)
+	}
 }
 
 // tables counts the tables an estimated query scans.

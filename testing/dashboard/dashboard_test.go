@@ -185,6 +185,7 @@ routing:
     - {name: small}
   monitor_interval: 1s
   estimate_timeout: 60s
+  explain: always   # the workload's EXPLAINs (a failing one too) on the hot path: the EXPLAIN and fail-open panels get data
 admission:
   max_queries: 1
 `, port, adminPort, adminToken, strings.Repeat("d", 40), e2e.FreePort(t), trino)
