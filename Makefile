@@ -47,8 +47,8 @@ venv: $(PY)
 # Debian's prometheus package.
 .PHONY: promtool
 promtool:
-	$(eval PRESTROID_PROMTOOL := $(shell scripts/install-promtool.sh))
-	@test -n "$(PRESTROID_PROMTOOL)" || { echo "promtool is needed by make test (scripts/install-promtool.sh)"; exit 1; }
+	$(eval PRESTROID_PROMTOOL := $(shell scripts/install-prometheus.sh promtool))
+	@test -n "$(PRESTROID_PROMTOOL)" || { echo "promtool is needed by make test (scripts/install-prometheus.sh promtool)"; exit 1; }
 
 # prometheus for testing/dashboard (a real Prometheus scraping the proxy,
 # every panel of deploy/grafana/prestroid.json evaluated): on PATH, else
