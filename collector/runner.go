@@ -487,9 +487,12 @@ func (qi *queryInfo) fill(st *Stats) {
 	st.AnalysisMillis = parseDurationMillis(q.AnalysisTime)
 	st.PlanningMillis = parseDurationMillis(q.PlanningTime)
 	st.PlanningCPUMillis = parseDurationMillis(q.PlanningCPUTime)
-	if st.State != "FINISHED" {
-		// The callback's last page was not the final one; /v1/query's
-		// durations are rounded to 3 digits, so use them only then.
+	if st.State != "FINISHED" || st.CPUMillis == 0 {
+		// The callback's last page was not the final one, or it was but
+		// its statistics were not rolled up from the tasks yet (seen on a
+		// loaded Trino: FINISHED with 0 ms of CPU, 0 ms of wall time and
+		// 0 rows processed after 7 splits). /v1/query's durations are
+		// rounded to 3 digits, so use them only then.
 		if cpu := parseDurationMillis(q.TotalCPUTime); cpu > st.CPUMillis {
 			st.CPUMillis = cpu
 		}

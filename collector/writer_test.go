@@ -132,3 +132,34 @@ func TestParseDurationMillis(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryInfoFillsWhatTheFinalPageLacks(t *testing.T) {
+	info := func(cpu string) *queryInfo {
+		qi := &queryInfo{State: "FINISHED"}
+		qi.QueryStats.TotalCPUTime, qi.QueryStats.ElapsedTime, qi.QueryStats.PlanningTime = cpu, "244.00ms", "69.00ms"
+		return qi
+	}
+	t.Run("a final page with the query's CPU keeps its exact figure", func(t *testing.T) {
+		st := Stats{State: "FINISHED", CPUMillis: 1234, ElapsedMillis: 250}
+		info("1.23s").fill(&st)
+		if st.CPUMillis != 1234 || st.ElapsedMillis != 250 || st.PlanningMillis != 69 {
+			t.Errorf("%+v", st)
+		}
+	})
+	t.Run("a final page whose statistics were not rolled up takes /v1/query's", func(t *testing.T) {
+		st := Stats{State: "FINISHED", CPUMillis: 0, ElapsedMillis: 244}
+		info("38.00ms").fill(&st)
+		if st.CPUMillis != 38 || st.State != "FINISHED" {
+			t.Errorf("%+v", st)
+		}
+	})
+	t.Run("a query that cancelled before its final page takes /v1/query's", func(t *testing.T) {
+		st := Stats{State: "RUNNING", CPUMillis: 10, ElapsedMillis: 100}
+		qi := info("2.00s")
+		qi.State = "FAILED"
+		qi.fill(&st)
+		if st.CPUMillis != 2000 || st.ElapsedMillis != 244 || st.State != "FAILED" {
+			t.Errorf("%+v", st)
+		}
+	})
+}
