@@ -169,7 +169,8 @@ func (d *Domains) Fetch(ctx context.Context, db *sql.DB, catalog, schema string,
 			d.Values[key] = &Domain{Kind: "none"}
 			continue
 		}
-		from := fmt.Sprintf("%s.%s.%s", catalog, sch, table)
+		// Quoted: a scale's schema may not be an identifier (sf0.1).
+		from := quoteIdent(catalog) + "." + quoteIdent(sch) + "." + quoteIdent(table)
 		where := fmt.Sprintf("%q IS NOT NULL", name)
 		if catalog == "tpcds" && table == "date_dim" {
 			r, err := d.dateSK(ctx, db, catalog, sch)
