@@ -43,6 +43,9 @@ type ReplayOptions struct {
 	// MaxDuration stops the replay after the statement running when it
 	// has passed (the report covers the statements run). Zero means none.
 	MaxDuration time.Duration
+	// Runs, when set, gets one JSON line per statement and setting (what
+	// the report is computed from), for analysis beyond the report.
+	Runs io.Writer
 }
 
 // ReplaySetting is one estimating proxy of a replay.
@@ -59,6 +62,8 @@ func ClassName(i int) string { return "class" + strconv.Itoa(i) }
 type replayRun struct {
 	idx                int    // the statement's position in the replay
 	kind               string // new, exact, literals
+	template           string
+	variant            int
 	source             string
 	est, model, actual float64 // CPU seconds; model 0 when the model did not run on the hot path
 	optimizer          float64 // the calibrated optimizer's CPU seconds (0: no hot-path plan, or not fitted yet)
@@ -140,8 +145,11 @@ func Replay(w io.Writer, o ReplayOptions) error {
 				fmt.Fprintf(w, "  %s: skipped %s v%d: %v\n", o.Settings[j].Name, s.t.Name, s.v, err)
 				continue
 			}
-			r.idx, r.kind = i, kind
+			r.idx, r.kind, r.template, r.variant = i, kind, s.t.Name, s.v
 			runs[j] = append(runs[j], r)
+			if o.Runs != nil {
+				writeRun(o.Runs, o.Settings[j].Name, r)
+			}
 		}
 	}
 	// The plain model's number of each statement: the model ran on the
@@ -169,6 +177,16 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	}
 	compareReplay(w, sums)
 	return nil
+}
+
+// writeRun writes r as one JSON line (CPU in seconds, decision time in
+// milliseconds).
+func writeRun(w io.Writer, setting string, r replayRun) {
+	b, _ := json.Marshal(map[string]any{"setting": setting, "idx": r.idx, "kind": r.kind,
+		"template": r.template, "variant": r.variant, "source": r.source, "est": r.est, "model": r.model,
+		"optimizer": r.optimizer, "actual": r.actual, "class": r.class,
+		"decide_ms": float64(r.decide.Microseconds()) / 1000, "explained": r.explained})
+	w.Write(append(b, '\n'))
 }
 
 // replayOne runs one statement to its end through the proxy.

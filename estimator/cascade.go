@@ -24,10 +24,13 @@ import (
 //	history         the same statement (normalized text, catalog, schema, session) ran before with a
 //	                confident record (at least MinCount runs, spread at most MaxSpread): its
 //	                recency-weighted CPU, no EXPLAIN
-//	text            (routing.explain when-uncertain or never) the text model's quantiles from the
-//	                SQL text and session alone, when its interval lies in one class (or always,
-//	                under never): no EXPLAIN on the hot path, the EXPLAIN + model run in the
-//	                background for the history and the feedback record (text_stage.go)
+//	history, text   (routing.explain when-uncertain or never) before the plan: the statement's
+//	                history too short to answer alone, else its shape's (other literals), with
+//	                an interval shrunk toward a prior (standIn), and the text model's quantiles
+//	                from the SQL text and session alone; the narrower of those whose interval
+//	                lies in one class (any, under never) answers: no EXPLAIN on the hot path,
+//	                the EXPLAIN + model run in the background for the history and the feedback
+//	                record (text_stage.go)
 //	model+residual  the same shape (literal-insensitive fingerprint): EXPLAIN + the model, corrected by
 //	                the shape's observed log residual, shrunk toward the global offset with few runs
 //	model           a new shape: EXPLAIN + the model, corrected by the deployment's global offset
@@ -208,17 +211,28 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 		}
 	}
 	var text *CostEstimate // the text stage's estimate (nil: none, or not consulted)
-	if co.Explain != ExplainAlways && (m != nil || s.textHook != nil) {
-		if text = s.textEstimate(m, kind, sql, h); text != nil {
-			s.correctText(text, b)
+	if co.Explain != ExplainAlways {
+		if m != nil || s.textHook != nil {
+			if text = s.textEstimate(m, kind, sql, h); text != nil {
+				s.correctText(text, b)
+			}
 		}
-		if text != nil && co.decides(text) {
-			text.Basis = b
+		// Before the plan: the statement's short history or its shape's
+		// (other literals) and the text model; the narrower of those whose
+		// interval decides the class routes the query at once.
+		var pick *CostEstimate
+		for _, c := range []*CostEstimate{s.standIn(kind, b), text} {
+			if c != nil && co.decides(c) && (pick == nil || c.Sigma < pick.Sigma) {
+				pick = c
+			}
+		}
+		if pick != nil {
+			pick.Basis = b
 			if b != nil {
-				b.Source = SourceText
+				b.Source = pick.Source
 			}
 			s.explainBehind(m, planners, sql, h, kind, key, b)
-			return text, nil
+			return pick, nil
 		}
 	}
 	planner, release := s.explainSlot(planners)
@@ -309,6 +323,37 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
 }
 
+// standIn is the pre-plan stage's history estimate (routing.explain
+// when-uncertain or never): the statement's own runs when they are too few
+// (or too spread) to answer alone, else its shape's (the same query with
+// other literals), nil when there are neither. Its Sigma shrinks the
+// observed spread toward a prior by Shrink observations (at least one):
+// MaxSpread for reruns of the statement (the run-to-run noise a trusted
+// history may have), ModelSigma for other literals (which may cost more).
+func (s *Service) standIn(kind plan.StatementKind, b *Basis) *CostEstimate {
+	if b == nil {
+		return nil
+	}
+	co := &s.opts.Cascade
+	k := max(co.Shrink, 1)
+	for i, key := range []string{b.Exact, b.Shape} {
+		st, ok := s.learn.get(key)
+		if !ok || st.Count == 0 {
+			continue
+		}
+		prior := co.ModelSigma
+		if i == 0 {
+			prior = co.MaxSpread
+		}
+		prior = max(prior, sigmaFloor)
+		n := float64(st.Count)
+		sigma := math.Sqrt((n*max(st.Var, 0) + k*prior*prior) / (n + k))
+		return &CostEstimate{Estimated: true, Statement: kind, Source: SourceHistory,
+			CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
+	}
+	return nil
+}
+
 // cachedPlan gives an estimate made without EXPLAIN the plan of the
 // statement's last EXPLAIN when the plan cache still holds it (for the
 // feedback log's training records; best-effort).
@@ -367,7 +412,8 @@ func (s *Service) correct(e *CostEstimate, b *Basis) {
 }
 
 // offset is the learned correction of a stage's ln estimate: the global
-// offset under key global (shrunk toward 0), then the shape's residual under
+// offset under key global (shrunk toward 0, and 0 while it is within two
+// standard errors of 0), then the shape's residual under
 // key shape (shrunk toward the global offset), with the standard deviation
 // of each around it (prior: sigma0); shaped reports whether the shape had
 // residuals.
@@ -376,8 +422,16 @@ func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float
 	sigma2 := sigma0 * sigma0
 	if g, ok := s.learn.get(global); ok {
 		n := float64(g.Count)
-		off = n * g.Mean / (n + k)
-		sigma2 = (n*g.Var + k*sigma2) / (n + k)
+		sigma2 = (n*max(g.Var, 0) + k*sigma2) / (n + k)
+		// The global offset corrects every new shape, so it applies only
+		// once it stands out of its own noise: its mean beyond two
+		// standard errors (the spread shrunk toward sigma0, over √n). A
+		// model trained on this cluster then stays the plain model rather
+		// than following the residuals' noise; a real offset of another
+		// machine passes at once.
+		if math.Abs(g.Mean) > 2*math.Sqrt(sigma2/n) {
+			off = n * g.Mean / (n + k)
+		}
 	}
 	if r, ok := s.learn.get(shape); ok {
 		n := float64(r.Count)

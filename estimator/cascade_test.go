@@ -215,6 +215,27 @@ func TestResidualConvergesOnSyntheticOffset(t *testing.T) {
 	}
 }
 
+// A model trained on this cluster is right on average: its new-shape
+// residuals are noise around 0, and the global offset must not follow
+// them (every new shape would pay for that noise).
+func TestGlobalOffsetIgnoresNoise(t *testing.T) {
+	srv := httptest.NewServer(&fakePlanner{})
+	defer srv.Close()
+	var raw float64
+	s := newCascade(t, defaults, func([]byte) (*CostEstimate, error) {
+		return &CostEstimate{Estimated: true, CPUSeconds: raw}, nil
+	})
+	for i := range 40 {
+		raw = math.Exp(0.5 * float64(1-2*(i%2))) // 1.65 s, 0.61 s, ...: the truth is 1 s
+		e := estimate(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d", i))
+		if e.Source != SourceModel || math.Abs(e.CPUSeconds-raw) > 1e-12 {
+			t.Fatalf("new shape %d: %s %.4f s; want the model's own %.4f s (no offset learned from noise)", i, e.Source, e.CPUSeconds, raw)
+		}
+		s.Observe(e.Basis, 1)
+		s.Flush()
+	}
+}
+
 func TestCascadeFallsThroughEachStage(t *testing.T) {
 	t.Run("a failing model falls to the calibrated optimizer", func(t *testing.T) {
 		f := &fakePlanner{}

@@ -212,3 +212,68 @@ func TestParseExplainMode(t *testing.T) {
 		t.Error("sometimes must be refused")
 	}
 }
+
+// Before the plan, a statement's short history (one run: too few to answer
+// alone) or its shape's (other literals) routes at once when its interval
+// lies in one class, where the text stage's straddles; near a class bound
+// it does not, and the EXPLAIN runs on the hot path.
+func TestHistoryStandsInBeforeThePlan(t *testing.T) {
+	const (
+		first    = "SELECT count(*) FROM lineitem WHERE l_orderkey = 2 -- text 0.3 2 9"
+		literals = "SELECT count(*) FROM lineitem WHERE l_orderkey = 3 -- text 0.3 2 9"
+		near     = "SELECT count(*) FROM orders WHERE o_orderkey = 4 -- text 0.3 2 9"
+		nearLit  = "SELECT count(*) FROM orders WHERE o_orderkey = 5 -- text 0.3 2 9"
+	)
+	for _, mode := range []ExplainMode{ExplainAlways, ExplainWhenUncertain} {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		s := newTextCascade(t, mode, 0.5)
+		run := func(sql string, actual float64) *CostEstimate {
+			t.Helper()
+			e := estimate(t, s, []string{srv.URL}, sql)
+			s.Observe(e.Basis, actual)
+			s.Flush()
+			waitFor(t, "the observation", func() bool {
+				st, ok := s.learn.get(e.Basis.Exact)
+				return ok && st.Count > 0
+			})
+			return e
+		}
+		for _, sql := range []string{first, near} {
+			if e := run(sql, map[string]float64{first: 0.2, near: 0.8}[sql]); e.Source != SourceModel || e.Planner == "" {
+				t.Fatalf("%s: first run %s (planner %q); want the model after a hot EXPLAIN", mode, e.Source, e.Planner)
+			}
+		}
+		for _, c := range []struct {
+			sql       string
+			standsIn  bool
+			wantSigma float64
+		}{
+			// One run of the statement: sigma² = (0 + 1·0.5²)/2.
+			{first, true, 0.3536},
+			// Its shape, one run at 0.2 s: sigma² = (0 + 1·1²)/2.
+			{literals, true, 0.7071},
+			// 0.8 s: the 90% end passes the 1 s bound, so the plan decides.
+			{near, false, 0},
+			{nearLit, false, 0},
+		} {
+			before := f.explains.Load()
+			e := estimate(t, s, []string{srv.URL}, c.sql)
+			if mode == ExplainAlways || !c.standsIn {
+				if e.Source == SourceHistory || e.Planner == "" || f.explains.Load() != before+1 {
+					t.Errorf("%s, %q: source %s planner %q; want the EXPLAIN on the hot path", mode, c.sql, e.Source, e.Planner)
+				}
+				continue
+			}
+			if e.Source != SourceHistory || e.Planner != "" || e.Basis == nil || e.Basis.Pending == "" || e.Basis.Source != SourceHistory {
+				t.Errorf("%s, %q: source %s planner %q basis %+v; want history, no hot EXPLAIN, a background one", mode, c.sql, e.Source, e.Planner, e.Basis)
+				continue
+			}
+			if math.Abs(e.CPUSeconds-0.2) > 1e-9 || math.Abs(e.Sigma-c.wantSigma) > 1e-3 {
+				t.Errorf("%s, %q: %.4g s sigma %.4f; want 0.2 s sigma %.4f", mode, c.sql, e.CPUSeconds, e.Sigma, c.wantSigma)
+			}
+			waitFor(t, "the background EXPLAIN", func() bool { return f.explains.Load() == before+1 })
+		}
+		srv.Close()
+	}
+}

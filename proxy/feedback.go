@@ -72,7 +72,7 @@ func (s *Server) complete(info *PageInfo, clusterName string) {
 	}
 	c.QueryID, c.State, c.ErrorName, c.ErrorType, c.Stats, c.Finished = info.ID, info.State, info.ErrorName, info.ErrorType, info.Stats, time.Now()
 	s.metrics.completed.WithLabelValues(c.State, c.Cluster).Inc()
-	if c.Estimated && c.State == "FINISHED" {
+	if c.Estimated && c.State == "FINISHED" && c.Stats.RolledUp() {
 		if q, ok := qError(c.Estimate.CPUSeconds, float64(c.Stats.CPUTimeMillis)/1000); ok {
 			s.metrics.qerror.Observe(q)
 			s.metrics.sourceQerror.WithLabelValues(c.Estimate.Source.String()).Observe(q)

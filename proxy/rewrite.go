@@ -49,6 +49,16 @@ type PageStats struct {
 	ProcessedBytes     int64
 	PhysicalInputBytes int64
 	SpilledBytes       int64
+	TotalSplits        int64
+	CompletedSplits    int64
+}
+
+// RolledUp reports whether a final page's figures include its tasks': a
+// loaded Trino can send FINISHED before the tasks' statistics are rolled
+// up, with 0 ms of CPU and of wall time after splits ran. Such a page
+// must not teach the history a free query.
+func (s *PageStats) RolledUp() bool {
+	return s.CPUTimeMillis > 0 || s.WallTimeMillis > 0 || (s.TotalSplits == 0 && s.CompletedSplits == 0)
 }
 
 func (s *PageStats) set(key string, v int64) {
@@ -75,6 +85,10 @@ func (s *PageStats) set(key string, v int64) {
 		s.PhysicalInputBytes = v
 	case "spilledBytes":
 		s.SpilledBytes = v
+	case "totalSplits":
+		s.TotalSplits = v
+	case "completedSplits":
+		s.CompletedSplits = v
 	}
 }
 

@@ -27,7 +27,11 @@ type Query struct {
 	Split    string `json:"split"` // train, val or test
 	Family   string `json:"family,omitempty"`
 	Scale    string `json:"scale,omitempty"`
-	File     string `json:"file"`
+	// Storage is where the tables were: the Parquet catalog of a v2
+	// record (collector.Workload.Storage), "connector" for the TPC
+	// connectors, empty for live traffic.
+	Storage string `json:"storage,omitempty"`
+	File    string `json:"file"`
 	CPUMs    int64  `json:"cpu_ms"`
 	// LnCPU is ln(CPU seconds), the unnormalized target.
 	LnCPU float64 `json:"ln_cpu_s"`
@@ -172,10 +176,13 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 	case r.Plan == nil || len(r.Plan.JSON) == 0:
 		return nil, "no plan"
 	}
-	var template, part, family, scale string
+	var template, part, family, scale, storage string
 	if r.Workload != nil {
 		var ok bool
-		template, family, scale = r.Workload.Template, r.Workload.Family, r.Workload.Scale
+		template, family, scale, storage = r.Workload.Template, r.Workload.Family, r.Workload.Scale, r.Workload.Storage
+		if storage == "" {
+			storage = "connector"
+		}
 		if part, ok = split.ByTemplate[template]; !ok {
 			return nil, "template not in split"
 		}
@@ -194,7 +201,7 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 	stats := featurize.Stats(root)
 	q := &Query{
 		Key: r.Key, Template: template, Split: splitNames[part],
-		Family: family, Scale: scale,
+		Family: family, Scale: scale, Storage: storage,
 		CPUMs: r.Stats.CPUMillis, LnCPU: math.Log(float64(r.Stats.CPUMillis) / 1000),
 		SQL: r.SQL, Catalog: r.Catalog, Schema: r.Schema, Session: r.SessionProperties,
 		PlanNodes: p.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,

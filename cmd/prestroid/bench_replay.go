@@ -34,6 +34,7 @@ func benchReplay(args []string) int {
 	ortLib := fs.String("ort-lib", "", "ONNX Runtime library (default: the one `make ort` installs)")
 	explain := fs.String("explain", "always,when-uncertain,never", "routing.explain settings to run side by side, comma-separated (one proxy each)")
 	maxDur := fs.Duration("max-duration", 0, "stop drawing statements after this long and report on those run (0: none)")
+	runsOut := fs.String("runs-out", "", "write one JSON line per statement and setting to this file")
 	classes := fs.String("classes", "1", "routing classes' CPU-second bounds, comma-separated, increasing (a last unbounded class is added)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -60,6 +61,15 @@ func benchReplay(args []string) int {
 		bounds = append(bounds, b)
 	}
 	o := bench.ReplayOptions{Workloads: *workloads, Families: fam, Scale: *scale, Domains: dom, N: *n, New: *share, Seed: *seed, Bounds: bounds, MaxDuration: *maxDur}
+	if *runsOut != "" {
+		f, err := os.Create(*runsOut)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
+			return 1
+		}
+		defer f.Close()
+		o.Runs = f
+	}
 	if err := runBenchReplay(*trino, *model, *ortLib, strings.Split(*explain, ","), o); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
 		return 1

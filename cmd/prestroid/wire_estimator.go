@@ -77,7 +77,9 @@ func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSin
 	// still teach the optimizer calibration (estimator.UnplacedError).
 	b := estimator.UnmarshalBasis(c.Estimate.Learn)
 	finish := func() {
-		if b != nil && c.State == "FINISHED" {
+		// A final page without its tasks' figures (PageStats.RolledUp)
+		// teaches nothing: 0 ms would be learned as a free query.
+		if b != nil && c.State == "FINISHED" && c.Stats.RolledUp() {
 			a.svc.Observe(b, float64(c.Stats.CPUTimeMillis)/1000)
 		}
 		for _, f := range next {

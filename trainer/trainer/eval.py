@@ -47,6 +47,22 @@ def per_template(keys, y, p, tmpl_of, lo, hi):
     return out
 
 
+def group_of(q):
+    """The report's group of a query: storage/scale ("iceberg/sf1", "connector/tiny"; live traffic: "live")."""
+    if not q.get("scale"):
+        return "live"
+    return f"{q.get('storage') or 'connector'}/{q['scale']}"
+
+
+def per_group(keys, y, p, grp_of, lo, hi):
+    out = {}
+    for g in sorted({grp_of[k] for k in keys}):
+        sel = [i for i, k in enumerate(keys) if grp_of[k] == g]
+        m = metrics(y[sel], p[sel], lo, hi)
+        out[g] = {k: m[k] for k in ("n", "mse", "qerror_p50", "qerror_p90", "qerror_p95", "pearson_r")}
+    return out
+
+
 def plots(report, results, y_of):
     import matplotlib
     matplotlib.use("Agg")
@@ -98,6 +114,15 @@ def markdown(out, manifest):
         lines.append(f"| {m['model']} | " + " | ".join(f(m.get(c)) for c in cols) + " |")
     if out.get("missing"):
         lines += ["", "Not run: " + ", ".join(out["missing"]) + "."]
+    groups = sorted({g for m in out["models"] for g in m.get("per_group", {})})
+    if len(groups) > 1:
+        lines += ["", "## Per storage and scale (median / p95 q-error)", ""]
+        lines += ["| model | " + " | ".join(groups) + " |", "|---" * (len(groups) + 1) + "|"]
+        for m in out["models"]:
+            pg = m.get("per_group", {})
+            lines.append(f"| {m['model']} | " + " | ".join(
+                f"{pg[g]['qerror_p50']:.2f} / {pg[g]['qerror_p95']:.2f} (n {pg[g]['n']})" if g in pg else ""
+                for g in groups) + " |")
     lines += ["", "![predicted vs actual](pred_vs_actual.png)", "", "![q-error CDF](qerror_cdf.png)", "",
               "## Per template (MSE / median q-error)", ""]
     names = [m["model"] for m in out["models"]]
@@ -138,6 +163,7 @@ def main(argv=None):
         by[q["split"]].append(q)
     ln_of = {q["key"]: q["ln_cpu_s"] for q in qs}
     tmpl_of = {q["key"]: q["template"] for q in qs}
+    grp_of = {q["key"]: group_of(q) for q in qs}
     y_of = lambda keys: np.array([ln_of[k] for k in keys])
     with open(os.path.join(a.workdir, "meta.json")) as f:
         meta = json.load(f)
@@ -152,6 +178,7 @@ def main(argv=None):
         if seconds is not None:
             m["fit_seconds"] = round(seconds, 2)
         m["per_template"] = per_template(keys, y, p, tmpl_of, lo, hi)
+        m["per_group"] = per_group(keys, y, p, grp_of, lo, hi)
         models.append(m)
         results.append((name, keys, p))
         print(f"eval: {name:28s} mse {m['mse']:.4f} q50 {m['qerror_p50']:.2f} q95 {m['qerror_p95']:.2f} "
