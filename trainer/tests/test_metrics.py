@@ -32,3 +32,18 @@ def test_model_names():
     assert pretty("prestroid_15_9_50_x5") == "prestroid(15-9-50)-x5"
     assert pretty("prestroid_full_50_packed_paper") == "prestroid(full-50)-packed-paper"
     assert pretty("tfidf_gbr") == "tfidf_gbr"
+
+
+def test_per_storage_and_scale_groups():
+    from trainer.eval import group_of, per_group
+    qs = [{"key": "a", "scale": "sf1", "storage": "iceberg"}, {"key": "b", "scale": "sf1", "storage": "iceberg"},
+          {"key": "c", "scale": "tiny", "storage": "connector"}, {"key": "d", "scale": "tiny"}, {"key": "e"}]
+    grp = {q["key"]: group_of(q) for q in qs}
+    assert grp == {"a": "iceberg/sf1", "b": "iceberg/sf1", "c": "connector/tiny", "d": "connector/tiny", "e": "live"}
+    keys = ["a", "b", "c", "d", "e"]
+    y = np.log([1.0, 1.0, 1.0, 1.0, 1.0])
+    p = np.log([2.0, 4.0, 1.0, 1.0, 3.0])
+    g = per_group(keys, y, p, grp, lo=-5.0, hi=5.0)
+    assert set(g) == {"iceberg/sf1", "connector/tiny", "live"}
+    assert g["iceberg/sf1"]["n"] == 2 and abs(g["iceberg/sf1"]["qerror_p50"] - 3.0) < 1e-12
+    assert g["connector/tiny"]["qerror_p95"] == 1.0 and g["live"]["n"] == 1
