@@ -168,6 +168,11 @@ type Stats struct {
 	SpilledBytes       int64  `json:"spilled_bytes"`
 	Splits             int    `json:"splits"`
 	Nodes              int    `json:"nodes"`
+	// OperatorCPUMillis is the CPU time per operator type (e.g.
+	// "ScanFilterAndProjectOperator", "LookupJoinOperator") from
+	// /v1/query/{id}'s operator summaries, summed over input, output and
+	// finish; only with collect --operator-stats.
+	OperatorCPUMillis map[string]float64 `json:"operator_cpu_ms,omitempty"`
 }
 
 // Error is why a query did not finish.

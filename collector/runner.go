@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -90,6 +91,10 @@ type Runner struct {
 	// Progress receives a status line per finished query (nil: none).
 	Progress io.Writer
 	Info     RunInfo
+	// OperatorStats fetches the query's full /v1/query/{id} (not pruned:
+	// larger) for its operator summaries, recorded per operator type as
+	// Stats.OperatorCPUMillis.
+	OperatorStats bool
 
 	version string
 	shapes  *shapeTracker
@@ -436,6 +441,12 @@ type queryInfo struct {
 		PeakUserMemoryReservation string `json:"peakUserMemoryReservation"`
 		ProcessedInputPositions   int64  `json:"processedInputPositions"`
 		TotalDrivers              int    `json:"totalDrivers"`
+		OperatorSummaries         []struct {
+			OperatorType string `json:"operatorType"`
+			AddInputCPU  string `json:"addInputCpu"`
+			GetOutputCPU string `json:"getOutputCpu"`
+			FinishCPU    string `json:"finishCpu"`
+		} `json:"operatorSummaries"` // empty unless fetched unpruned
 	} `json:"queryStats"`
 	ErrorCode *struct {
 		Code int    `json:"code"`
@@ -450,7 +461,10 @@ type queryInfo struct {
 // queryInfo fetches /v1/query/{id}?pruned=true, waiting (up to a few
 // seconds) for a final state when wait is set; nil on any error.
 func (r *Runner) queryInfo(ctx context.Context, id string, wait bool) *queryInfo {
-	u := strings.TrimRight(r.Server, "/") + "/v1/query/" + url.PathEscape(id) + "?pruned=true"
+	u := strings.TrimRight(r.Server, "/") + "/v1/query/" + url.PathEscape(id)
+	if !r.OperatorStats {
+		u += "?pruned=true"
+	}
 	for attempt := 0; attempt < 20; attempt++ {
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		req, err := http.NewRequestWithContext(qctx, "GET", u, nil)
@@ -503,7 +517,35 @@ func (qi *queryInfo) fill(st *Stats) {
 	if qi.State != "" {
 		st.State = qi.State
 	}
+	for _, o := range q.OperatorSummaries {
+		ms := 0.0
+		for _, d := range []string{o.AddInputCPU, o.GetOutputCPU, o.FinishCPU} {
+			ms += parseDurationFloat(d)
+		}
+		if st.OperatorCPUMillis == nil {
+			st.OperatorCPUMillis = map[string]float64{}
+		}
+		st.OperatorCPUMillis[o.OperatorType] = math.Round((st.OperatorCPUMillis[o.OperatorType]+ms)*100) / 100
+	}
 }
+
+// parseDurationFloat is parseDurationMillis without rounding; 0 if it
+// cannot parse s.
+func parseDurationFloat(s string) float64 {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i <= 0 {
+		return 0
+	}
+	v, err := strconv.ParseFloat(s[:i], 64)
+	if err != nil {
+		return 0
+	}
+	return v * durationUnits[s[i:]]
+}
+
+// durationUnits are airlift's Duration units in milliseconds.
+var durationUnits = map[string]float64{"ns": 1e-6, "us": 1e-3, "ms": 1, "s": 1e3, "m": 60e3, "h": 3600e3, "d": 86400e3}
 
 // parseDurationMillis parses an airlift Duration ("1.23s", "15.00ms",
 // "2.50m"); -1 if it cannot.
@@ -520,7 +562,7 @@ func parseDurationMillis(s string) int64 {
 	if err != nil {
 		return -1
 	}
-	unit := map[string]float64{"ns": 1e-6, "us": 1e-3, "ms": 1, "s": 1e3, "m": 60e3, "h": 3600e3, "d": 86400e3}[s[i:]]
+	unit := durationUnits[s[i:]]
 	if unit == 0 {
 		return -1
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -162,4 +163,28 @@ func TestQueryInfoFillsWhatTheFinalPageLacks(t *testing.T) {
 			t.Errorf("%+v", st)
 		}
 	})
+}
+
+// The operator summaries of an unpruned /v1/query/{id} (field names and
+// duration formats as Trino 476 sends them) sum per operator type.
+func TestQueryInfoOperatorCPU(t *testing.T) {
+	var qi queryInfo
+	body := `{"state":"FINISHED","queryStats":{"totalCpuTime":"570.00ms","operatorSummaries":[
+	 {"operatorType":"ScanFilterAndProjectOperator","addInputCpu":"0.00ns","getOutputCpu":"152.56ms","finishCpu":"0.00ns"},
+	 {"operatorType":"LookupJoinOperator","addInputCpu":"200.00ms","getOutputCpu":"35.50ms","finishCpu":"76.22us"},
+	 {"operatorType":"ScanFilterAndProjectOperator","addInputCpu":"0.00ns","getOutputCpu":"1.20s","finishCpu":"0.00ns"}]}}`
+	if err := json.Unmarshal([]byte(body), &qi); err != nil {
+		t.Fatal(err)
+	}
+	st := Stats{State: "FINISHED", CPUMillis: 570}
+	qi.fill(&st)
+	want := map[string]float64{"ScanFilterAndProjectOperator": 1352.56, "LookupJoinOperator": 235.58}
+	if len(st.OperatorCPUMillis) != 2 {
+		t.Fatalf("operator CPU %v, want %v", st.OperatorCPUMillis, want)
+	}
+	for k, v := range want {
+		if math.Abs(st.OperatorCPUMillis[k]-v) > 0.011 {
+			t.Errorf("%s: %.3f ms, want %.2f", k, st.OperatorCPUMillis[k], v)
+		}
+	}
 }

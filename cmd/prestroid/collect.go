@@ -38,6 +38,7 @@ type collectFlags struct {
 	dryRun, noPlan                        bool
 	splitOut                              string
 	storage                               string
+	operatorStats                         bool
 }
 
 func collectFlagSet(f *collectFlags) *flag.FlagSet {
@@ -61,6 +62,7 @@ func collectFlagSet(f *collectFlags) *flag.FlagSet {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the planned queries as JSON lines and exit")
 	fs.BoolVar(&f.noPlan, "no-plan", false, "do not take EXPLAIN plans")
 	fs.StringVar(&f.storage, "storage", "", "catalog of the Parquet copies made by prestroid materialize to run on (e.g. iceberg); empty: the tpch/tpcds connectors")
+	fs.BoolVar(&f.operatorStats, "operator-stats", false, "record each query's CPU time per operator type (fetches the query's full /v1/query/{id}, not pruned)")
 	fs.StringVar(&f.splitOut, "write-split", "", "write the seeded template-level 8/1/1 split to this file and exit")
 	return fs
 }
@@ -182,7 +184,7 @@ func runItems(ctx context.Context, f *collectFlags, db *sql.DB, items []collecto
 	host, _ := os.Hostname()
 	r := &collector.Runner{
 		Server: strings.TrimRight(f.server, "/"), DB: db, User: f.user, Concurrency: f.concurrency, Timeout: f.timeout,
-		Writer: w, Progress: os.Stderr, HTTP: &http.Client{Timeout: 2 * time.Minute},
+		Writer: w, Progress: os.Stderr, HTTP: &http.Client{Timeout: 2 * time.Minute}, OperatorStats: f.operatorStats,
 		Info: collector.RunInfo{Host: host, Concurrency: f.concurrency, TimeoutMs: f.timeout.Milliseconds(), Run: time.Now().UTC().Format(time.RFC3339)},
 	}
 	if !f.noPlan {
