@@ -13,7 +13,10 @@ member, which is skipped) and data/split.json, and writes:
     data/STATS.md                         counts, distributions, noise, throughput
 
 Records of noise runs (data/records/noise*.jsonl.gz, workload.rep > 0 or
-repeated keys) feed only the noise section.
+repeated keys) feed only the noise section, the operator-CPU samples
+(data/records/ops*.jsonl.gz) only the operator section. Scales are told
+apart by storage: "sf1" is the TPC connectors (v1), "iceberg/sf1" the
+Parquet copies (v2).
 """
 import collections
 import glob
@@ -54,6 +57,36 @@ def ts(s):
     return datetime.fromisoformat(s + "+00:00")
 
 
+def ds(r):
+    """A record's scale, prefixed by its storage catalog for the Parquet copies (v2)."""
+    w = r["workload"]
+    return f"{w['storage']}/{w['scale']}" if w.get("storage") else w["scale"]
+
+
+def order(s):
+    """Sort key of ds values: connectors first, then by scale factor."""
+    st, _, sc = s.rpartition("/")
+    f = 0.01 if sc == "tiny" else float(sc[2:]) if sc.startswith("sf") else 1e9
+    return (st, f)
+
+
+# Operator types by kind (collect --operator-stats: stats.operator_cpu_ms).
+OP_KINDS = [("scan", ("TableScan", "ScanFilterAndProject")),
+            ("join", ("LookupJoin", "HashBuilder", "NestedLoop", "HashSemiJoin", "SetBuilder", "DynamicFilterSource",
+                      "SpatialJoin", "JoinOperator")),
+            ("aggregation", ("Aggregation", "DistinctLimit", "MarkDistinct", "GroupId")),
+            ("sort/window/top-n", ("OrderBy", "TopN", "Window", "Merge")),
+            ("exchange/output", ("Exchange", "PartitionedOutput", "TaskOutput")),
+            ("filter/project", ("FilterAndProject",))]
+
+
+def op_kind(op):
+    for k, keys in OP_KINDS:
+        if any(x in op for x in keys):
+            return k
+    return "other"
+
+
 def quantiles(xs, qs=(0, 0.1, 0.5, 0.9, 0.99, 1)):
     xs = sorted(xs)
     return [xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] for q in qs]
@@ -61,12 +94,13 @@ def quantiles(xs, qs=(0, 0.1, 0.5, 0.9, 0.99, 1)):
 
 def main():
     files = sorted(glob.glob(os.path.join(ROOT, "records", "*.jsonl.gz")))
-    main_recs, noise_recs = [], []
+    main_recs, noise_recs, ops_recs = [], [], []
     per_file = {}
     for f in files:
         rs = list(read_records(f))
         per_file[os.path.basename(f)] = rs
-        (noise_recs if os.path.basename(f).startswith("noise") else main_recs).extend(rs)
+        b = os.path.basename(f)
+        (noise_recs if b.startswith("noise") else ops_recs if b.startswith("ops") else main_recs).extend(rs)
     split = json.load(open(os.path.join(ROOT, "split.json")))["by_template"]
     ok = [r for r in main_recs if r["status"] == "FINISHED"]
     out = []
@@ -84,8 +118,8 @@ def main():
 
     # Counts per family and scale.
     w("\n## Finished queries per family and scale\n")
-    fam = collections.Counter((r["workload"]["family"], r["workload"]["scale"]) for r in ok)
-    scales = sorted({s for _, s in fam})
+    fam = collections.Counter((r["workload"]["family"], ds(r)) for r in ok)
+    scales = sorted({s for _, s in fam}, key=order)
     w("| family | " + " | ".join(scales) + " | total |\n|---|" + "---|" * (len(scales) + 1))
     for f in sorted({f for f, _ in fam}):
         row = [fam[(f, s)] for s in scales]
@@ -105,9 +139,19 @@ def main():
           f"span {math.log10(max(q[5], 1) / max(q[0], 1)):.1f} orders of magnitude.\n")
         w("| scale | n | min ms | median ms | max ms |\n|---|---|---|---|---|")
         for s in scales:
-            xs = [r["stats"]["cpu_ms"] for r in ok if r["workload"]["scale"] == s]
+            xs = [r["stats"]["cpu_ms"] for r in ok if ds(r) == s]
             if xs:
                 w(f"| {s} | {len(xs)} | {min(xs)} | {int(statistics.median(xs))} | {max(xs)} |")
+        w("\nMedian / p90 CPU ms per family and scale (v1: the connectors, which generate rows on every scan; "
+          "v2: the Parquet copies with ANALYZE statistics):\n")
+        fams = sorted({r["workload"]["family"] for r in ok})
+        w("| scale | " + " | ".join(fams) + " |\n|---|" + "---|" * len(fams))
+        for s in scales:
+            cells = []
+            for f in fams:
+                xs = [r["stats"]["cpu_ms"] for r in ok if ds(r) == s and r["workload"]["family"] == f]
+                cells.append(f"{int(statistics.median(xs))} / {quantiles(xs)[3]}" if xs else "")
+            w(f"| {s} | " + " | ".join(cells) + " |")
     # O-T-P sizes.
     otp = [(r["plan"]["otp"]["nodes"], r["plan"]["otp"]["max_depth"], r) for r in ok if (r.get("plan") or {}).get("otp")]
     if otp:
@@ -143,7 +187,7 @@ def main():
         by_t[r["workload"]["template"]].append(r)
     for t in sorted(set(split) | set(by_t)):
         rs = by_t.get(t, [])
-        cnt = collections.Counter(r["workload"]["scale"] for r in rs)
+        cnt = collections.Counter(ds(r) for r in rs)
         med = int(statistics.median([r["stats"]["cpu_ms"] for r in rs])) if rs else ""
         mo = max([(r.get("plan") or {}).get("otp", {}).get("nodes", 0) for r in rs], default="")
         w(f"| {t} | {split.get(t, '?')} | " + " | ".join(str(cnt[s]) for s in scales) + f" | {med} | {mo} |")
@@ -163,7 +207,7 @@ def main():
             xs = [r["stats"]["cpu_ms"] for r in rs]
             if len(xs) >= 3:
                 m = statistics.mean(xs)
-                rows.append((rs[0]["workload"]["template"], rs[0]["workload"]["scale"], xs,
+                rows.append((rs[0]["workload"]["template"], ds(rs[0]), xs,
                              max(xs) / max(min(xs), 1), statistics.pstdev(xs) / m if m else 0))
         if rows:
             ratios = [x[3] for x in rows]
@@ -177,6 +221,26 @@ def main():
             w("| template | scale | CPU ms (runs 1, 2, 3) | max/min |\n|---|---|---|---|")
             for t, s, xs, ratio, _ in sorted(rows, key=lambda x: -x[3]):
                 w(f"| {t} | {s} | {', '.join(map(str, xs))} | {ratio:.2f} |")
+    # Operator CPU.
+    ops = [r for r in ops_recs + main_recs if r["status"] == "FINISHED" and (r.get("stats") or {}).get("operator_cpu_ms")]
+    if ops:
+        kinds = [k for k, _ in OP_KINDS] + ["other"]
+        tot = collections.defaultdict(collections.Counter)
+        n = collections.Counter()
+        for r in ops:
+            g = (ds(r), r["workload"]["family"])
+            for op, ms in r["stats"]["operator_cpu_ms"].items():
+                tot[g][op_kind(op)] += ms
+                tot[(ds(r), "all")][op_kind(op)] += ms
+            n[g] += 1
+            n[(ds(r), "all")] += 1
+        w("\n## Where the CPU goes (operator CPU, `collect --operator-stats`)\n")
+        w("Share of the CPU time of the sampled queries by operator kind (input + output + finish CPU of "
+          "each operator type in /v1/query's operator summaries).\n")
+        w("| scale | family | queries | " + " | ".join(kinds) + " |\n|---|---|---|" + "---|" * len(kinds))
+        for g in sorted(tot, key=lambda g: (order(g[0]), g[1])):
+            t = sum(tot[g].values()) or 1
+            w(f"| {g[0]} | {g[1]} | {n[g]} | " + " | ".join(f"{100 * tot[g][k] / t:.0f}%" for k in kinds) + " |")
     open(os.path.join(ROOT, "STATS.md"), "w").write("\n".join(out) + "\n")
 
     # Figures.
@@ -203,7 +267,7 @@ def main():
         fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
         bins = [10 ** (i / 8) for i in range(8 * 1, 8 * 6 + 1)]
         for s in scales:
-            xs = [max(r["stats"]["cpu_ms"], 10) for r in ok if r["workload"]["scale"] == s]
+            xs = [max(r["stats"]["cpu_ms"], 10) for r in ok if ds(r) == s]
             if xs:
                 ax.hist(xs, bins=bins, alpha=0.6, label=f"{s} ({len(xs)})")
         ax.set_xscale("log")
