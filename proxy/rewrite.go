@@ -55,10 +55,12 @@ type PageStats struct {
 
 // RolledUp reports whether a final page's figures include its tasks': a
 // loaded Trino can send FINISHED before the tasks' statistics are rolled
-// up, with 0 ms of CPU and of wall time after splits ran. Such a page
-// must not teach the history a free query.
+// up, with 0 ms of CPU and of wall time and 0 rows processed after splits
+// ran. Such a page must not teach the history a free query. (A tiny query
+// can take 0 ms of CPU and of wall time, but it processes its rows.)
 func (s *PageStats) RolledUp() bool {
-	return s.CPUTimeMillis > 0 || s.WallTimeMillis > 0 || (s.TotalSplits == 0 && s.CompletedSplits == 0)
+	return s.CPUTimeMillis > 0 || s.WallTimeMillis > 0 || s.ProcessedRows > 0 ||
+		(s.TotalSplits == 0 && s.CompletedSplits == 0)
 }
 
 func (s *PageStats) set(key string, v int64) {

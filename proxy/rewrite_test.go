@@ -238,6 +238,8 @@ func TestRewriterTellsAnUnrolledFinalPage(t *testing.T) {
 		{`"state":"FINISHED","cpuTimeMillis":0,"wallTimeMillis":0,"processedRows":0,"totalSplits":7,"completedSplits":7`, false},
 		{`"state":"FINISHED","cpuTimeMillis":0,"wallTimeMillis":3,"processedRows":1,"totalSplits":1,"completedSplits":1`, true},
 		{`"state":"FINISHED","cpuTimeMillis":0,"wallTimeMillis":0,"processedRows":0,"totalSplits":0,"completedSplits":0`, true},
+		// count(*) of tpch.tiny.region: 5 rows in well under a millisecond
+		{`"state":"FINISHED","cpuTimeMillis":0,"wallTimeMillis":0,"processedRows":5,"totalSplits":2,"completedSplits":2`, true},
 		{`"state":"FINISHED","cpuTimeMillis":38,"wallTimeMillis":40,"processedRows":25,"totalSplits":7,"completedSplits":7`, true},
 	} {
 		_, info := rewriteAll(t, testMapper(t), []byte(`{"id":"q1","stats":{`+c.stats+`},"warnings":[]}`), false)
