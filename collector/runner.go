@@ -520,7 +520,8 @@ func (qi *queryInfo) fill(st *Stats) {
 	for _, o := range q.OperatorSummaries {
 		ms := 0.0
 		for _, d := range []string{o.AddInputCPU, o.GetOutputCPU, o.FinishCPU} {
-			ms += parseDurationFloat(d)
+			v, _ := parseDuration(d) // 0 when unreadable
+			ms += v
 		}
 		if st.OperatorCPUMillis == nil {
 			st.OperatorCPUMillis = map[string]float64{}
@@ -529,44 +530,33 @@ func (qi *queryInfo) fill(st *Stats) {
 	}
 }
 
-// parseDurationFloat is parseDurationMillis without rounding; 0 if it
-// cannot parse s.
-func parseDurationFloat(s string) float64 {
-	s = strings.TrimSpace(s)
-	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	if i <= 0 {
-		return 0
-	}
-	v, err := strconv.ParseFloat(s[:i], 64)
-	if err != nil {
-		return 0
-	}
-	return v * durationUnits[s[i:]]
-}
-
 // durationUnits are airlift's Duration units in milliseconds.
 var durationUnits = map[string]float64{"ns": 1e-6, "us": 1e-3, "ms": 1, "s": 1e3, "m": 60e3, "h": 3600e3, "d": 86400e3}
 
-// parseDurationMillis parses an airlift Duration ("1.23s", "15.00ms",
-// "2.50m"); -1 if it cannot.
-func parseDurationMillis(s string) int64 {
+// parseDuration parses an airlift Duration ("1.23s", "15.00ms", "2.50m")
+// into milliseconds; ok is false if it cannot.
+func parseDuration(s string) (ms float64, ok bool) {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return -1
-	}
 	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	if i <= 0 {
-		return -1
+		return 0, false
 	}
 	v, err := strconv.ParseFloat(s[:i], 64)
-	if err != nil {
-		return -1
-	}
 	unit := durationUnits[s[i:]]
-	if unit == 0 {
+	if err != nil || unit == 0 {
+		return 0, false
+	}
+	return v * unit, true
+}
+
+// parseDurationMillis is parseDuration rounded to whole milliseconds; -1
+// if it cannot parse s.
+func parseDurationMillis(s string) int64 {
+	ms, ok := parseDuration(s)
+	if !ok {
 		return -1
 	}
-	return int64(v*unit + 0.5)
+	return int64(ms + 0.5)
 }
 
 // progress prints one line per finished query: count, rate, ETA, outcome.
