@@ -180,11 +180,17 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	}
 	fp := Fingerprint(sql) // once: the history's shape key and the estimate cache's key
 	var b *Basis
+	// The statement's history (Count 0: none), read once: the history
+	// stage and, before the plan, standIn.
+	var exact history.Stats
 	if s.learn != nil && kind != plan.StmtExecute { // EXECUTE's text does not say what runs
 		b = &Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}
 		b.Exact, b.Shape = historyKeys(sql, fp, h)
-		if x, ok := s.learn.get(b.Exact); ok && x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
-			e := s.historyEstimate(kind, b, x, x.Spread())
+		if x, ok := s.learn.get(b.Exact); ok {
+			exact = x
+		}
+		if exact.Count >= uint64(max(co.MinCount, 1)) && exact.Spread() <= co.MaxSpread {
+			e := s.historyEstimate(kind, b, exact, exact.Spread())
 			s.cachedPlan(e, fp, h)
 			return e, nil
 		}
@@ -221,7 +227,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 		// (other literals) and the text model; the narrower of those whose
 		// interval decides the class routes the query at once.
 		var pick *CostEstimate
-		for _, c := range []*CostEstimate{s.standIn(kind, b), text} {
+		for _, c := range []*CostEstimate{s.standIn(kind, b, exact), text} {
 			if c != nil && co.decides(c) && (pick == nil || c.Sigma < pick.Sigma) {
 				pick = c
 			}
@@ -324,34 +330,31 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 }
 
 // standIn is the pre-plan stage's history estimate (routing.explain
-// when-uncertain or never): the statement's own runs when they are too few
-// (or too spread) to answer alone, else its shape's (the same query with
-// other literals), nil when there are neither. Its Sigma shrinks the
-// observed spread toward a prior by Shrink observations (at least one):
-// MaxSpread for reruns of the statement (the run-to-run noise a trusted
-// history may have), ModelSigma for other literals (which may cost more).
-func (s *Service) standIn(kind plan.StatementKind, b *Basis) *CostEstimate {
+// when-uncertain or never): the statement's own runs (exact, as EstimateOn
+// read them) when they are too few (or too spread) to answer alone, else
+// its shape's (the same query with other literals), nil when there are
+// neither. Its Sigma shrinks the observed spread toward a prior by Shrink
+// observations (at least one): MaxSpread for reruns of the statement (the
+// run-to-run noise a trusted history may have), ModelSigma for other
+// literals (which may cost more).
+func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats) *CostEstimate {
 	if b == nil {
 		return nil
 	}
 	co := &s.opts.Cascade
-	k := max(co.Shrink, 1)
-	for i, key := range []string{b.Exact, b.Shape} {
-		st, ok := s.learn.get(key)
-		if !ok || st.Count == 0 {
-			continue
+	st, prior := exact, co.MaxSpread
+	if st.Count == 0 {
+		shape, ok := s.learn.get(b.Shape)
+		if !ok || shape.Count == 0 {
+			return nil
 		}
-		prior := co.ModelSigma
-		if i == 0 {
-			prior = co.MaxSpread
-		}
-		prior = max(prior, sigmaFloor)
-		n := float64(st.Count)
-		sigma := math.Sqrt((n*max(st.Var, 0) + k*prior*prior) / (n + k))
-		return &CostEstimate{Estimated: true, Statement: kind, Source: SourceHistory,
-			CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
+		st, prior = shape, co.ModelSigma
 	}
-	return nil
+	prior = max(prior, sigmaFloor)
+	n, k := float64(st.Count), max(co.Shrink, 1)
+	sigma := math.Sqrt((n*max(st.Var, 0) + k*prior*prior) / (n + k))
+	return &CostEstimate{Estimated: true, Statement: kind, Source: SourceHistory,
+		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
 }
 
 // cachedPlan gives an estimate made without EXPLAIN the plan of the
