@@ -120,6 +120,7 @@ type Config struct {
 	EMA         float64
 	PlanSkip    bool
 	NoEstimates bool
+	CostAnchor  bool
 
 	// CVName names the cv step's result file WORKDIR/cv_NAME.json. Empty
 	// means CVBaseline, or "N-K-Pf". CVFolds folds of train+validation

@@ -79,6 +79,9 @@ func networkArgs(cfg *Config) []string {
 	if cfg.PlanSkip {
 		args = append(args, "--plan-skip")
 	}
+	if cfg.CostAnchor {
+		args = append(args, "--cost-anchor")
+	}
 	return args
 }
 

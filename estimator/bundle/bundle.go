@@ -113,20 +113,34 @@ type Manifest struct {
 
 // Target is the normalization of the training target.
 type Target struct {
-	Transform string  `json:"transform"` // "ln_cpu_seconds_minmax"
+	Transform string  `json:"transform"` // a key of targetRanges
 	Min       float64 `json:"min"`
 	Max       float64 `json:"max"`
 }
 
+// targetRanges: the target transforms a bundle may name and the range its
+// normalized output y is clipped to. "ln_cpu_seconds_minmax" is a sigmoid
+// model's [0, 1]; "_open" is a model whose output is not bounded (the cost
+// anchor: it extrapolates to plans larger than its training set), kept
+// within half the training range beyond either end.
+var targetRanges = map[string][2]float64{
+	"ln_cpu_seconds_minmax":      {0, 1},
+	"ln_cpu_seconds_minmax_open": {-0.5, 1.5},
+}
+
 // CPUSeconds de-normalizes a model output: exp(min + y·(max − min)), y
-// clipped to [0, 1].
+// clipped to its transform's range (NaN to the bottom).
 func (t Target) CPUSeconds(y float32) float64 {
-	v := float64(y)
-	if math.IsNaN(v) || v < 0 {
-		v = 0
+	r, ok := targetRanges[t.Transform]
+	if !ok {
+		r = targetRanges["ln_cpu_seconds_minmax"]
 	}
-	if v > 1 {
-		v = 1
+	v := float64(y)
+	if math.IsNaN(v) || v < r[0] {
+		v = r[0]
+	}
+	if v > r[1] {
+		v = r[1]
 	}
 	return math.Exp(t.Min + v*(t.Max-t.Min))
 }
@@ -326,8 +340,8 @@ func (m *Manifest) validate() error {
 	if m.Pf < 1 || m.Pf > 4096 {
 		return fmt.Errorf("Pf=%d, want 1..4096", m.Pf)
 	}
-	if m.Target.Transform != "ln_cpu_seconds_minmax" {
-		return fmt.Errorf("target.transform %q, want \"ln_cpu_seconds_minmax\"", m.Target.Transform)
+	if _, ok := targetRanges[m.Target.Transform]; !ok {
+		return fmt.Errorf("target.transform %q, want \"ln_cpu_seconds_minmax\" or \"ln_cpu_seconds_minmax_open\"", m.Target.Transform)
 	}
 	if !(m.Target.Max > m.Target.Min) || math.IsInf(m.Target.Min, 0) || math.IsInf(m.Target.Max, 0) || m.Target.Max-m.Target.Min > 100 {
 		return fmt.Errorf("target min=%v max=%v, want finite min < max", m.Target.Min, m.Target.Max)

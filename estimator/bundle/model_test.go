@@ -3,6 +3,7 @@ package bundle
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -89,6 +90,18 @@ func TestTargetDenormalization(t *testing.T) {
 	}{{0, 0.010051835744633586}, {1, 1480.2998836739}, {-0.5, 0.010051835744633586}, {2, 1480.2998836739}} {
 		if got := tg.CPUSeconds(c.y); fmt.Sprintf("%.6g", got) != fmt.Sprintf("%.6g", c.want) {
 			t.Errorf("CPUSeconds(%v) = %v, want %v", c.y, got, c.want)
+		}
+	}
+	// a cost-anchored model extrapolates: up to half the training range
+	// beyond either end (ln: -4.6 - 5.95 and 7.3 + 5.95)
+	open := Target{Transform: "ln_cpu_seconds_minmax_open", Min: -4.6, Max: 7.3}
+	for _, c := range []struct {
+		y    float32
+		want float64
+	}{{1, 1480.2998836739}, {1.2, math.Exp(-4.6 + 1.2*11.9)}, {2, math.Exp(7.3 + 5.95)}, {-1, math.Exp(-4.6 - 5.95)},
+		{float32(math.NaN()), math.Exp(-4.6 - 5.95)}} {
+		if got := open.CPUSeconds(c.y); math.Abs(got/c.want-1) > 1e-5 {
+			t.Errorf("open: CPUSeconds(%v) = %v, want %v", c.y, got, c.want)
 		}
 	}
 }

@@ -148,6 +148,9 @@ func TestRefusedBundles(t *testing.T) {
 		{"an unknown format version", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m map[string]any) { m["format_version"] = 2 })
 		}, []string{"manifest.json", "format_version 2"}},
+		{"an unknown target transform", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m map[string]any) { m["target"].(map[string]any)["transform"] = "cpu_seconds" })
+		}, []string{"target.transform \"cpu_seconds\""}},
 		{"a global vector of the wrong size", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m map[string]any) { m["global_pred_vector"] = []float64{1, 2} })
 		}, []string{"global_pred_vector has 2 values"}},

@@ -13,10 +13,14 @@ from trainer.train import SubTreeFeeder, TrainConfig, export_onnx, fit, model_in
 from .test_data import EXAMPLE, _tree
 
 
-def _model(k, pf=4, n_ops=13, n_tables=5, seed=0, est=False, plan_skip=False, pool="concat"):
+ANCHOR = {"lo": -6.9, "hi": 5.1, "x_ref": 15.0, "u0": 0.3, "r0": 0.5}
+
+
+def _model(k, pf=4, n_ops=13, n_tables=5, seed=0, est=False, plan_skip=False, pool="concat", anchor=None):
     torch.manual_seed(seed)
     m = TreeCNN(ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=pf, k=k, kernels=(8, 8, 8), dense=(6, 4),
-                            est=EST if est else 0, plan=PLAN if est else 0, plan_skip=plan_skip, pool=pool))
+                            est=EST if est or anchor else 0, plan=PLAN if est or anchor else 0, plan_skip=plan_skip,
+                            pool=pool, anchor=anchor))
     return m.eval()
 
 
@@ -73,18 +77,25 @@ def _reference_forward(m, op, table, left, right, vote, pred, est=None, plan=Non
         pooled = torch.cat([sum(per_subtree[:, k] for k in range(K)),
                             torch.stack([per_subtree[:, k] for k in range(K)]).amax(0)], -1)
     z = m.head(torch.cat([pooled, plan], -1) if m.cfg.plan else pooled)
+    if m.cfg.anchor is not None:
+        a = m.cfg.anchor
+        lo, span = a["lo"], a["hi"] - a["lo"]
+        x = plan[:, :1] * 25.0
+        ln = torch.logaddexp(lo + span * z[:, :1], lo + span * z[:, 1:] + x - a["x_ref"])
+        return (ln - lo) / span
     if m.cfg.plan_skip:
         z = z + plan @ m.plan_skip.weight.t()
     return torch.sigmoid(z)
 
 
-@pytest.mark.parametrize("est,plan_skip,pool", [(False, False, "concat"), (True, False, "concat"),
-                                               (True, True, "concat"), (True, True, "sum-max")])
-def test_model_equals_the_plain_formulation(est, plan_skip, pool):
+@pytest.mark.parametrize("est,plan_skip,pool,anchor", [(False, False, "concat", None), (True, False, "concat", None),
+                                                      (True, True, "concat", None), (True, True, "sum-max", None),
+                                                      (True, False, "concat", ANCHOR)])
+def test_model_equals_the_plain_formulation(est, plan_skip, pool, anchor):
     """The flat, projection-first layers with id lookups compute the same as
     the plain one-hot, per-sub-tree formulation."""
     z = load_npz(EXAMPLE)
-    m = _model(k=9, est=est, plan_skip=plan_skip, pool=pool)
+    m = _model(k=9, est=est, plan_skip=plan_skip, pool=pool, anchor=anchor)
     if plan_skip:
         torch.nn.init.normal_(m.plan_skip.weight)     # not the zeros an untrained path might hide behind
     with torch.no_grad():
@@ -121,11 +132,12 @@ def test_padded_equals_packed(est, pool):
     torch.testing.assert_close(m(*(torch.from_numpy(p2[k]) for k in INPUTS)), y_pad, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("est,plan_skip,pool", [(False, False, "concat"), (True, False, "concat"),
-                                               (True, True, "concat"), (True, True, "sum-max")])
-def test_onnx_parity(tmp_path, est, plan_skip, pool):
+@pytest.mark.parametrize("est,plan_skip,pool,anchor", [(False, False, "concat", None), (True, False, "concat", None),
+                                                      (True, True, "concat", None), (True, True, "sum-max", None),
+                                                      (True, False, "concat", ANCHOR)])
+def test_onnx_parity(tmp_path, est, plan_skip, pool, anchor):
     z = load_npz(EXAMPLE)
-    m = _model(k=9, est=est, plan_skip=plan_skip, pool=pool)
+    m = _model(k=9, est=est, plan_skip=plan_skip, pool=pool, anchor=anchor)
     path = str(tmp_path / "m.onnx")
     export_onnx(m, z, path)
     with torch.no_grad():
@@ -139,6 +151,42 @@ def test_onnx_parity(tmp_path, est, plan_skip, pool):
     g = onnx.load(path).graph
     assert [i.name for i in g.input] == list(INPUTS if est else BASE_INPUTS) == list(model_inputs(m))
     assert [o.name for o in g.output] == ["y"]
+
+
+def test_cost_anchor_scales_with_the_plan_cost():
+    """The anchor's output rises one for one with ln Σ cpuCost once the rate
+    term dominates (a plan ten times larger costs ten times the CPU, beyond
+    the training range: no sigmoid caps it), and stays at the fixed cost
+    U when the cost is small."""
+    m = _model(k=9, anchor=ANCHOR)
+    lo, span = ANCHOR["lo"], ANCHOR["hi"] - ANCHOR["lo"]
+    z = torch.tensor([[0.0, 0.6], [0.5, -0.5]])          # rate dominates / fixed cost dominates
+    plan = torch.zeros(2, PLAN)
+    ln = lambda x: m.anchored(z, plan + torch.tensor([x / 25.0, 0, 0, 0, 0, 0]))[:, 0] * span + lo
+    big = ln(ANCHOR["x_ref"] + np.log(10)) - ln(ANCHOR["x_ref"])
+    assert abs(big[0].item() - np.log(10)) < 1e-3
+    assert abs(big[1].item()) < 1e-3
+    far = m.anchored(z, plan + torch.tensor([(ANCHOR["x_ref"] + 10) / 25.0, 0, 0, 0, 0, 0]))
+    assert far[0, 0].item() > 1.2                        # past the training maximum (1.0)
+    with pytest.raises(ValueError, match="anchor"):
+        _model(k=9, plan_skip=True, anchor=ANCHOR)
+
+
+def test_cost_anchor_starts_from_the_training_set():
+    from trainer.train import build_model, cost_anchor, target_transform
+    z = load_npz(EXAMPLE)
+    z = dict(z, plan=z["plan"].copy(), target=np.array([0.2, 0.6], np.float32))
+    z["plan"][:, 5] = 1.0
+    a = cost_anchor(z, -6.9, 5.1)
+    assert a["x_ref"] == pytest.approx(float(np.median(z["plan"][:, 0] * 25.0)), rel=1e-5)
+    assert a["r0"] == pytest.approx(0.4) and a["u0"] == pytest.approx(0.24)
+    cfg = ModelConfig(n_ops=13, n_tables=5, pf=4, k=9, kernels=(8, 8, 8), dense=(6, 4), est=EST, plan=PLAN, anchor=a)
+    m = build_model(cfg, "cpu")
+    assert m.head[-1].bias.tolist() == pytest.approx([0.24, 0.4])
+    assert target_transform(cfg) == "ln_cpu_seconds_minmax_open"
+    z["plan"][:, 5] = 0.0
+    with pytest.raises(ValueError, match="no training plan"):
+        cost_anchor(z, -6.9, 5.1)
 
 
 def test_sum_max_pool_ignores_the_order_of_sub_trees():

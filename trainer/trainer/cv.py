@@ -169,7 +169,7 @@ def run(a, defaults):
             raise ValueError(f"{W}: {len(z['target'])} tensor rows for {len(keys)} keys; rerun the tensors step")
         P = z["params"]
         y = z["target"].astype(np.float64)
-        mcfg = subtree_config(a, n_ops, n_tables, P)
+        mcfg = subtree_config(a, n_ops, n_tables, P, z, target)
 
         def fit_fold(seed, fold, tr, va):
             ztr, zva = take(z, tr), take(z, va)

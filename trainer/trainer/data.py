@@ -20,6 +20,7 @@ import numpy as np
 
 FORMAT_VERSION = 2
 EST, PLAN = 4, 6            # estimator.EstDim, estimator.PlanDim
+EST_SCALE = 25.0            # estimator.EstScale: plan[0] = ln(1 + Σ cpuCost) / EST_SCALE
 # The model's inputs, in the order of the ONNX graph (BUNDLE.md): every
 # model takes BASE_INPUTS; a model with optimizer-estimate features also
 # takes "est" and "plan".

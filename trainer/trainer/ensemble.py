@@ -142,15 +142,15 @@ def _build(bundles, ms, tmp, out, workdir, log):
         tdiff = float(np.max(np.abs(p - mean))) if len(p) else 0.0
         if tdiff > PARITY_TOL:
             raise ValueError(f"ensemble vs the members' mean on the test split: |diff| {tdiff:.2e} > {PARITY_TOL}")
-        lo, hi = m0["target"]["min"], m0["target"]["max"]
-        man["metrics"] = {"test": metrics(te["target"] * (hi - lo) + lo, denormalize(p, lo, hi), lo, hi)}
+        lo, hi, tf = m0["target"]["min"], m0["target"]["max"], m0["target"]["transform"]
+        man["metrics"] = {"test": metrics(te["target"] * (hi - lo) + lo, denormalize(p, lo, hi, transform=tf), lo, hi)}
         report.update(test_queries=int(len(p)), test_max_abs_diff_vs_member_mean=tdiff)
         t = man["metrics"]["test"]
         print(f"ensemble: test mse {t['mse']:.5f} q-error p50 {t['qerror_p50']:.2f} p95 {t['qerror_p95']:.2f} "
               f"({len(p)} queries; members: " + ", ".join(f"{(m.get('metrics') or {}).get('test', {}).get('mse', float('nan')):.5f}"
                                                  for m in ms) + ")", file=log)
         with open(os.path.join(workdir, f"predictions_test_prestroid_{m0['N']}_{m0['K']}_{m0['Pf']}_x{len(bundles)}.json"), "w") as f:
-            json.dump(dict(zip(read_keys(os.path.join(workdir, "test.keys.txt")), denormalize(p, lo, hi).tolist())), f)
+            json.dump(dict(zip(read_keys(os.path.join(workdir, "test.keys.txt")), denormalize(p, lo, hi, transform=tf).tolist())), f)
     man["ensemble_check"] = report
     swap_in_bundle(tmp, out, man)
     print(f"ensemble: bundle {man['model_id']} ({len(bundles)} members, golden |diff| {diff:.2e}) -> {out}", file=log)

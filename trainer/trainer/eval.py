@@ -188,7 +188,8 @@ def main(argv=None):
     from .train import onnx_predict
     z = load_npz(os.path.join(a.workdir, "test.npz"))
     keys = read_keys(os.path.join(a.workdir, "test.keys.txt"))
-    p = denormalize(onnx_predict(os.path.join(a.bundle, "model.onnx"), z), lo, hi)
+    p = denormalize(onnx_predict(os.path.join(a.bundle, "model.onnx"), z), lo, hi,
+                    transform=manifest["target"]["transform"])
     P = manifest
     # an ensemble bundle (prestroid ensemble) of M members: prestroid(N-K-Pf)-xM
     members = len((P.get("training") or {}).get("ensemble") or [])

@@ -12,10 +12,16 @@ def normalize(ln, lo, hi):
     return (np.asarray(ln, np.float64) - lo) / (hi - lo)
 
 
-def denormalize(y, lo, hi, clip=True):
+# The bundle's target transforms (BUNDLE.md) and the range of the
+# normalized output each keeps: a sigmoid model's [0, 1], and for a model
+# that extrapolates (a cost anchor) half the training range beyond either end.
+TRANSFORMS = {"ln_cpu_seconds_minmax": (0.0, 1.0), "ln_cpu_seconds_minmax_open": (-0.5, 1.5)}
+
+
+def denormalize(y, lo, hi, clip=True, transform="ln_cpu_seconds_minmax"):
     y = np.asarray(y, np.float64)
     if clip:
-        y = np.clip(y, 0.0, 1.0)
+        y = np.clip(y, *TRANSFORMS[transform])
     return lo + y * (hi - lo)
 
 

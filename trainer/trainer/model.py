@@ -17,6 +17,18 @@ uses neither; ModelConfig(est=0, plan=0) is the paper's network.
     (+ w·plan)   (B, 1)           with plan_skip: the plan vector also straight to the output
     sigmoid      (B, 1)           normalized ln(CPU seconds)
 
+With a cost anchor (ModelConfig.anchor) the head has two outputs instead,
+a fixed cost U and a rate R, both ln seconds, and
+
+    ln CPU = logaddexp(U, R + x - x_ref)      x = ln(1 + Σ cpuCost)
+
+"a constant plus a rate times the optimizer's cost": the network reads the
+plan's shape and the cost term carries its size, with slope 1 in x for a
+large plan, so a plan ten times the size of anything in training is
+predicted ten times the CPU instead of the largest CPU seen (a sigmoid
+cannot leave its training range). The output is the same normalized ln,
+unbounded (the bundle's transform "ln_cpu_seconds_minmax_open").
+
 A tree-conv layer is one gather per child plus matmuls (no loops over
 nodes), so the ONNX export is a plain tensor graph. The B*K sub-trees are
 one flat node array; each layer projects every node once
@@ -33,6 +45,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .data import EST_SCALE
+
 
 @dataclass
 class ModelConfig:
@@ -47,6 +61,11 @@ class ModelConfig:
     plan: int = 0                   # plan vector size (data.PLAN), 0 = none
     plan_skip: bool = False         # also a linear path from the plan vector to the output (before the sigmoid)
     pool: str = "concat"            # how the K sub-trees' pooled vectors reach the dense layers (POOLS)
+    # cost anchor: ln CPU = logaddexp(U, R + x - x_ref) with x = ln(1 + the
+    # optimizer's Σ cpuCost) and U, R two outputs of the head (ln seconds);
+    # None = the sigmoid output. A dict of floats: lo, hi (the target's
+    # min-max normalization), x_ref (a typical x of the training set).
+    anchor: dict = None
 
 
 # "concat": the paper's, K*C3 features, each tied to a sub-tree position
@@ -102,11 +121,16 @@ class TreeCNN(nn.Module):
         for width in cfg.dense:
             layers += [nn.Linear(d, width), nn.BatchNorm1d(width), nn.ReLU(), nn.Dropout(cfg.dropout)]
             d = width
-        layers += [nn.Linear(d, 1)]
+        if cfg.anchor is not None and (not cfg.plan or cfg.plan_skip):
+            raise ValueError("a cost anchor needs the plan vector and no plan skip")
+        layers += [nn.Linear(d, 2 if cfg.anchor is not None else 1)]
         self.head = nn.Sequential(*layers)
         # wide & deep: the optimizer's plan-wide cost reaches the output
         # without competing with K*C3 pooled features in the dense layers
         self.plan_skip = nn.Linear(cfg.plan, 1, bias=False) if cfg.plan and cfg.plan_skip else None
+        if cfg.anchor is not None:
+            a = cfg.anchor
+            self.register_buffer("anchor", torch.tensor([a["lo"], a["hi"] - a["lo"], a["x_ref"]], dtype=torch.float32))
 
     def features(self, op, table, pred, est=None):
         """The first layer's input x in full (one-hot form): the reference
@@ -146,9 +170,22 @@ class TreeCNN(nn.Module):
         else:
             pooled = torch.cat([pooled.sum(1), pooled.max(1).values], -1)
         z = self.head(torch.cat([pooled, plan], -1) if self.cfg.plan else pooled)
+        if self.cfg.anchor is not None:
+            return self.anchored(z, plan)
         if self.plan_skip is not None:
             z = z + self.plan_skip(plan)
         return torch.sigmoid(z)
+
+    def anchored(self, z, plan):
+        """Head outputs (B, 2) in normalized units and the plan vector ->
+        normalized logaddexp(U, R + x - x_ref), (B, 1). logaddexp by hand
+        (max + ln(1 + e^-|d|)): plain ONNX operators."""
+        lo, span, x_ref = self.anchor[0], self.anchor[1], self.anchor[2]
+        x = plan[:, :1] * EST_SCALE
+        u = lo + span * z[:, :1]
+        r = lo + span * z[:, 1:] + (x - x_ref)
+        ln = torch.maximum(u, r) + torch.log(1 + torch.exp(-torch.abs(u - r)))
+        return (ln - lo) / span
 
     def forward(self, op, table, left, right, vote, pred, est=None, plan=None):
         """Sub-tree (or padded full-tree) batch -> (B, 1) in [0, 1]. The

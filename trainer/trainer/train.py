@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import BASE_INPUTS, EST, FORMAT_VERSION, INPUTS, PLAN, load_npz, load_full, pad_full, pack_full, read_keys
+from .data import BASE_INPUTS, EST, EST_SCALE, FORMAT_VERSION, INPUTS, PLAN, load_npz, load_full, pad_full, pack_full, read_keys
 from .metrics import metrics, denormalize, clean
 from .model import POOLS, ModelConfig, TreeCNN, count_params
 
@@ -257,7 +257,33 @@ def swap_in_bundle(tmp, out, manifest):
 # ------------------------------------------------------------------ main
 
 def build_model(cfg_model, device):
-    return TreeCNN(cfg_model).to(device)
+    model = TreeCNN(cfg_model)
+    if cfg_model.anchor is not None:
+        # start from the anchor's own fit: U and R at the training set's
+        # typical fixed cost and rate, the weights (random, small) learn the rest
+        with torch.no_grad():
+            model.head[-1].bias.copy_(torch.tensor([cfg_model.anchor["u0"], cfg_model.anchor["r0"]]))
+    return model.to(device)
+
+
+def cost_anchor(z, lo, hi):
+    """The cost anchor's constants from the training tensors: x_ref, the
+    median x = ln(1 + Σ cpuCost) of plans whose costs are mostly known, and
+    the starting U (the 10th percentile of ln CPU: a fixed cost) and R (the
+    median ln CPU, the rate at x_ref), normalized."""
+    y = z["target"].astype(np.float64)
+    known = z["plan"][:, 5] > 0.5
+    x = z["plan"][:, 0].astype(np.float64) * EST_SCALE
+    if not known.any():
+        raise ValueError("cost anchor: no training plan has known cpuCost estimates")
+    return {"lo": float(lo), "hi": float(hi), "x_ref": float(np.median(x[known])),
+            "u0": float(np.percentile(y, 10)), "r0": float(np.median(y[known]))}
+
+
+def target_transform(mcfg):
+    """The bundle's target transform (BUNDLE.md): a cost-anchored model's
+    output is not bounded by a sigmoid, so it keeps a wider range."""
+    return "ln_cpu_seconds_minmax_open" if mcfg.anchor is not None else "ln_cpu_seconds_minmax"
 
 
 def read_workdir_info(workdir):
@@ -292,11 +318,16 @@ def add_training_args(ap):
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
     ap.add_argument("--no-estimates", action="store_true",
                     help="leave out the optimizer-estimate features (the paper's model)")
+    ap.add_argument("--cost-anchor", action="store_true",
+                    help="predict ln CPU = logaddexp(U, R + ln(1 + Σ cpuCost)): a fixed cost and a rate from the "
+                         "network, the size from the optimizer's cost (extrapolates to larger tables)")
 
 
 def check_training_args(ap, a):
     if not 0 <= a.ema < 1:
         ap.error(f"--ema {a.ema}: want a decay in [0, 1)")
+    if a.cost_anchor and (a.no_estimates or a.plan_skip):
+        ap.error("--cost-anchor needs the estimate features and replaces --plan-skip")
 
 
 def training_config(a, seed):
@@ -304,13 +335,16 @@ def training_config(a, seed):
                        lr_plateau=a.lr_plateau, ema=a.ema)
 
 
-def subtree_config(a, n_ops, n_tables, params):
-    """The sub-tree model's ModelConfig from the flags and the tensors' N/K/Pf."""
+def subtree_config(a, n_ops, n_tables, params, train=None, target=None):
+    """The sub-tree model's ModelConfig from the flags and the tensors'
+    N/K/Pf; with --cost-anchor, the anchor from the training tensors and the
+    target normalization."""
     est, plan = (0, 0) if a.no_estimates else (EST, PLAN)
+    anchor = cost_anchor(train, target["min"], target["max"]) if getattr(a, "cost_anchor", False) else None
     return ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=params["Pf"], k=params["K"],
                        kernels=tuple(int(x) for x in a.kernels.split(",")),
                        dense=tuple(int(x) for x in a.dense.split(",")),
-                       dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip, pool=a.pool)
+                       dropout=a.dropout, est=est, plan=plan, plan_skip=a.plan_skip, pool=a.pool, anchor=anchor)
 
 
 def main(argv=None):
@@ -351,7 +385,8 @@ def main(argv=None):
     if va is None:
         print("train: no validation queries: early stopping on the training loss", file=sys.stderr)
     P = tr["params"]
-    base = subtree_config(a, n_ops, n_tables, P)       # the full-tree models: the same with K = 1
+    base = subtree_config(a, n_ops, n_tables, P, tr, target)   # the full-tree models: the same with K = 1
+    transform = target_transform(base)
     test_keys = parts["test"][1]
     report = {"records": meta, "config": asdict(cfg), "models": {}}
     if a.full_only:
@@ -374,13 +409,13 @@ def main(argv=None):
         hist = fit(model, train_feed, val_feed, y_of(tr), y_of(va), cfg, device, name=name)
         secs = time.perf_counter() - t0
         p = predict(model, test_feed, test_feed.n, device=device)
-        m = metrics(te["target"] * (hi - lo) + lo, denormalize(p, lo, hi), lo, hi)
+        m = metrics(te["target"] * (hi - lo) + lo, denormalize(p, lo, hi, transform=transform), lo, hi)
         print(f"{name}: test mse {m['mse']:.5f} q-error p50 {m['qerror_p50']:.2f} p95 {m['qerror_p95']:.2f} "
               f"({len(hist)} epochs, {secs:.1f}s, {count_params(model)} parameters)", file=sys.stderr)
         report["models"][name] = {"test": m, "epochs": len(hist), "seconds": secs, "parameters": count_params(model),
                                   "history": hist, "kernels": list(mcfg.kernels), "dense": list(mcfg.dense)}
         with open(os.path.join(W, f"predictions_test_{name}.json"), "w") as f:
-            json.dump(dict(zip(test_keys, denormalize(p, lo, hi).tolist())), f)
+            json.dump(dict(zip(test_keys, denormalize(p, lo, hi, transform=transform).tolist())), f)
         save_report()
         return model, p, m, len(hist)
 
@@ -413,13 +448,14 @@ def main(argv=None):
             "N": P["N"], "K": P["K"], "C": P["C"], "Pf": P["Pf"],
             "slots": int(tr["op"].shape[2]),
             "tensor_format_version": FORMAT_VERSION,
-            "target": {"transform": "ln_cpu_seconds_minmax", "min": lo, "max": hi},
+            "target": {"transform": transform, "min": lo, "max": hi},
             "global_pred_vector": tinfo["global_pred_vector"],
             "training_data_sha256": meta["training_data_sha256"],
             "training": {"records": meta["usable"], "train": tinfo["counts"].get("train", 0),
                          "val": tinfo["counts"].get("val", 0), "test": tinfo["counts"].get("test", 0),
                          "epochs": epochs, "seed": cfg.seed, "device": str(device), "torch": torch.__version__,
                          "lr": cfg.lr, "lr_plateau": cfg.lr_plateau, "dropout": a.dropout, "plan_skip": a.plan_skip, "pool": a.pool,
+                         "cost_anchor": base.anchor,
                          "ema": cfg.ema,
                          "batch": cfg.batch, "kernels": list(base.kernels), "dense": list(base.dense),
                          "estimate_features": bool(base.est or base.plan),
