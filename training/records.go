@@ -32,7 +32,7 @@ type Query struct {
 	// connectors, empty for live traffic.
 	Storage string `json:"storage,omitempty"`
 	File    string `json:"file"`
-	CPUMs    int64  `json:"cpu_ms"`
+	CPUMs   int64  `json:"cpu_ms"`
 	// LnCPU is ln(CPU seconds), the unnormalized target.
 	LnCPU float64 `json:"ln_cpu_s"`
 	SQL   string  `json:"sql"`
