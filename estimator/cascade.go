@@ -225,10 +225,16 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 		}
 		// Before the plan: the statement's short history or its shape's
 		// (other literals) and the text model; the narrower of those whose
-		// interval decides the class routes the query at once.
+		// class the plan could not change routes the query at once. After
+		// the plan the model's estimate would carry the uncertainty of the
+		// model on this shape (correct).
+		sigmaAfter := co.ModelSigma
+		if b != nil && co.Explain == ExplainWhenUncertain {
+			_, sigmaAfter, _ = s.offset(keyModel, keyResidual+b.Shape[len(keyShape):], co.ModelSigma)
+		}
 		var pick *CostEstimate
 		for _, c := range []*CostEstimate{s.standIn(kind, b, exact), text} {
-			if c != nil && co.decides(c) && (pick == nil || c.Sigma < pick.Sigma) {
+			if c != nil && co.decides(c, sigmaAfter) && (pick == nil || c.Sigma < pick.Sigma) {
 				pick = c
 			}
 		}

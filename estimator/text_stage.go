@@ -268,13 +268,23 @@ func (s *Service) correctText(e *CostEstimate, b *Basis) {
 	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), max(sigma, sigmaFloor)
 }
 
-// decides reports whether the text estimate e may route the query under
-// the cascade's ExplainMode: always for ExplainNever; for
-// ExplainWhenUncertain when its interval — from the lower of its 10% and
-// (1 − ClassQuantile) quantiles to the higher of its 90% and ClassQuantile
-// quantiles, so that the quantile routing picks the class with lies
-// inside it — falls in one class of ClassBounds.
-func (co *CascadeOptions) decides(e *CostEstimate) bool {
+// decides reports whether the estimate e, made before the plan, may route
+// the query under the cascade's ExplainMode: always for ExplainNever; for
+// ExplainWhenUncertain when the plan could not change its class, that is
+//
+//   - its interval — from the lower of its 10% and (1 − ClassQuantile)
+//     quantiles to the higher of its 90% and ClassQuantile quantiles, so
+//     that the quantile routing picks the class with lies inside it —
+//     falls in one class of ClassBounds (e knows the class), or
+//   - the class the plan's estimate would be routed to is e's own for every
+//     plan estimate e finds plausible (the plan knows no better): after
+//     EXPLAIN the model's estimate m, whose own uncertainty is sigmaAfter,
+//     routes by its ClassQuantile quantile m·exp(z·sigmaAfter); m is the
+//     truth as e sees it times the model's error, e's interval widened to
+//     √(σ² + sigmaAfter²). Under a cautious quantile (0.9) a query whose
+//     interval straddles a bound but lies mostly above it goes to the
+//     upper class whatever its plan says, and is not explained for nothing.
+func (co *CascadeOptions) decides(e *CostEstimate, sigmaAfter float64) bool {
 	switch co.Explain {
 	case ExplainNever:
 		return true
@@ -286,9 +296,17 @@ func (co *CascadeOptions) decides(e *CostEstimate) bool {
 	if !(cq > 0 && cq < 1) {
 		cq = 0.9
 	}
-	lo := e.CPUSeconds * math.Exp(z(min(0.1, 1-cq))*e.Sigma)
-	hi := e.CPUSeconds * math.Exp(z(max(0.9, cq))*e.Sigma)
-	return classIndex(co.ClassBounds, lo) == classIndex(co.ClassBounds, hi)
+	zlo, zhi := z(min(0.1, 1-cq)), z(max(0.9, cq))
+	class := func(x float64) int { return classIndex(co.ClassBounds, x) }
+	if class(e.CPUSeconds*math.Exp(zlo*e.Sigma)) == class(e.CPUSeconds*math.Exp(zhi*e.Sigma)) {
+		return true
+	}
+	if !(sigmaAfter > 0) {
+		return false
+	}
+	own := class(e.CPUSeconds * math.Exp(z(cq)*e.Sigma))
+	wide, k := math.Hypot(e.Sigma, sigmaAfter), math.Exp(z(cq)*sigmaAfter)
+	return class(e.CPUSeconds*math.Exp(zlo*wide)*k) == own && class(e.CPUSeconds*math.Exp(zhi*wide)*k) == own
 }
 
 // classIndex is the class of x seconds: the first whose bound is at least

@@ -107,18 +107,46 @@ func textHi(sql string) float64       { return textQ(sql, 2) }
 // The class quantile widens the interval that must lie in one class: at
 // 0.99 an interval whose 90% end is inside the small class but whose 99%
 // end is not is explained.
+// An interval that straddles a bound is not explained when the plan could
+// not change its class: after EXPLAIN the model's estimate (with its own
+// uncertainty) would be routed by its 0.9 quantile to the same class for
+// every value the interval finds plausible.
+func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
+	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: []float64{1}, ClassQuantile: 0.9}
+	for _, c := range []struct {
+		secs, sigma, after float64
+		want               bool
+	}{
+		{1.6, 0.5, 0.3, true},  // 10–90%: 0.84–3.0 s; the plan's 0.9 quantile ≥ 1.1 s at the low end: the large class either way
+		{1.6, 0.5, 0, false},   // no model uncertainty known: the interval straddles, explain
+		{1.1, 0.5, 0.3, false}, // the plan could place it small
+		{0.7, 0.5, 0.3, false}, // routed large by its own 0.9 quantile (1.33 s), but the plan could place it small
+		{0.5, 0.5, 0.3, true},  // 0.26–0.95 s: in the small class
+		{8, 2, 0.3, false},     // too wide: 0.6–103 s
+	} {
+		e := &CostEstimate{CPUSeconds: c.secs, Sigma: c.sigma}
+		if got := co.decides(e, c.after); got != c.want {
+			t.Errorf("%.1f s, σ %.1f, σ after %.1f: decides = %v, want %v", c.secs, c.sigma, c.after, got, c.want)
+		}
+	}
+	co.ClassQuantile = 0.5 // routed by the median: the plan's estimate is not lifted, so it could go small
+	if co.decides(&CostEstimate{CPUSeconds: 1.6, Sigma: 0.5}, 0.3) {
+		t.Error("at the 0.5 quantile the plan could place 1.6 s (σ 0.5) small: it must be explained")
+	}
+}
+
 func TestTextStageCoversTheClassQuantile(t *testing.T) {
 	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: classes, ClassQuantile: 0.9}
 	e := &CostEstimate{CPUSeconds: 0.3, Sigma: math.Log(0.9/0.3) / 1.2816} // 90%: 0.9 s, 99%: 1.6 s
-	if !co.decides(e) {
+	if !co.decides(e, 0) {
 		t.Fatal("at the 0.9 quantile the interval lies in the small class")
 	}
 	co.ClassQuantile = 0.99
-	if co.decides(e) {
+	if co.decides(e, 0) {
 		t.Fatal("at the 0.99 quantile the interval reaches the medium class: it must be explained")
 	}
 	co.ClassBounds = nil
-	if !co.decides(e) {
+	if !co.decides(e, 0) {
 		t.Fatal("without classes every interval lies in one class")
 	}
 }
