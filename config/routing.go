@@ -74,7 +74,9 @@ type Routing struct {
 	// path (the estimate cascade's text stage, issue 17 item 6): "always"
 	// (every statement the history cannot answer is explained before it is
 	// sent), "when-uncertain" (the text stage's interval, from the SQL text
-	// and session alone, routes at once when it lies inside one class; the
+	// and session alone, routes at once when it lies inside one class or
+	// when the plan's estimate could not move the query to another class
+	// under the class quantile; the
 	// EXPLAIN and the model then run in the background for the feedback
 	// record and the history) or "never" (the text stage answers whenever
 	// the bundle has one). Empty means DefaultExplain.
