@@ -134,7 +134,8 @@ def test_padded_equals_packed(est, pool):
 
 @pytest.mark.parametrize("est,plan_skip,pool,anchor", [(False, False, "concat", None), (True, False, "concat", None),
                                                       (True, True, "concat", None), (True, True, "sum-max", None),
-                                                      (True, False, "concat", ANCHOR)])
+                                                      (True, False, "concat", ANCHOR),
+                                                      (True, False, "concat", dict(ANCHOR, scale_free=True))])
 def test_onnx_parity(tmp_path, est, plan_skip, pool, anchor):
     z = load_npz(EXAMPLE)
     m = _model(k=9, est=est, plan_skip=plan_skip, pool=pool, anchor=anchor)
@@ -266,3 +267,28 @@ def test_lr_plateau_halves_the_rate_when_validation_stalls():
             assert all(b in (a, a / 2) for a, b in zip(lrs, lrs[1:]))
         else:
             assert set(lrs) == {1e-2}
+
+
+def test_scale_free_anchor_sees_a_larger_database_alike():
+    """Under a scale-free anchor, every estimate ten times larger (ln + ln 10
+    where known) gives the network the same input: only the anchor moves."""
+    z = load_npz(EXAMPLE)
+    m = _model(k=9, anchor=dict(ANCHOR, scale_free=True))
+    est, plan = torch.from_numpy(z["est"]).clone(), torch.from_numpy(z["plan"]).clone()
+    plan[:, 0] = plan[:, 0].clamp(min=0.3)                 # a known cost for every query
+    d = float(np.log(10) / 25.0)
+    big_est = est.clone()
+    big_est[..., 1:4] += d * (est[..., :1] > 0)
+    big_plan = plan.clone()
+    big_plan[:, :4] += d * (plan[:, :4] > 0)
+    B = plan.shape[0]
+    a = m.scale_free(est, plan, plan.reshape(B, 1, 1, -1))
+    b = m.scale_free(big_est, big_plan, big_plan.reshape(B, 1, 1, -1))
+    torch.testing.assert_close(a[0], b[0])
+    torch.testing.assert_close(a[1], b[1])
+    inputs = lambda e, p: tuple(torch.from_numpy(np.ascontiguousarray(z[k])) for k in BASE_INPUTS) + (e, p)
+    with torch.no_grad():
+        y, y10 = m(*inputs(est, plan)), m(*inputs(big_est, big_plan))
+    span = ANCHOR["hi"] - ANCHOR["lo"]
+    up = (y10 - y) * span                                  # ln CPU: between 0 (fixed cost) and ln 10 (rate)
+    assert ((up >= -1e-5) & (up <= np.log(10) + 1e-5)).all()

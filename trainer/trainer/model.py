@@ -163,18 +163,40 @@ class TreeCNN(nn.Module):
             x = self.drop(conv.combine(x @ conv.weight(), li, ri, keep))
         return x * vote.reshape(-1, 1)
 
-    def output(self, pooled, plan):
-        """Pooled sub-tree features (B, K, C3) and the plan vector -> (B, 1)."""
+    def output(self, pooled, plan, raw_plan=None):
+        """Pooled sub-tree features (B, K, C3) and the plan vector -> (B, 1);
+        a scale-free anchored model reads plan in the head and anchors on
+        raw_plan."""
         if self.cfg.pool == "concat":
             pooled = pooled.reshape(pooled.shape[0], -1)
         else:
             pooled = torch.cat([pooled.sum(1), pooled.max(1).values], -1)
         z = self.head(torch.cat([pooled, plan], -1) if self.cfg.plan else pooled)
         if self.cfg.anchor is not None:
-            return self.anchored(z, plan)
+            return self.anchored(z, plan if raw_plan is None else raw_plan)
         if self.plan_skip is not None:
             z = z + self.plan_skip(plan)
         return torch.sigmoid(z)
+
+    def scale_free(self, est, plan, node_plan):
+        """The network's view of the estimates under a scale-free anchor:
+        only ratios, so that multiplying every row, byte and cost estimate
+        by ten (a ten times larger database) leaves the network's input as
+        it was and the size reaches the output through the anchor alone.
+        est (..., 4) [known, ln rows, ln bytes, ln cpuCost] -> [known,
+        ln rows - ln max rows, ln bytes - ln rows, ln cpuCost - ln Σ
+        cpuCost]; plan (B, 6) [ln Σ cpu, ln max cpu, ln Σ net, ln max rows,
+        nodes, known share] -> [0, ln max cpu - ln Σ cpu, ln Σ net - ln Σ cpu,
+        ln max rows - ln Σ cpu, nodes, known share] (a ratio only where both
+        sides are known); node_plan is plan broadcast to est's nodes."""
+        known = est[..., :1]
+        rows, by, cpu = est[..., 1:2], est[..., 2:3], est[..., 3:4]
+        e = torch.cat([known, (rows - node_plan[..., 3:4]) * known, (by - rows) * known,
+                       (cpu - node_plan[..., 0:1]) * known], -1)
+        has = (plan[:, 0:1] > 0).to(plan.dtype)
+        ratio = lambda i: (plan[:, i:i + 1] - plan[:, 0:1]) * has * (plan[:, i:i + 1] > 0).to(plan.dtype)
+        p = torch.cat([torch.zeros_like(plan[:, :1]), ratio(1), ratio(2), ratio(3), plan[:, 4:]], -1)
+        return e, p
 
     def anchored(self, z, plan):
         """Head outputs (B, 2) in normalized units and the plan vector ->
@@ -194,6 +216,9 @@ class TreeCNN(nn.Module):
         its zero "no node"."""
         B, K, S = op.shape
         T = B * K
+        raw_plan = plan
+        if self.cfg.anchor is not None and self.cfg.anchor.get("scale_free"):
+            est, plan = self.scale_free(est, plan, plan.reshape(B, 1, 1, -1))
         proj = self.input_projection(op, table, pred, est).reshape(T * S, -1)
         base = (torch.arange(T, device=op.device) * S).unsqueeze(1)
         li = (left.long().reshape(T, S) + base).reshape(-1)
@@ -201,19 +226,22 @@ class TreeCNN(nn.Module):
         keep = (torch.arange(S, device=op.device) > 0).to(proj.dtype).repeat(T).unsqueeze(1)
         h = self.convolve(proj, li, ri, keep, vote)
         pooled = h.reshape(B, K, S, -1).max(dim=2).values   # ReLU outputs: masked zeros never win
-        return self.output(pooled, plan)
+        return self.output(pooled, plan, raw_plan)
 
     def forward_packed(self, op, table, left, right, vote, pred, est, plan, tree, batch_size):
         """Packed full trees: one flat node array (T,) with the shared zero
         slot 0, children as flat positions, and the query index of each node
         -> (B, 1)."""
+        raw_plan = plan
+        if self.cfg.anchor is not None and self.cfg.anchor.get("scale_free"):
+            est, plan = self.scale_free(est, plan, plan[tree])
         proj = self.input_projection(op, table, pred, est)               # (T, 3*C1)
         keep = (torch.arange(op.shape[0], device=op.device) > 0).to(proj.dtype).unsqueeze(1)
         h = self.convolve(proj, left.long(), right.long(), keep, vote)
         pooled = torch.zeros(batch_size, h.shape[-1], device=h.device, dtype=h.dtype)
         idx = tree.unsqueeze(-1).expand(-1, h.shape[-1])
         pooled = pooled.scatter_reduce(0, idx[1:], h[1:], reduce="amax", include_self=True)
-        return self.output(pooled.unsqueeze(1), plan)
+        return self.output(pooled.unsqueeze(1), plan, raw_plan)
 
 
 def count_params(model):

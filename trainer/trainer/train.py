@@ -318,6 +318,9 @@ def add_training_args(ap):
     ap.add_argument("--threads", type=int, default=2, help="CPU threads for torch")
     ap.add_argument("--no-estimates", action="store_true",
                     help="leave out the optimizer-estimate features (the paper's model)")
+    ap.add_argument("--scale-free", action="store_true",
+                    help="with --cost-anchor: the network reads only ratios of the optimizer's estimates, the size "
+                         "reaches the output through the anchor alone")
     ap.add_argument("--cost-anchor", action="store_true",
                     help="predict ln CPU = logaddexp(U, R + ln(1 + Σ cpuCost)): a fixed cost and a rate from the "
                          "network, the size from the optimizer's cost (extrapolates to larger tables)")
@@ -341,6 +344,8 @@ def subtree_config(a, n_ops, n_tables, params, train=None, target=None):
     target normalization."""
     est, plan = (0, 0) if a.no_estimates else (EST, PLAN)
     anchor = cost_anchor(train, target["min"], target["max"]) if getattr(a, "cost_anchor", False) else None
+    if anchor is not None and getattr(a, "scale_free", False):
+        anchor["scale_free"] = True
     return ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=params["Pf"], k=params["K"],
                        kernels=tuple(int(x) for x in a.kernels.split(",")),
                        dense=tuple(int(x) for x in a.dense.split(",")),
