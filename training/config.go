@@ -121,6 +121,7 @@ type Config struct {
 	PlanSkip    bool
 	NoEstimates bool
 	CostAnchor  bool
+	ScaleFree   bool
 
 	// CVName names the cv step's result file WORKDIR/cv_NAME.json. Empty
 	// means CVBaseline, or "N-K-Pf". CVFolds folds of train+validation

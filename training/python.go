@@ -82,6 +82,9 @@ func networkArgs(cfg *Config) []string {
 	if cfg.CostAnchor {
 		args = append(args, "--cost-anchor")
 	}
+	if cfg.ScaleFree {
+		args = append(args, "--scale-free")
+	}
 	return args
 }
 

@@ -331,6 +331,8 @@ def check_training_args(ap, a):
         ap.error(f"--ema {a.ema}: want a decay in [0, 1)")
     if a.cost_anchor and (a.no_estimates or a.plan_skip):
         ap.error("--cost-anchor needs the estimate features and replaces --plan-skip")
+    if a.scale_free and not a.cost_anchor:
+        ap.error("--scale-free needs --cost-anchor (without it the network would not see the size at all)")
 
 
 def training_config(a, seed):
