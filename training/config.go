@@ -122,6 +122,7 @@ type Config struct {
 	NoEstimates bool
 	CostAnchor  bool
 	ScaleFree   bool
+	AnchorSlope bool
 
 	// CVName names the cv step's result file WORKDIR/cv_NAME.json. Empty
 	// means CVBaseline, or "N-K-Pf". CVFolds folds of train+validation

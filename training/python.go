@@ -85,6 +85,9 @@ func networkArgs(cfg *Config) []string {
 	if cfg.ScaleFree {
 		args = append(args, "--scale-free")
 	}
+	if cfg.AnchorSlope {
+		args = append(args, "--anchor-slope")
+	}
 	return args
 }
 

@@ -264,11 +264,11 @@ func TestCVNameMustBeAFileNamePart(t *testing.T) {
 
 func TestNetworkArgsCarryEveryNetworkSetting(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.NoEstimates, cfg.PlanSkip, cfg.CostAnchor, cfg.ScaleFree, cfg.EMA = true, true, true, true, 0.995
+	cfg.NoEstimates, cfg.PlanSkip, cfg.CostAnchor, cfg.ScaleFree, cfg.AnchorSlope, cfg.EMA = true, true, true, true, true, 0.995
 	got := strings.Join(networkArgs(&cfg), " ")
 	for _, want := range []string{"--epochs 200", "--patience 25", "--device auto", "--threads 2", "--lr 0.0001",
 		"--batch 64", "--kernels 128,128,128", "--dense 32,8", "--pool concat", "--ema 0.995", "--lr-plateau 0",
-		"--dropout 0.1", "--no-estimates", "--plan-skip", "--cost-anchor", "--scale-free"} {
+		"--dropout 0.1", "--no-estimates", "--plan-skip", "--cost-anchor", "--scale-free", "--anchor-slope"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("networkArgs = %q, lacks %q", got, want)
 		}

@@ -69,6 +69,7 @@ func trainFlagSet(c *training.Config, data *multiFlag, steps *string) *flag.Flag
 	fs.BoolVar(&c.PlanSkip, "plan-skip", d.PlanSkip, "add a linear path from the plan vector (the optimizer's plan-wide estimates) straight to the output")
 	fs.BoolVar(&c.CostAnchor, "cost-anchor", d.CostAnchor, "predict ln CPU = logaddexp(U, R + ln(1 + Σ cpuCost)): a fixed cost and a rate from the network, the size from the optimizer's cost, so a plan ten times larger than any in training is predicted ten times the CPU (replaces --plan-skip)")
 	fs.BoolVar(&c.ScaleFree, "scale-free", d.ScaleFree, "with --cost-anchor: the network reads only ratios of the optimizer's estimates (rows to the plan's largest, bytes per row, cost to the plan's total), so that the database's size reaches the output through the anchor alone")
+	fs.BoolVar(&c.AnchorSlope, "anchor-slope", d.AnchorSlope, "with --cost-anchor: the network also gives each plan its own slope in ln cost (0.25 to 1.5; else 1)")
 	fs.StringVar(&c.Pool, "pool", d.Pool, "how the K sub-trees reach the dense layers: concat (the paper's: one block per sub-tree position) or sum-max (their sum and maximum: order-free)")
 	fs.Float64Var(&c.EMA, "ema", d.EMA, "validate and keep an exponential moving average of the weights, this decay per step (e.g. 0.995; 0: off)")
 	fs.IntVar(&c.Batch, "batch", d.Batch, "batch size")

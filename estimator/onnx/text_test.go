@@ -1,14 +1,20 @@
 package onnx
 
 import (
+	"context"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/history"
+	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/models"
 )
 
@@ -135,6 +141,34 @@ FROM lineitem WHERE l_shipdate <= DATE '1998-12-01' - INTERVAL '90' DAY GROUP BY
 	for b.Loop() {
 		if _, _, _, err := m.TextQuantiles(sql, ctx); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTextDecision is a statement's whole hot path under
+// routing.explain: when-uncertain when the text stage decides: history
+// keys, the statement's and shape's history, the text model, its learned
+// offset and the class check (a TPC-DS query of 2 KB; the background
+// EXPLAIN is refused by an unreachable planner, off the timed path).
+func BenchmarkTextDecision(b *testing.B) {
+	rt := runtime(b)
+	m := loadFixture(b, rt, copyDefault(b))
+	sql, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "workloads", "tpcds", "q03.sql"))
+	if err != nil {
+		b.Skip(err)
+	}
+	co := estimator.CascadeOptions{Explain: estimator.ExplainWhenUncertain, ClassBounds: []float64{100}, ClassQuantile: 0.9,
+		ModelSigma: 1, MaxSpread: 0.5, Shrink: 1, MinCount: 2}
+	svc := estimator.NewService(m, estimator.ServiceOptions{Explain: &plan.ExplainClient{}, ExplainTimeout: time.Millisecond,
+		History: history.NewMemory(1000), Cascade: co})
+	defer svc.Close()
+	h := http.Header{"X-Trino-User": {"bench"}, "X-Trino-Catalog": {"tpcds"}, "X-Trino-Schema": {"tiny"}}
+	planners := []string{"http://127.0.0.1:1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := svc.EstimateOn(context.Background(), planners, string(sql), h)
+		if err != nil || e.Source != estimator.SourceText {
+			b.Fatalf("%v %+v", err, e)
 		}
 	}
 }

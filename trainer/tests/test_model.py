@@ -135,7 +135,8 @@ def test_padded_equals_packed(est, pool):
 @pytest.mark.parametrize("est,plan_skip,pool,anchor", [(False, False, "concat", None), (True, False, "concat", None),
                                                       (True, True, "concat", None), (True, True, "sum-max", None),
                                                       (True, False, "concat", ANCHOR),
-                                                      (True, False, "concat", dict(ANCHOR, scale_free=True))])
+                                                      (True, False, "concat", dict(ANCHOR, scale_free=True)),
+                                                      (True, False, "concat", dict(ANCHOR, scale_free=True, slope=True))])
 def test_onnx_parity(tmp_path, est, plan_skip, pool, anchor):
     z = load_npz(EXAMPLE)
     m = _model(k=9, est=est, plan_skip=plan_skip, pool=pool, anchor=anchor)
@@ -292,3 +293,18 @@ def test_scale_free_anchor_sees_a_larger_database_alike():
     span = ANCHOR["hi"] - ANCHOR["lo"]
     up = (y10 - y) * span                                  # ln CPU: between 0 (fixed cost) and ln 10 (rate)
     assert ((up >= -1e-5) & (up <= np.log(10) + 1e-5)).all()
+
+
+def test_anchor_slope_is_the_plans_own():
+    """With anchor["slope"] the third head output sets the plan's slope in
+    ln cost, within SLOPES: a plan whose rate dominates grows by slope * ln 10
+    for ten times the cost."""
+    from trainer.model import SLOPES
+    m = _model(k=9, anchor=dict(ANCHOR, slope=True))
+    lo, span = ANCHOR["lo"], ANCHOR["hi"] - ANCHOR["lo"]
+    plan = torch.zeros(3, PLAN)
+    z = torch.tensor([[-0.5, 0.6, -30.0], [-0.5, 0.6, 30.0], [-0.5, 0.6, 0.0]])
+    ln = lambda x: m.anchored(z, plan + torch.tensor([x / 25.0, 0, 0, 0, 0, 0]))[:, 0] * span + lo
+    up = (ln(ANCHOR["x_ref"] + np.log(10)) - ln(ANCHOR["x_ref"])) / np.log(10)
+    mid = SLOPES[0] + (SLOPES[1] - SLOPES[0]) / 2
+    assert up.tolist() == pytest.approx([SLOPES[0], SLOPES[1], mid], abs=1e-3)

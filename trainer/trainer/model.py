@@ -68,6 +68,10 @@ class ModelConfig:
     anchor: dict = None
 
 
+# The range of a plan's slope in ln cost with anchor["slope"]: the CPU of a
+# plan grows at most 1.5 times as fast as its cost in ln, at least 0.25 times.
+SLOPES = (0.25, 1.5)
+
 # "concat": the paper's, K*C3 features, each tied to a sub-tree position
 # (the k-th sub-tree in breadth-first order); "sum-max": the sum and the
 # maximum over the K sub-trees, 2*C3 features that do not depend on the
@@ -123,7 +127,8 @@ class TreeCNN(nn.Module):
             d = width
         if cfg.anchor is not None and (not cfg.plan or cfg.plan_skip):
             raise ValueError("a cost anchor needs the plan vector and no plan skip")
-        layers += [nn.Linear(d, 2 if cfg.anchor is not None else 1)]
+        outs = 1 if cfg.anchor is None else (3 if cfg.anchor.get("slope") else 2)
+        layers += [nn.Linear(d, outs)]
         self.head = nn.Sequential(*layers)
         # wide & deep: the optimizer's plan-wide cost reaches the output
         # without competing with K*C3 pooled features in the dense layers
@@ -205,7 +210,10 @@ class TreeCNN(nn.Module):
         lo, span, x_ref = self.anchor[0], self.anchor[1], self.anchor[2]
         x = plan[:, :1] * EST_SCALE
         u = lo + span * z[:, :1]
-        r = lo + span * z[:, 1:] + (x - x_ref)
+        slope = 1.0
+        if z.shape[1] == 3:         # the plan's own slope in its cost, SLOPES[0]..SLOPES[1]
+            slope = SLOPES[0] + (SLOPES[1] - SLOPES[0]) * torch.sigmoid(z[:, 2:3])
+        r = lo + span * z[:, 1:2] + slope * (x - x_ref)
         ln = torch.maximum(u, r) + torch.log(1 + torch.exp(-torch.abs(u - r)))
         return (ln - lo) / span
 

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from .data import BASE_INPUTS, EST, EST_SCALE, FORMAT_VERSION, INPUTS, PLAN, load_npz, load_full, pad_full, pack_full, read_keys
 from .metrics import metrics, denormalize, clean
-from .model import POOLS, ModelConfig, TreeCNN, count_params
+from .model import POOLS, SLOPES, ModelConfig, TreeCNN, count_params
 
 GOLDEN_CASES = 8
 PARITY_TOL = 1e-5
@@ -262,7 +262,11 @@ def build_model(cfg_model, device):
         # start from the anchor's own fit: U and R at the training set's
         # typical fixed cost and rate, the weights (random, small) learn the rest
         with torch.no_grad():
-            model.head[-1].bias.copy_(torch.tensor([cfg_model.anchor["u0"], cfg_model.anchor["r0"]]))
+            b = [cfg_model.anchor["u0"], cfg_model.anchor["r0"]]
+            if cfg_model.anchor.get("slope"):       # slope 1 to start
+                lo, hi = SLOPES
+                b.append(float(np.log((1 - lo) / (hi - 1))))
+            model.head[-1].bias.copy_(torch.tensor(b))
     return model.to(device)
 
 
@@ -321,6 +325,8 @@ def add_training_args(ap):
     ap.add_argument("--scale-free", action="store_true",
                     help="with --cost-anchor: the network reads only ratios of the optimizer's estimates, the size "
                          "reaches the output through the anchor alone")
+    ap.add_argument("--anchor-slope", action="store_true",
+                    help="with --cost-anchor: the network also gives each plan its slope in ln cost (0.25-1.5; else 1)")
     ap.add_argument("--cost-anchor", action="store_true",
                     help="predict ln CPU = logaddexp(U, R + ln(1 + Σ cpuCost)): a fixed cost and a rate from the "
                          "network, the size from the optimizer's cost (extrapolates to larger tables)")
@@ -331,8 +337,8 @@ def check_training_args(ap, a):
         ap.error(f"--ema {a.ema}: want a decay in [0, 1)")
     if a.cost_anchor and (a.no_estimates or a.plan_skip):
         ap.error("--cost-anchor needs the estimate features and replaces --plan-skip")
-    if a.scale_free and not a.cost_anchor:
-        ap.error("--scale-free needs --cost-anchor (without it the network would not see the size at all)")
+    if (a.scale_free or a.anchor_slope) and not a.cost_anchor:
+        ap.error("--scale-free and --anchor-slope need --cost-anchor")
 
 
 def training_config(a, seed):
@@ -348,6 +354,8 @@ def subtree_config(a, n_ops, n_tables, params, train=None, target=None):
     anchor = cost_anchor(train, target["min"], target["max"]) if getattr(a, "cost_anchor", False) else None
     if anchor is not None and getattr(a, "scale_free", False):
         anchor["scale_free"] = True
+    if anchor is not None and getattr(a, "anchor_slope", False):
+        anchor["slope"] = True
     return ModelConfig(n_ops=n_ops, n_tables=n_tables, pf=params["Pf"], k=params["K"],
                        kernels=tuple(int(x) for x in a.kernels.split(",")),
                        dense=tuple(int(x) for x in a.dense.split(",")),
