@@ -27,7 +27,10 @@ plan's shape and the cost term carries its size, with slope 1 in x for a
 large plan, so a plan ten times the size of anything in training is
 predicted ten times the CPU instead of the largest CPU seen (a sigmoid
 cannot leave its training range). The output is the same normalized ln,
-unbounded (the bundle's transform "ln_cpu_seconds_minmax_open").
+unbounded (the bundle's transform "ln_cpu_seconds_minmax_open"). Scale-free
+(anchor["scale_free"]), the network sees only ratios of the estimates, so
+that the size reaches the output through x alone (models/README.md, "The
+cost anchor").
 
 A tree-conv layer is one gather per child plus matmuls (no loops over
 nodes), so the ONNX export is a plain tensor graph. The B*K sub-trees are
@@ -63,8 +66,11 @@ class ModelConfig:
     pool: str = "concat"            # how the K sub-trees' pooled vectors reach the dense layers (POOLS)
     # cost anchor: ln CPU = logaddexp(U, R + x - x_ref) with x = ln(1 + the
     # optimizer's Σ cpuCost) and U, R two outputs of the head (ln seconds);
-    # None = the sigmoid output. A dict of floats: lo, hi (the target's
-    # min-max normalization), x_ref (a typical x of the training set).
+    # None = the sigmoid output. A dict: lo, hi (the target's min-max
+    # normalization), x_ref (a typical x of the training set), u0, r0 (the
+    # head's starting biases, train.cost_anchor); scale_free (the network
+    # reads only ratios of the estimates: TreeCNN.scale_free), slope (a
+    # third head output: the plan's own slope in x, within SLOPES).
     anchor: dict = None
 
 
