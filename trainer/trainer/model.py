@@ -217,7 +217,7 @@ class TreeCNN(nn.Module):
         x = plan[:, :1] * EST_SCALE
         u = lo + span * z[:, :1]
         slope = 1.0
-        if z.shape[1] == 3:         # the plan's own slope in its cost, SLOPES[0]..SLOPES[1]
+        if self.cfg.anchor.get("slope"):    # the plan's own slope in its cost, SLOPES[0]..SLOPES[1]
             slope = SLOPES[0] + (SLOPES[1] - SLOPES[0]) * torch.sigmoid(z[:, 2:3])
         r = lo + span * z[:, 1:2] + slope * (x - x_ref)
         ln = torch.maximum(u, r) + torch.log(1 + torch.exp(-torch.abs(u - r)))
