@@ -226,15 +226,22 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 		// Before the plan: the statement's short history or its shape's
 		// (other literals) and the text model; the narrower of those whose
 		// class the plan could not change routes the query at once. After
-		// the plan the model's estimate would carry the uncertainty of the
-		// model on this shape (correct).
-		sigmaAfter := co.ModelSigma
-		if b != nil && co.Explain == ExplainWhenUncertain {
-			_, sigmaAfter, _ = s.offset(keyModel, keyResidual+b.Shape[len(keyShape):], co.ModelSigma)
+		// the plan the model's estimate would carry the model's uncertainty
+		// on this shape (correct), read from the history only when an
+		// interval straddles a bound.
+		sigmaAfter := math.NaN()
+		after := func() float64 {
+			if math.IsNaN(sigmaAfter) {
+				sigmaAfter = co.ModelSigma
+				if b != nil {
+					_, sigmaAfter, _ = s.modelOffset(b)
+				}
+			}
+			return sigmaAfter
 		}
 		var pick *CostEstimate
 		for _, c := range []*CostEstimate{s.standIn(kind, b, exact), text} {
-			if c != nil && co.decides(c, sigmaAfter) && (pick == nil || c.Sigma < pick.Sigma) {
+			if c != nil && co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
 				pick = c
 			}
 		}
@@ -412,13 +419,22 @@ func (s *Service) correct(e *CostEstimate, b *Basis) {
 	}
 	lnRaw := math.Log(e.CPUSeconds)
 	b.LnModel = lnRaw
-	off, sigma, shaped := s.offset(keyModel, keyResidual+b.Shape[len(keyShape):], co.ModelSigma)
+	off, sigma, shaped := s.modelOffset(b)
 	if shaped {
 		e.Source = SourceModelResidual
 	}
 	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), sigma
 	b.Source = e.Source
 }
+
+// modelOffset is offset for the plan model's estimates of b's shape.
+func (s *Service) modelOffset(b *Basis) (off, sigma float64, shaped bool) {
+	return s.offset(keyModel, shapeKey(keyResidual, b.Shape), s.opts.Cascade.ModelSigma)
+}
+
+// shapeKey is the history key of a shape (its keyShape key) under
+// another per-shape prefix (keyResidual, keyTextRes).
+func shapeKey(prefix, shape string) string { return prefix + shape[len(keyShape):] }
 
 // offset is the learned correction of a stage's ln estimate: the global
 // offset under key global (shrunk toward 0, and 0 while it is within two
@@ -647,11 +663,11 @@ func (l *learner) write(batch []observation) {
 		add(b.Exact, y)
 		add(b.Shape, y)
 		if !math.IsNaN(b.LnModel) {
-			add(keyResidual+b.Shape[len(keyShape):], y-b.LnModel)
+			add(shapeKey(keyResidual, b.Shape), y-b.LnModel)
 			add(keyModel, y-b.LnModel)
 		}
 		if !math.IsNaN(b.LnText) {
-			add(keyTextRes+b.Shape[len(keyShape):], y-b.LnText)
+			add(shapeKey(keyTextRes, b.Shape), y-b.LnText)
 			add(keyText, y-b.LnText)
 		}
 		if !math.IsNaN(b.LnCost) {

@@ -261,7 +261,7 @@ func (s *Service) correctText(e *CostEstimate, b *Basis) {
 	}
 	lnRaw, sigma0 := math.Log(e.CPUSeconds), e.Sigma
 	b.LnText = lnRaw
-	off, sigma, shaped := s.offset(keyText, keyTextRes+b.Shape[len(keyShape):], sigma0)
+	off, sigma, shaped := s.offset(keyText, shapeKey(keyTextRes, b.Shape), sigma0)
 	if !shaped {
 		sigma = max(sigma, sigma0)
 	}
@@ -278,13 +278,14 @@ func (s *Service) correctText(e *CostEstimate, b *Basis) {
 //     falls in one class of ClassBounds (e knows the class), or
 //   - the class the plan's estimate would be routed to is e's own for every
 //     plan estimate e finds plausible (the plan knows no better): after
-//     EXPLAIN the model's estimate m, whose own uncertainty is sigmaAfter,
+//     EXPLAIN the model's estimate m, whose own uncertainty is sigmaAfter()
+//     (called only when the interval straddles a bound),
 //     routes by its ClassQuantile quantile m·exp(z·sigmaAfter); m is the
 //     truth as e sees it times the model's error, e's interval widened to
 //     √(σ² + sigmaAfter²). Under a cautious quantile (0.9) a query whose
 //     interval straddles a bound but lies mostly above it goes to the
 //     upper class whatever its plan says, and is not explained for nothing.
-func (co *CascadeOptions) decides(e *CostEstimate, sigmaAfter float64) bool {
+func (co *CascadeOptions) decides(e *CostEstimate, sigmaAfter func() float64) bool {
 	switch co.Explain {
 	case ExplainNever:
 		return true
@@ -301,11 +302,12 @@ func (co *CascadeOptions) decides(e *CostEstimate, sigmaAfter float64) bool {
 	if class(e.CPUSeconds*math.Exp(zlo*e.Sigma)) == class(e.CPUSeconds*math.Exp(zhi*e.Sigma)) {
 		return true
 	}
-	if !(sigmaAfter > 0) {
+	after := sigmaAfter()
+	if !(after > 0) {
 		return false
 	}
 	own := class(e.CPUSeconds * math.Exp(z(cq)*e.Sigma))
-	wide, k := math.Hypot(e.Sigma, sigmaAfter), math.Exp(z(cq)*sigmaAfter)
+	wide, k := math.Hypot(e.Sigma, after), math.Exp(z(cq)*after)
 	return class(e.CPUSeconds*math.Exp(zlo*wide)*k) == own && class(e.CPUSeconds*math.Exp(zhi*wide)*k) == own
 }
 

@@ -111,6 +111,9 @@ func textHi(sql string) float64       { return textQ(sql, 2) }
 // not change its class: after EXPLAIN the model's estimate (with its own
 // uncertainty) would be routed by its 0.9 quantile to the same class for
 // every value the interval finds plausible.
+// sigma is a constant model uncertainty for decides.
+func sigma(v float64) func() float64 { return func() float64 { return v } }
+
 func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
 	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: []float64{1}, ClassQuantile: 0.9}
 	for _, c := range []struct {
@@ -125,12 +128,17 @@ func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
 		{8, 2, 0.3, false},     // too wide: 0.6–103 s
 	} {
 		e := &CostEstimate{CPUSeconds: c.secs, Sigma: c.sigma}
-		if got := co.decides(e, c.after); got != c.want {
+		if got := co.decides(e, sigma(c.after)); got != c.want {
 			t.Errorf("%.1f s, σ %.1f, σ after %.1f: decides = %v, want %v", c.secs, c.sigma, c.after, got, c.want)
 		}
 	}
+	// An interval inside one class decides without the model's
+	// uncertainty: the history is not read for it.
+	if !co.decides(&CostEstimate{CPUSeconds: 0.5, Sigma: 0.5}, func() float64 { t.Fatal("sigmaAfter read"); return 0 }) {
+		t.Error("0.26–0.95 s lies in the small class")
+	}
 	co.ClassQuantile = 0.5 // routed by the median: the plan's estimate is not lifted, so it could go small
-	if co.decides(&CostEstimate{CPUSeconds: 1.6, Sigma: 0.5}, 0.3) {
+	if co.decides(&CostEstimate{CPUSeconds: 1.6, Sigma: 0.5}, sigma(0.3)) {
 		t.Error("at the 0.5 quantile the plan could place 1.6 s (σ 0.5) small: it must be explained")
 	}
 }
@@ -138,15 +146,15 @@ func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
 func TestTextStageCoversTheClassQuantile(t *testing.T) {
 	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: classes, ClassQuantile: 0.9}
 	e := &CostEstimate{CPUSeconds: 0.3, Sigma: math.Log(0.9/0.3) / 1.2816} // 90%: 0.9 s, 99%: 1.6 s
-	if !co.decides(e, 0) {
+	if !co.decides(e, sigma(0)) {
 		t.Fatal("at the 0.9 quantile the interval lies in the small class")
 	}
 	co.ClassQuantile = 0.99
-	if co.decides(e, 0) {
+	if co.decides(e, sigma(0)) {
 		t.Fatal("at the 0.99 quantile the interval reaches the medium class: it must be explained")
 	}
 	co.ClassBounds = nil
-	if !co.decides(e, 0) {
+	if !co.decides(e, sigma(0)) {
 		t.Fatal("without classes every interval lies in one class")
 	}
 }
