@@ -43,7 +43,7 @@ import torch
 
 from . import baselines as B
 from .data import load_npz, read_keys
-from .metrics import clean, denormalize, qerrors
+from .metrics import clean, denormalize, qerrors, transform
 from .model import count_params
 from .train import (SubTreeFeeder, add_training_args, build_model, check_training_args, fit, pick_device, predict,
                     read_workdir_info, set_seed, subtree_config, training_config)
@@ -103,7 +103,8 @@ def summarize(res):
     out = {"seeds": {}, "queries": len(y), "templates": len(set(res["templates"]))}
 
     def score(p):
-        ln_y, ln_p = denormalize(y, lo, hi, clip=False), denormalize(p, lo, hi)
+        tf = transform(res["flags"].get("cost_anchor", False))   # an anchored network's output may leave [0, 1]
+        ln_y, ln_p = denormalize(y, lo, hi, clip=False), denormalize(p, lo, hi, transform=tf)
         pc = (ln_p - lo) / (hi - lo)
         q = qerrors(ln_y, ln_p)
         per_t = [float(np.mean((pc[templates == t] - y[templates == t]) ** 2)) for t in sorted(set(res["templates"]))]

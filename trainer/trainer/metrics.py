@@ -18,6 +18,12 @@ def normalize(ln, lo, hi):
 TRANSFORMS = {"ln_cpu_seconds_minmax": (0.0, 1.0), "ln_cpu_seconds_minmax_open": (-0.5, 1.5)}
 
 
+def transform(anchored):
+    """The target transform of a model: a cost-anchored one's output is not
+    bounded by a sigmoid, so it keeps the wider range."""
+    return "ln_cpu_seconds_minmax_open" if anchored else "ln_cpu_seconds_minmax"
+
+
 def denormalize(y, lo, hi, clip=True, transform="ln_cpu_seconds_minmax"):
     y = np.asarray(y, np.float64)
     if clip:

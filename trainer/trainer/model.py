@@ -174,20 +174,27 @@ class TreeCNN(nn.Module):
             x = self.drop(conv.combine(x @ conv.weight(), li, ri, keep))
         return x * vote.reshape(-1, 1)
 
-    def output(self, pooled, plan, raw_plan=None):
-        """Pooled sub-tree features (B, K, C3) and the plan vector -> (B, 1);
-        a scale-free anchored model reads plan in the head and anchors on
-        raw_plan."""
+    def output(self, pooled, net_plan, plan):
+        """Pooled sub-tree features (B, K, C3), the plan vector as the
+        network reads it (network_view) and as given -> (B, 1)."""
         if self.cfg.pool == "concat":
             pooled = pooled.reshape(pooled.shape[0], -1)
         else:
             pooled = torch.cat([pooled.sum(1), pooled.max(1).values], -1)
-        z = self.head(torch.cat([pooled, plan], -1) if self.cfg.plan else pooled)
+        z = self.head(torch.cat([pooled, net_plan], -1) if self.cfg.plan else pooled)
         if self.cfg.anchor is not None:
-            return self.anchored(z, plan if raw_plan is None else raw_plan)
+            return self.anchored(z, plan)
         if self.plan_skip is not None:
             z = z + self.plan_skip(plan)
         return torch.sigmoid(z)
+
+    def network_view(self, est, plan, per_node):
+        """The estimates as the network reads them: as given, or under a
+        scale-free anchor only their ratios (scale_free); per_node() is
+        the plan vector broadcast to est's nodes."""
+        if self.cfg.anchor is not None and self.cfg.anchor.get("scale_free"):
+            return self.scale_free(est, plan, per_node())
+        return est, plan
 
     def scale_free(self, est, plan, node_plan):
         """The network's view of the estimates under a scale-free anchor:
@@ -230,32 +237,28 @@ class TreeCNN(nn.Module):
         its zero "no node"."""
         B, K, S = op.shape
         T = B * K
-        raw_plan = plan
-        if self.cfg.anchor is not None and self.cfg.anchor.get("scale_free"):
-            est, plan = self.scale_free(est, plan, plan.reshape(B, 1, 1, -1))
-        proj = self.input_projection(op, table, pred, est).reshape(T * S, -1)
+        net_est, net_plan = self.network_view(est, plan, lambda: plan.reshape(B, 1, 1, -1))
+        proj = self.input_projection(op, table, pred, net_est).reshape(T * S, -1)
         base = (torch.arange(T, device=op.device) * S).unsqueeze(1)
         li = (left.long().reshape(T, S) + base).reshape(-1)
         ri = (right.long().reshape(T, S) + base).reshape(-1)
         keep = (torch.arange(S, device=op.device) > 0).to(proj.dtype).repeat(T).unsqueeze(1)
         h = self.convolve(proj, li, ri, keep, vote)
         pooled = h.reshape(B, K, S, -1).max(dim=2).values   # ReLU outputs: masked zeros never win
-        return self.output(pooled, plan, raw_plan)
+        return self.output(pooled, net_plan, plan)
 
     def forward_packed(self, op, table, left, right, vote, pred, est, plan, tree, batch_size):
         """Packed full trees: one flat node array (T,) with the shared zero
         slot 0, children as flat positions, and the query index of each node
         -> (B, 1)."""
-        raw_plan = plan
-        if self.cfg.anchor is not None and self.cfg.anchor.get("scale_free"):
-            est, plan = self.scale_free(est, plan, plan[tree])
-        proj = self.input_projection(op, table, pred, est)               # (T, 3*C1)
+        net_est, net_plan = self.network_view(est, plan, lambda: plan[tree])
+        proj = self.input_projection(op, table, pred, net_est)           # (T, 3*C1)
         keep = (torch.arange(op.shape[0], device=op.device) > 0).to(proj.dtype).unsqueeze(1)
         h = self.convolve(proj, left.long(), right.long(), keep, vote)
         pooled = torch.zeros(batch_size, h.shape[-1], device=h.device, dtype=h.dtype)
         idx = tree.unsqueeze(-1).expand(-1, h.shape[-1])
         pooled = pooled.scatter_reduce(0, idx[1:], h[1:], reduce="amax", include_self=True)
-        return self.output(pooled.unsqueeze(1), plan, raw_plan)
+        return self.output(pooled.unsqueeze(1), net_plan, plan)
 
 
 def count_params(model):

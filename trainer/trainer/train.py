@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from .data import BASE_INPUTS, EST, EST_SCALE, FORMAT_VERSION, INPUTS, PLAN, load_npz, load_full, pad_full, pack_full, read_keys
-from .metrics import metrics, denormalize, clean
+from .metrics import metrics, denormalize, clean, transform
 from .model import POOLS, SLOPES, ModelConfig, TreeCNN, count_params
 
 GOLDEN_CASES = 8
@@ -285,9 +285,8 @@ def cost_anchor(z, lo, hi):
 
 
 def target_transform(mcfg):
-    """The bundle's target transform (BUNDLE.md): a cost-anchored model's
-    output is not bounded by a sigmoid, so it keeps a wider range."""
-    return "ln_cpu_seconds_minmax_open" if mcfg.anchor is not None else "ln_cpu_seconds_minmax"
+    """The bundle's target transform (BUNDLE.md, metrics.transform)."""
+    return transform(mcfg.anchor is not None)
 
 
 def read_workdir_info(workdir):
