@@ -40,7 +40,7 @@ FEATURIZER = "hashed-tokens-v1"     # featurize.EncodeText; bump both together
 class TextQuantiles(torch.nn.Module):
     """x (B, dim) → (B, 3) ln CPU seconds at QUANTILES, non-crossing."""
 
-    def __init__(self, dim, hidden=256, dropout=0.2):
+    def __init__(self, dim, hidden=64, dropout=0.2):
         super().__init__()
         self.net = torch.nn.Sequential(
             torch.nn.Linear(dim, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
@@ -223,7 +223,8 @@ def main(argv=None):
     ap.add_argument("--patience", type=int, default=15)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--hidden", type=int, default=64,
+                    help="first hidden layer (64: the default bundle's; 256 read 4x the weights per statement)")
     ap.add_argument("--dropout", type=float, default=0.2)
     ap.add_argument("--coverage", type=float, default=0.8,
                     help="conformal calibration target for [q10, q90] on the validation templates (0: off)")
