@@ -11,6 +11,9 @@
 #   PRESTROID_TRAIN_WORKDIR intermediate files                      default /var/lib/prestroid/train
 #   PRESTROID_TRAIN_DATA    the base records (space-separated)      default the committed TPC records
 #   PRESTROID_TRAIN_FLAGS   model flags                             default those of models/default
+#   PRESTROID_GATE          1: also train a cost-anchored network on the same workdir
+#                           and gate the two (prestroid ensemble --gate), as
+#                           models/default is; 0: the plain network alone  default 1
 #   PRESTROID_MAX_REGRESSION the new bundle may be this much worse (test MSE, relative) default 0.05
 #   PRESTROID_RELOAD        the command that makes the proxy reload  default pkill -HUP -f '[p]restroid serve'
 #   PRESTROID_BIN           the prestroid binary                    default bin/prestroid
@@ -26,6 +29,7 @@ days=${PRESTROID_FEEDBACK_DAYS:-7}
 work=${PRESTROID_TRAIN_WORKDIR:-/var/lib/prestroid/train}
 data=${PRESTROID_TRAIN_DATA:-data/records/tpc-seed1.jsonl.gz data/records/tpc-sf1-seed1.jsonl.gz}
 flags=${PRESTROID_TRAIN_FLAGS:---n 15 --k 47 --c 3 --pf 50 --kernels 32,32,32 --dense 16,8 --lr 1e-3 --epochs 40 --patience 8 --plan-skip}
+gate=${PRESTROID_GATE:-1}
 tolerance=${PRESTROID_MAX_REGRESSION:-0.05}
 python=${PRESTROID_PYTHON:-.venv/bin/python}
 prestroid=${PRESTROID_BIN:-bin/prestroid}
@@ -38,9 +42,21 @@ if [ -d "$feedback" ]; then
 fi
 echo "retrain: $(($# / 2)) record files" >&2
 
-rm -rf "$model.new"
-# shellcheck disable=SC2086 # flags are words
-"$prestroid" train "$@" $flags --out "$model.new" --workdir "$work"
+rm -rf "$model.new" "$model.plain" "$model.anchored"
+if [ "$gate" = 1 ]; then
+  # the plain network, then a cost-anchored one on the same tensors (its
+  # flags: the plain ones without --plan-skip), gated by the plan's cost
+  # shellcheck disable=SC2086 # flags are words
+  "$prestroid" train "$@" $flags --out "$model.plain" --workdir "$work"
+  anchored=$(echo " $flags " | sed 's/ --plan-skip / /g')
+  # shellcheck disable=SC2086
+  "$prestroid" train "$@" $anchored --cost-anchor --scale-free --steps train --out "$model.anchored" --workdir "$work"
+  "$prestroid" ensemble --gate --workdir "$work" --out "$model.new" "$model.plain" "$model.anchored"
+  rm -rf "$model.plain" "$model.anchored"
+else
+  # shellcheck disable=SC2086
+  "$prestroid" train "$@" $flags --out "$model.new" --workdir "$work"
+fi
 
 # mse BUNDLE DATA-FLAGS...: test MSE of a bundle on the queries of this run's test split
 mse() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/prestroid/prestroid/estimator/bundle"
@@ -157,8 +158,16 @@ func EvalPrepare(log io.Writer, bundle string, paths []string, splitPath, scaleS
 	return nil
 }
 
+// The gate's defaults (trainer/trainer/ensemble.py GATE_QUANTILE,
+// GATE_WIDTH), chosen on validation (models/README.md, "The gated network").
+const (
+	DefaultGateQuantile = 0.85
+	DefaultGateWidth    = 1.0
+)
+
 // EnsembleConfig is one `prestroid ensemble`: a bundle whose model is the
-// mean of the member bundles' outputs (trainer/trainer/ensemble.py).
+// mean of the member bundles' outputs, or a plain and a cost-anchored
+// member gated by the plan's cost (trainer/trainer/ensemble.py).
 type EnsembleConfig struct {
 	// Out is the bundle directory to write (replaced). Required.
 	Out string
@@ -168,8 +177,19 @@ type EnsembleConfig struct {
 	// Python is the interpreter with the trainer package; empty means
 	// DefaultPython().
 	Python string
-	// Bundles are the members, two or more, from one training workdir.
+	// Bundles are the members, two or more, from one training workdir;
+	// with Gate exactly two, the plain network first.
 	Bundles []string
+	// Gate combines a plain and a cost-anchored member by the plan's cost
+	// instead of averaging: the anchored one's weight is a sigmoid of
+	// ln(1 + Σ cpuCost) centred on the GateQuantile of the training plans'
+	// (Workdir required), GateWidth wide; GateInput "rows" reads the ln of
+	// the plan's largest row estimate instead. Zero values mean the
+	// defaults (0.85, 1, "cost").
+	Gate         bool
+	GateQuantile float64
+	GateWidth    float64
+	GateInput    string
 	// Log receives the Python child's output. Nil means os.Stderr.
 	Log io.Writer
 }
@@ -182,6 +202,9 @@ func Ensemble(cfg *EnsembleConfig) error {
 	}
 	if len(cfg.Bundles) < 2 {
 		return fmt.Errorf("need two or more bundles, have %d", len(cfg.Bundles))
+	}
+	if cfg.Gate && (len(cfg.Bundles) != 2 || cfg.Workdir == "") {
+		return fmt.Errorf("--gate takes two bundles (plain, cost-anchored) and --workdir, have %d bundles, workdir %q", len(cfg.Bundles), cfg.Workdir)
 	}
 	for _, b := range cfg.Bundles {
 		if _, _, err := LoadBundleEncoder(b); err != nil { // the serving side's reader
@@ -199,6 +222,19 @@ func Ensemble(cfg *EnsembleConfig) error {
 	args := []string{"-m", "trainer.ensemble", "--out", cfg.Out}
 	if cfg.Workdir != "" {
 		args = append(args, "--workdir", cfg.Workdir)
+	}
+	if cfg.Gate {
+		q, w := cfg.GateQuantile, cfg.GateWidth
+		if q == 0 {
+			q = DefaultGateQuantile
+		}
+		if w == 0 {
+			w = DefaultGateWidth
+		}
+		args = append(args, "--gate", "--gate-quantile", strconv.FormatFloat(q, 'g', -1, 64), "--gate-width", strconv.FormatFloat(w, 'g', -1, 64))
+		if cfg.GateInput != "" {
+			args = append(args, "--gate-input", cfg.GateInput)
+		}
 	}
 	if err := RunPython(log, log, python, append(args, cfg.Bundles...)...); err != nil {
 		return err

@@ -16,12 +16,22 @@ func init() {
 }
 
 const ensembleUsage = `usage: prestroid ensemble --out DIR [--workdir W] BUNDLE BUNDLE...
+       prestroid ensemble --gate --out DIR --workdir W PLAIN ANCHORED
 
 Writes one bundle whose model is the mean of the member bundles' outputs
 (one ONNX graph). The members must come from one "prestroid train" workdir
 (same N, K, C, Pf, vocabularies, token vectors and target) and differ only
 in training (--seed, flags). With --workdir, the bundle's test metrics are
 computed on that workdir's test split. Costs M times one member's inference.
+
+With --gate the two members are a plain network and a cost-anchored one
+(prestroid train --cost-anchor --scale-free) of one workdir, and the output
+moves from the plain network's to the anchored one's as the plan's cost
+ln(1 + sum cpuCost) (or with --gate-input rows its largest row estimate)
+passes the --gate-quantile of the training plans' (a sigmoid --gate-width
+wide): the plain network inside the bulk of the training
+data, the anchor for larger plans and beyond its range (models/README.md,
+"The gated network"). The first member's text stage is carried over.
 
 flags:
 `
@@ -34,11 +44,16 @@ func runEnsemble(args []string) int {
 	}
 	out := fs.String("out", "", "bundle directory to write (replaced; required)")
 	workdir := fs.String("workdir", "", "the members' prestroid train workdir: test metrics and parity on its test split")
+	gate := fs.Bool("gate", false, "two members, plain then cost-anchored: the anchored one's weight grows with the plan's cost")
+	quantile := fs.Float64("gate-quantile", training.DefaultGateQuantile, "with --gate: the gate's centre, this quantile of the training plans' gate input")
+	width := fs.Float64("gate-width", training.DefaultGateWidth, "with --gate: the gate's width in ln units")
+	input := fs.String("gate-input", "cost", "with --gate: what the gate reads, ln(1 + sum cpuCost) (cost) or ln of the plan's largest row estimate (rows)")
 	python := fs.String("python", "", "Python interpreter with the trainer package (default $PRESTROID_PYTHON, .venv/bin/python, python3)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := training.EnsembleConfig{Out: *out, Workdir: *workdir, Python: *python, Bundles: fs.Args()}
+	cfg := training.EnsembleConfig{Out: *out, Workdir: *workdir, Python: *python, Bundles: fs.Args(),
+		Gate: *gate, GateQuantile: *quantile, GateWidth: *width, GateInput: *input}
 	if err := training.Ensemble(&cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid ensemble:", err)
 		return 1

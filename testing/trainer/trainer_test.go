@@ -436,6 +436,9 @@ func TestRetrainScript(t *testing.T) {
 		t.Errorf("the live records were not all used (want %d usable)", 2*len(recs))
 	}
 	first := modelID(model)
+	if !strings.Contains(first, "-gated-") { // PRESTROID_GATE defaults to 1, as models/default is built
+		t.Errorf("serving %s: want a gated bundle (plain and cost-anchored network)", first)
+	}
 
 	time.Sleep(time.Second) // model ids have second resolution
 	if _, err := retrain("-0.5"); err == nil {

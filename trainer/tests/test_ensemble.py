@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.data import INPUTS, load_npz
+from trainer.data import EST_SCALE, INPUTS, load_npz
 from trainer.ensemble import build
 from trainer.train import onnx_predict, write_bundle
 
 from .test_data import EXAMPLE
-from .test_model import _inputs, _model
+from .test_model import ANCHOR, _inputs, _model
 
 
 def _member(tmp_path, name, seed, z, workdir):
@@ -93,3 +93,98 @@ def test_ensemble_refuses_members_of_different_featurizations(tmp_path, members)
     with pytest.raises(ValueError, match="golden inputs differ"):
         build([bs[0][0], bs[1][0]], str(tmp_path / "ens"))
     assert not os.path.exists(tmp_path / "ens") and not os.path.exists(tmp_path / "ens.tmp")
+
+
+def _gate_members(tmp_path):
+    """A plain and a scale-free cost-anchored member of one workdir whose
+    training plans' ln cost is 19 or 21 (so its median is 20)."""
+    z = load_npz(EXAMPLE)
+    z["target"] = np.array([0.4, 0.6], np.float32)
+    wd = tmp_path / "work"
+    wd.mkdir()
+    (wd / "ops.json").write_text('["<none>", "<unknown>", "Aggregate"]')
+    (wd / "tables.json").write_text('["<none>", "<unknown>"]')
+    (wd / "tokens.vec").write_text("1 4\na 0 0 0 1\n")
+    arrays = {k: v for k, v in z.items() if k != "params"}
+    np.savez(wd / "test.npz", format_version=np.array(2, np.int32), params=np.array([15, 9, 3, 4, 0], np.int32), **arrays)
+    train = dict(arrays, plan=arrays["plan"].copy())
+    train["plan"][:, 0] = np.array([19.0, 21.0]) / EST_SCALE
+    np.savez(wd / "train.npz", format_version=np.array(2, np.int32), params=np.array([15, 9, 3, 4, 0], np.int32), **train)
+    (wd / "test.keys.txt").write_text("q1\nq2\n")
+    anchor = dict(ANCHOR, scale_free=True)
+    out = []
+    for name, m, tf, training in (
+            ("plain", _model(k=9, est=True, plan_skip=True, seed=1), "ln_cpu_seconds_minmax", {"seed": 1}),
+            ("anchored", _model(k=9, anchor=anchor, seed=2), "ln_cpu_seconds_minmax_open", {"seed": 2, "cost_anchor": anchor})):
+        with torch.no_grad():
+            expected = m(*_inputs(z)).reshape(-1).numpy()
+        p = z["params"]
+        manifest = {"format_version": 1, "model_id": f"subtree-15-9-4-{name}", "kind": "subtree",
+                    "N": p["N"], "K": p["K"], "C": p["C"], "Pf": p["Pf"], "slots": int(z["op"].shape[2]),
+                    "tensor_format_version": 2, "target": {"transform": tf, "min": ANCHOR["lo"], "max": ANCHOR["hi"]},
+                    "global_pred_vector": [0.0] * 4, "training_data_sha256": "ab" * 32,
+                    "training": training, "metrics": {"test": {"mse": 0.1}}, "inputs": list(INPUTS), "output": "y"}
+        b = str(tmp_path / name)
+        write_bundle(b, str(wd), m, z, ["q1", "q2"], expected, manifest)
+        out.append((b, m))
+    return z, str(wd), out
+
+
+def test_gate_moves_from_the_plain_network_to_the_anchor_with_the_plan_cost(tmp_path):
+    z, wd, ((plain, mp), (anch, ma)) = _gate_members(tmp_path)
+    # the plain member carries a text stage: the gated bundle keeps it
+    m = json.load(open(os.path.join(plain, "manifest.json")))
+    m["text"] = {"model": "text.onnx", "dim": 8}
+    json.dump(m, open(os.path.join(plain, "manifest.json"), "w"))
+    open(os.path.join(plain, "text.onnx"), "wb").write(b"text stage")
+    out = str(tmp_path / "gated")
+    man = build([plain, anch], out, workdir=wd, gate=True, gate_quantile=0.5, gate_width=0.5)
+    assert man["training"]["gate"] == {"input": "cost", "x_gate": pytest.approx(20.0, abs=1e-5), "quantile": 0.5, "width": 0.5}
+    assert man["target"]["transform"] == "ln_cpu_seconds_minmax_open" and "-gated-" in man["model_id"]
+    assert man["text"] == {"model": "text.onnx", "dim": 8}
+    assert open(os.path.join(out, "text.onnx"), "rb").read() == b"text stage"
+
+    def members(zz):
+        with torch.no_grad():
+            return [x(*_inputs(zz)).reshape(-1).numpy().astype(np.float64) for x in (mp, ma)]
+    y0, y1 = members(z)
+    assert np.abs(y1 - y0).min() > 1e-3                      # the members differ
+    x = z["plan"][:, 0].astype(np.float64) * EST_SCALE       # 20.40 and 19.77
+    g = 1 / (1 + np.exp(-(x - 20.0) / 0.5))
+    assert 0.3 < g[1] < 0.5 < g[0] < 0.75
+    got = onnx_predict(os.path.join(out, "model.onnx"), z)
+    np.testing.assert_allclose(got, y0 + g * (y1 - y0), atol=1e-5)
+    np.testing.assert_allclose(np.load(os.path.join(out, "golden.npz"))["expected"], got[:2], atol=1e-6)
+    # a plan far beyond the training plans' cost is the anchor's alone, one far below the plain network's
+    for shift, want in ((5.0, 1), (-5.0, 0)):
+        zz = dict(z, plan=z["plan"].copy())
+        zz["plan"][:, 0] += shift / EST_SCALE
+        ys = members(zz)
+        np.testing.assert_allclose(onnx_predict(os.path.join(out, "model.onnx"), zz), ys[want], atol=1e-4)
+    # gated on the largest row estimate instead (plan column 3): the same
+    # formula on that column, centred on the training plans' quantile of it
+    man = build([plain, anch], out, workdir=wd, gate=True, gate_quantile=0.5, gate_input="rows")
+    rows = load_npz(os.path.join(wd, "train.npz"))["plan"][:, 3].astype(np.float64) * EST_SCALE
+    assert man["training"]["gate"]["x_gate"] == pytest.approx(np.quantile(rows, 0.5), abs=1e-5)
+    g = 1 / (1 + np.exp(-(z["plan"][:, 3] * EST_SCALE - man["training"]["gate"]["x_gate"]) / 1.0))
+    np.testing.assert_allclose(onnx_predict(os.path.join(out, "model.onnx"), z), y0 + g * (y1 - y0), atol=1e-5)
+
+
+def test_gate_refuses_members_in_the_wrong_roles(tmp_path):
+    _, wd, ((plain, _), (anch, _)) = _gate_members(tmp_path)
+    with pytest.raises(ValueError, match="first member must be a plain"):
+        build([anch, plain], str(tmp_path / "g"), workdir=wd, gate=True)
+    with pytest.raises(ValueError, match="second member must be cost-anchored"):
+        build([plain, plain], str(tmp_path / "g"), workdir=wd, gate=True)
+    with pytest.raises(ValueError, match="needs --workdir"):
+        build([plain, anch], str(tmp_path / "g"), gate=True)
+    with pytest.raises(ValueError, match="gate input"):
+        build([plain, anch], str(tmp_path / "g"), workdir=wd, gate=True, gate_input="bytes")
+    with pytest.raises(ValueError, match="quantile"):
+        build([plain, anch], str(tmp_path / "g"), workdir=wd, gate=True, gate_quantile=1.0)
+    m = json.load(open(os.path.join(anch, "manifest.json")))
+    m["target"]["max"] = 6.0
+    json.dump(m, open(os.path.join(anch, "manifest.json"), "w"))
+    with pytest.raises(ValueError, match="target range"):
+        build([plain, anch], str(tmp_path / "g"), workdir=wd, gate=True)
+    assert not os.path.exists(tmp_path / "g")

@@ -191,9 +191,11 @@ def main(argv=None):
     p = denormalize(onnx_predict(os.path.join(a.bundle, "model.onnx"), z), lo, hi,
                     transform=manifest["target"]["transform"])
     P = manifest
-    # an ensemble bundle (prestroid ensemble) of M members: prestroid(N-K-Pf)-xM
+    # an ensemble bundle (prestroid ensemble) of M members: prestroid(N-K-Pf)-xM;
+    # a gated one (prestroid ensemble --gate): prestroid(N-K-Pf)-gated
     members = len((P.get("training") or {}).get("ensemble") or [])
-    own = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + (f"_x{members}" if members else "")
+    suffix = "_gated" if (P.get("training") or {}).get("gate") else f"_x{members}" if members else ""
+    own = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix
     add(pretty(own), "prestroid", keys, p)
 
     # other Tree-CNN models trained on the same queries (full-tree variants,
