@@ -158,10 +158,13 @@ func EvalPrepare(log io.Writer, bundle string, paths []string, splitPath, scaleS
 	return nil
 }
 
-// The gate's defaults (trainer/trainer/ensemble.py GATE_QUANTILE,
-// GATE_WIDTH), chosen on validation (models/README.md, "The gated network").
+// The gate's defaults (trainer/trainer/ensemble.py GATE_INPUT,
+// GATE_QUANTILE, GATE_WIDTH): the anchor takes over for a plan whose largest
+// row estimate lies beyond nearly every training plan's (models/README.md,
+// "The gated network").
 const (
-	DefaultGateQuantile = 0.85
+	DefaultGateInput    = "rows"
+	DefaultGateQuantile = 0.99
 	DefaultGateWidth    = 1.0
 )
 
@@ -180,12 +183,12 @@ type EnsembleConfig struct {
 	// Bundles are the members, two or more, from one training workdir;
 	// with Gate exactly two, the plain network first.
 	Bundles []string
-	// Gate combines a plain and a cost-anchored member by the plan's cost
-	// instead of averaging: the anchored one's weight is a sigmoid of
-	// ln(1 + Σ cpuCost) centred on the GateQuantile of the training plans'
-	// (Workdir required), GateWidth wide; GateInput "rows" reads the ln of
-	// the plan's largest row estimate instead. Zero values mean the
-	// defaults (0.85, 1, "cost").
+	// Gate combines a plain and a cost-anchored member by the plan's size
+	// instead of averaging: the anchored one's weight is a sigmoid of the
+	// ln of the plan's largest row estimate (GateInput "rows") or of
+	// 1 + Σ cpuCost ("cost"), centred on the GateQuantile of the training
+	// plans' (Workdir required), GateWidth wide. Zero values mean the
+	// defaults (DefaultGateInput, DefaultGateQuantile, DefaultGateWidth).
 	Gate         bool
 	GateQuantile float64
 	GateWidth    float64
@@ -232,9 +235,11 @@ func Ensemble(cfg *EnsembleConfig) error {
 			w = DefaultGateWidth
 		}
 		args = append(args, "--gate", "--gate-quantile", strconv.FormatFloat(q, 'g', -1, 64), "--gate-width", strconv.FormatFloat(w, 'g', -1, 64))
-		if cfg.GateInput != "" {
-			args = append(args, "--gate-input", cfg.GateInput)
+		in := cfg.GateInput
+		if in == "" {
+			in = DefaultGateInput
 		}
+		args = append(args, "--gate-input", in)
 	}
 	if err := RunPython(log, log, python, append(args, cfg.Bundles...)...); err != nil {
 		return err

@@ -26,12 +26,12 @@ computed on that workdir's test split. Costs M times one member's inference.
 
 With --gate the two members are a plain network and a cost-anchored one
 (prestroid train --cost-anchor --scale-free) of one workdir, and the output
-moves from the plain network's to the anchored one's as the plan's cost
-ln(1 + sum cpuCost) (or with --gate-input rows its largest row estimate)
+moves from the plain network's to the anchored one's as the ln of the plan's
+largest row estimate (--gate-input rows; or cost: ln(1 + sum cpuCost))
 passes the --gate-quantile of the training plans' (a sigmoid --gate-width
-wide): the plain network inside the bulk of the training
-data, the anchor for larger plans and beyond its range (models/README.md,
-"The gated network"). The first member's text stage is carried over.
+wide): the plain network inside the training range, the anchor for plans
+that read more than nearly any plan in training (models/README.md, "The
+gated network"). The first member's text stage is carried over.
 
 flags:
 `
@@ -44,10 +44,10 @@ func runEnsemble(args []string) int {
 	}
 	out := fs.String("out", "", "bundle directory to write (replaced; required)")
 	workdir := fs.String("workdir", "", "the members' prestroid train workdir: test metrics and parity on its test split")
-	gate := fs.Bool("gate", false, "two members, plain then cost-anchored: the anchored one's weight grows with the plan's cost")
+	gate := fs.Bool("gate", false, "two members, plain then cost-anchored: the anchored one's weight grows with the plan's size")
 	quantile := fs.Float64("gate-quantile", training.DefaultGateQuantile, "with --gate: the gate's centre, this quantile of the training plans' gate input")
 	width := fs.Float64("gate-width", training.DefaultGateWidth, "with --gate: the gate's width in ln units")
-	input := fs.String("gate-input", "cost", "with --gate: what the gate reads, ln(1 + sum cpuCost) (cost) or ln of the plan's largest row estimate (rows)")
+	input := fs.String("gate-input", training.DefaultGateInput, "with --gate: what the gate reads, ln of the plan's largest row estimate (rows) or ln(1 + sum cpuCost) (cost)")
 	python := fs.String("python", "", "Python interpreter with the trainer package (default $PRESTROID_PYTHON, .venv/bin/python, python3)")
 	if err := fs.Parse(args); err != nil {
 		return 2

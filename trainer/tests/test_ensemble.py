@@ -138,7 +138,7 @@ def test_gate_moves_from_the_plain_network_to_the_anchor_with_the_plan_cost(tmp_
     json.dump(m, open(os.path.join(plain, "manifest.json"), "w"))
     open(os.path.join(plain, "text.onnx"), "wb").write(b"text stage")
     out = str(tmp_path / "gated")
-    man = build([plain, anch], out, workdir=wd, gate=True, gate_quantile=0.5, gate_width=0.5)
+    man = build([plain, anch], out, workdir=wd, gate=True, gate_quantile=0.5, gate_width=0.5, gate_input="cost")
     assert man["training"]["gate"] == {"input": "cost", "x_gate": pytest.approx(20.0, abs=1e-5), "quantile": 0.5, "width": 0.5}
     assert man["target"]["transform"] == "ln_cpu_seconds_minmax_open" and "-gated-" in man["model_id"]
     assert man["text"] == {"model": "text.onnx", "dim": 8}
@@ -161,9 +161,10 @@ def test_gate_moves_from_the_plain_network_to_the_anchor_with_the_plan_cost(tmp_
         zz["plan"][:, 0] += shift / EST_SCALE
         ys = members(zz)
         np.testing.assert_allclose(onnx_predict(os.path.join(out, "model.onnx"), zz), ys[want], atol=1e-4)
-    # gated on the largest row estimate instead (plan column 3): the same
-    # formula on that column, centred on the training plans' quantile of it
-    man = build([plain, anch], out, workdir=wd, gate=True, gate_quantile=0.5, gate_input="rows")
+    # gated on the largest row estimate (plan column 3, the default input):
+    # the same formula on that column, centred on the training plans' quantile of it
+    man = build([plain, anch], out, workdir=wd, gate=True, gate_quantile=0.5)
+    assert man["training"]["gate"]["input"] == "rows"
     rows = load_npz(os.path.join(wd, "train.npz"))["plan"][:, 3].astype(np.float64) * EST_SCALE
     assert man["training"]["gate"]["x_gate"] == pytest.approx(np.quantile(rows, 0.5), abs=1e-5)
     g = 1 / (1 + np.exp(-(z["plan"][:, 3] * EST_SCALE - man["training"]["gate"]["x_gate"]) / 1.0))

@@ -18,13 +18,13 @@ ln_cpu_seconds_minmax_open), and the output is
 
     y = y_plain + g (y_anchored - y_plain)    g = sigmoid((x - x_gate) / width)
 
-with x = ln(1 + Σ cpuCost of the plan) (--gate-input cost, plan[:, 0] *
-EST_SCALE) or ln of the plan's largest row estimate (--gate-input rows,
-plan[:, 3] * EST_SCALE), and x_gate the --gate-quantile of x over the
-workdir's training split: the plain network inside the bulk of the training
-data, the anchor for plans larger than most of it and beyond
-(models/README.md, "The gated network"). The bundle's transform is the
-anchor's (the output may leave the training range).
+with x the ln of the plan's largest row estimate (--gate-input rows, the
+default: plan[:, 3] * EST_SCALE) or ln(1 + Σ cpuCost of the plan) (--gate-input
+cost, plan[:, 0] * EST_SCALE), and x_gate the --gate-quantile (default 0.99)
+of x over the workdir's training split: the plain network inside the
+training range, the anchor for a plan that reads more than nearly any plan in
+training (models/README.md, "The gated network"). The bundle's transform is
+the anchor's (the output may leave the training range).
 
 The first member's text stage (text.onnx and the manifest's "text"), when it
 has one, is carried over: it reads the SQL, not the plan.
@@ -83,9 +83,11 @@ def check_members(bundles, same_target=True):
     return ms
 
 
-# The gate's defaults: the quantile of the training plans' x and the width
-# in ln cost, chosen on validation (models/README.md, "The gated network").
-GATE_QUANTILE, GATE_WIDTH = 0.85, 1.0
+# The gate's defaults: what it reads, the quantile of the training plans'
+# values of it and the width in ln units: the anchor takes over only for a
+# plan whose largest row estimate lies beyond nearly every training plan's
+# (models/README.md, "The gated network").
+GATE_INPUT, GATE_QUANTILE, GATE_WIDTH = "rows", 0.99, 1.0
 # What the gate reads: a column of the plan vector (estimator.PlanDim; ln
 # values over EST_SCALE).
 GATE_INPUTS = {"cost": 0, "rows": 3}
@@ -162,7 +164,7 @@ def merge_onnx(paths, out_path, gate=None):
 
 
 def build(bundles, out, workdir=None, log=sys.stderr, gate=False, gate_quantile=GATE_QUANTILE, gate_width=GATE_WIDTH,
-          gate_input="cost"):
+          gate_input=GATE_INPUT):
     """Write the ensemble bundle of bundles to out (replaced only on success).
     With gate, bundles are (plain, cost-anchored) and workdir is required."""
     ms = check_members(bundles, same_target=not gate)
@@ -267,10 +269,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="bundle directory to write (replaced)")
     ap.add_argument("--workdir", help="the members' prestroid train workdir: test metrics and parity on its test split")
-    ap.add_argument("--gate", action="store_true", help="two members, plain then cost-anchored: the anchor's weight grows with the plan's cost")
+    ap.add_argument("--gate", action="store_true", help="two members, plain then cost-anchored: the anchor's weight grows with the plan's size")
     ap.add_argument("--gate-quantile", type=float, default=GATE_QUANTILE, help="the gate's centre: this quantile of the training plans' gate input")
     ap.add_argument("--gate-width", type=float, default=GATE_WIDTH, help="the gate's width in ln units")
-    ap.add_argument("--gate-input", default="cost", choices=sorted(GATE_INPUTS),
+    ap.add_argument("--gate-input", default=GATE_INPUT, choices=sorted(GATE_INPUTS),
                     help="what the gate reads: ln(1 + Σ cpuCost) (cost) or ln of the largest row estimate (rows)")
     ap.add_argument("bundles", nargs="+", help="member bundles (two or more; with --gate: plain, cost-anchored)")
     a = ap.parse_args(argv)
