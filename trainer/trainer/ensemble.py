@@ -30,10 +30,10 @@ The first member's text stage (text.onnx and the manifest's "text"), when it
 has one, is carried over: it reads the SQL, not the plan.
 
 Checks: the ensemble's ONNX Runtime output on the golden cases equals the
-mean of the members' PyTorch outputs there (each member's golden
-"expected") within the bundle parity tolerance; with --workdir also the mean
-of the members' ONNX Runtime outputs on the whole test split, and the
-manifest's test metrics are the ensemble's.
+mean (or the gate) of the members' PyTorch outputs there (each member's
+golden "expected") within the bundle parity tolerance; with --workdir also
+the mean (or the gate) of the members' ONNX Runtime outputs on the whole
+test split, and the manifest's test metrics are the ensemble's.
 """
 import argparse
 import filecmp
@@ -172,7 +172,7 @@ def build(bundles, out, workdir=None, log=sys.stderr, gate=False, gate_quantile=
     if gate:
         check_gate_members(ms, bundles)
         if not workdir:
-            raise ValueError("a gate needs --workdir (its threshold is a quantile of the training plans' cost)")
+            raise ValueError("a gate needs --workdir (its threshold is a quantile of the training plans' gate input)")
         if not (0 < gate_quantile < 1) or not gate_width > 0:
             raise ValueError(f"gate quantile {gate_quantile} must lie in (0, 1) and width {gate_width} be > 0")
         if gate_input not in GATE_INPUTS:
@@ -207,7 +207,7 @@ def _build(bundles, ms, tmp, out, workdir, log, gate):
     merge_onnx([os.path.join(b, "model.onnx") for b in bundles], model_path, gate)
 
     # golden cases: the first member's inputs; expected = the ensemble's output,
-    # checked against the mean of the members' PyTorch outputs
+    # checked against the members' PyTorch outputs combined (mean or gate)
     goldens = [dict(np.load(os.path.join(b, "golden.npz"))) for b in bundles]
     g = goldens[0]
     for b, o in zip(bundles[1:], goldens[1:]):
