@@ -31,8 +31,10 @@ def _member(tmp_path, name, seed, z, workdir):
     return out, expected
 
 
-@pytest.fixture
-def members(tmp_path):
+def _workdir(tmp_path, train_x=None):
+    """The example batch with targets, and a workdir of its vocabularies and
+    test split; with train_x also a training split whose plans' ln cost
+    (plan column 0) are train_x."""
     z = load_npz(EXAMPLE)
     z["target"] = np.array([0.4, 0.6], np.float32)
     wd = tmp_path / "work"
@@ -40,11 +42,22 @@ def members(tmp_path):
     (wd / "ops.json").write_text('["<none>", "<unknown>", "Aggregate"]')
     (wd / "tables.json").write_text('["<none>", "<unknown>"]')
     (wd / "tokens.vec").write_text("1 4\na 0 0 0 1\n")
-    np.savez(wd / "test.npz", format_version=np.array(2, np.int32),
-             params=np.array([15, 9, 3, 4, 0], np.int32), **{k: v for k, v in z.items() if k != "params"})
     (wd / "test.keys.txt").write_text("q1\nq2\n")
-    bs = [_member(tmp_path, f"m{s}", s, z, str(wd)) for s in (1, 2, 3)]
-    return z, str(wd), bs
+    arrays = {k: v for k, v in z.items() if k != "params"}
+    head = dict(format_version=np.array(2, np.int32), params=np.array([15, 9, 3, 4, 0], np.int32))
+    np.savez(wd / "test.npz", **head, **arrays)
+    if train_x is not None:
+        train = dict(arrays, plan=arrays["plan"].copy())
+        train["plan"][:, 0] = np.array(train_x) / EST_SCALE
+        np.savez(wd / "train.npz", **head, **train)
+    return z, str(wd)
+
+
+@pytest.fixture
+def members(tmp_path):
+    z, wd = _workdir(tmp_path)
+    bs = [_member(tmp_path, f"m{s}", s, z, wd) for s in (1, 2, 3)]
+    return z, wd, bs
 
 
 def test_ensemble_predicts_the_members_mean(tmp_path, members):
@@ -98,19 +111,7 @@ def test_ensemble_refuses_members_of_different_featurizations(tmp_path, members)
 def _gate_members(tmp_path):
     """A plain and a scale-free cost-anchored member of one workdir whose
     training plans' ln cost is 19 or 21 (so its median is 20)."""
-    z = load_npz(EXAMPLE)
-    z["target"] = np.array([0.4, 0.6], np.float32)
-    wd = tmp_path / "work"
-    wd.mkdir()
-    (wd / "ops.json").write_text('["<none>", "<unknown>", "Aggregate"]')
-    (wd / "tables.json").write_text('["<none>", "<unknown>"]')
-    (wd / "tokens.vec").write_text("1 4\na 0 0 0 1\n")
-    arrays = {k: v for k, v in z.items() if k != "params"}
-    np.savez(wd / "test.npz", format_version=np.array(2, np.int32), params=np.array([15, 9, 3, 4, 0], np.int32), **arrays)
-    train = dict(arrays, plan=arrays["plan"].copy())
-    train["plan"][:, 0] = np.array([19.0, 21.0]) / EST_SCALE
-    np.savez(wd / "train.npz", format_version=np.array(2, np.int32), params=np.array([15, 9, 3, 4, 0], np.int32), **train)
-    (wd / "test.keys.txt").write_text("q1\nq2\n")
+    z, wd = _workdir(tmp_path, train_x=[19.0, 21.0])
     anchor = dict(ANCHOR, scale_free=True)
     out = []
     for name, m, tf, training in (
@@ -125,9 +126,9 @@ def _gate_members(tmp_path):
                     "global_pred_vector": [0.0] * 4, "training_data_sha256": "ab" * 32,
                     "training": training, "metrics": {"test": {"mse": 0.1}}, "inputs": list(INPUTS), "output": "y"}
         b = str(tmp_path / name)
-        write_bundle(b, str(wd), m, z, ["q1", "q2"], expected, manifest)
+        write_bundle(b, wd, m, z, ["q1", "q2"], expected, manifest)
         out.append((b, m))
-    return z, str(wd), out
+    return z, wd, out
 
 
 def test_gate_moves_from_the_plain_network_to_the_anchor_with_the_plan_cost(tmp_path):
