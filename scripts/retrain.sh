@@ -45,7 +45,7 @@ echo "retrain: $(($# / 2)) record files" >&2
 rm -rf "$model.new" "$model.plain" "$model.anchored"
 if [ "$gate" = 1 ]; then
   # the plain network, then a cost-anchored one on the same tensors (its
-  # flags: the plain ones without --plan-skip), gated by the plan's cost
+  # flags: the plain ones without --plan-skip), gated by the plan's size
   # shellcheck disable=SC2086 # flags are words
   "$prestroid" train "$@" $flags --out "$model.plain" --workdir "$work"
   anchored=$(echo " $flags " | sed 's/ --plan-skip / /g')

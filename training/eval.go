@@ -170,7 +170,7 @@ const (
 
 // EnsembleConfig is one `prestroid ensemble`: a bundle whose model is the
 // mean of the member bundles' outputs, or a plain and a cost-anchored
-// member gated by the plan's cost (trainer/trainer/ensemble.py).
+// member gated by the plan's size (trainer/trainer/ensemble.py).
 type EnsembleConfig struct {
 	// Out is the bundle directory to write (replaced). Required.
 	Out string
