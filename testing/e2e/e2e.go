@@ -267,16 +267,35 @@ func StripQueryID(err error) string {
 	return s
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// handedOut holds the ports FreePort returned in this test binary: the
+// kernel may give a closed port out again, and two parallel tests that
+// start a server on the same port see each other's (one fails to bind, its
+// test then talks to the other's server).
+var handedOut = struct {
+	sync.Mutex
+	ports map[string]bool
+}{ports: map[string]bool{}}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that no other caller in this test binary was given.
 func FreePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		ln.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
+	t.Fatal("no port that was not handed out already in 100 tries")
+	return ""
 }
 
 // WaitHTTP waits up to 20 s for url to answer at all.
