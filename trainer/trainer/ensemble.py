@@ -47,7 +47,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from .data import EST_SCALE, load_npz, read_keys
-from .metrics import denormalize, metrics
+from .metrics import denormalize, metrics, transform
 from .train import PARITY_TOL, onnx_predict, swap_in_bundle
 
 # Manifest fields every member must share: they define the model's input
@@ -91,7 +91,6 @@ GATE_INPUT, GATE_QUANTILE, GATE_WIDTH = "rows", 0.99, 1.0
 # What the gate reads: a column of the plan vector (estimator.PlanDim; ln
 # values over EST_SCALE).
 GATE_INPUTS = {"cost": 0, "rows": 3}
-PLAIN, OPEN = "ln_cpu_seconds_minmax", "ln_cpu_seconds_minmax_open"
 
 
 def check_gate_members(ms, bundles):
@@ -100,10 +99,11 @@ def check_gate_members(ms, bundles):
     if len(ms) != 2:
         raise ValueError(f"a gate takes two bundles (plain, cost-anchored), have {len(ms)}")
     t0, t1 = ms[0]["target"], ms[1]["target"]
-    if t0.get("transform") != PLAIN or ms[0].get("training", {}).get("cost_anchor") is not None:
-        raise ValueError(f"{bundles[0]}: the gate's first member must be a plain network (transform {PLAIN})")
-    if t1.get("transform") != OPEN or not ms[1].get("training", {}).get("cost_anchor"):
-        raise ValueError(f"{bundles[1]}: the gate's second member must be cost-anchored (--cost-anchor, transform {OPEN})")
+    plain, anchored = transform(False), transform(True)
+    if t0.get("transform") != plain or ms[0].get("training", {}).get("cost_anchor") is not None:
+        raise ValueError(f"{bundles[0]}: the gate's first member must be a plain network (transform {plain})")
+    if t1.get("transform") != anchored or not ms[1].get("training", {}).get("cost_anchor"):
+        raise ValueError(f"{bundles[1]}: the gate's second member must be cost-anchored (--cost-anchor, transform {anchored})")
     if (t0.get("min"), t0.get("max")) != (t1.get("min"), t1.get("max")):
         raise ValueError(f"{bundles[1]}: target range {t1} differs from {bundles[0]}'s {t0}")
 
@@ -251,7 +251,7 @@ def _build(bundles, ms, tmp, out, workdir, log, gate):
             raise ValueError(f"ensemble vs the members' {'gate' if gate else 'mean'} on the test split: |diff| {tdiff:.2e} > {PARITY_TOL}")
         lo, hi, tf = man["target"]["min"], man["target"]["max"], man["target"]["transform"]
         man["metrics"] = {"test": metrics(te["target"] * (hi - lo) + lo, denormalize(p, lo, hi, transform=tf), lo, hi)}
-        report.update(test_queries=int(len(p)), test_max_abs_diff_vs_member_mean=tdiff)
+        report.update(test_queries=int(len(p)), **{f"test_max_abs_diff_vs_member_{'gate' if gate else 'mean'}": tdiff})
         t = man["metrics"]["test"]
         print(f"ensemble: test mse {t['mse']:.5f} q-error p50 {t['qerror_p50']:.2f} p95 {t['qerror_p95']:.2f} "
               f"({len(p)} queries; members: " + ", ".join(f"{(m.get('metrics') or {}).get('test', {}).get('mse', float('nan')):.5f}"
