@@ -104,16 +104,13 @@ func textLo(sql string) float64       { return textQ(sql, 0) }
 func textMid(sql string) float64      { return textQ(sql, 1) }
 func textHi(sql string) float64       { return textQ(sql, 2) }
 
-// The class quantile widens the interval that must lie in one class: at
-// 0.99 an interval whose 90% end is inside the small class but whose 99%
-// end is not is explained.
+// sigma is a constant model uncertainty for decides.
+func sigma(v float64) func() float64 { return func() float64 { return v } }
+
 // An interval that straddles a bound is not explained when the plan could
 // not change its class: after EXPLAIN the model's estimate (with its own
 // uncertainty) would be routed by its 0.9 quantile to the same class for
 // every value the interval finds plausible.
-// sigma is a constant model uncertainty for decides.
-func sigma(v float64) func() float64 { return func() float64 { return v } }
-
 func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
 	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: []float64{1}, ClassQuantile: 0.9}
 	for _, c := range []struct {
@@ -143,6 +140,9 @@ func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
 	}
 }
 
+// The class quantile widens the interval that must lie in one class: at
+// 0.99 an interval whose 90% end is inside the small class but whose 99%
+// end is not is explained.
 func TestTextStageCoversTheClassQuantile(t *testing.T) {
 	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: classes, ClassQuantile: 0.9}
 	e := &CostEstimate{CPUSeconds: 0.3, Sigma: math.Log(0.9/0.3) / 1.2816} // 90%: 0.9 s, 99%: 1.6 s
