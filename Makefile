@@ -163,8 +163,8 @@ run: build ort
 	TRINO_PORT=$(TRINO_PORT) scripts/run.sh
 
 fuzz:
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzRouteToken -fuzztime 30s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzRewriteURIs -fuzztime 30s
+	$(GO) test ./proxy/protocol -run '^$$' -fuzz FuzzRouteToken -fuzztime 30s
+	$(GO) test ./proxy/protocol -run '^$$' -fuzz FuzzRewriteURIs -fuzztime 30s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzBareLFGuard -fuzztime 30s
 
 bench: build

@@ -4,11 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -219,14 +215,14 @@ func (s *Server) saveQuery(id string, r *fasthttp.Request, d *decision) []byte {
 		q.Estimate, q.Estimated = Estimate{}, false
 		b, _ = json.Marshal(q)
 	}
-	return s.signer.seal(b, []byte(id))
+	return s.signer.Seal(b, []byte(id))
 }
 
 // restoreQuery rebuilds a saved query into req; it fails when the payload
 // does not open under this replica's route secret, is corrupt, or names a
 // cluster this replica does not have.
 func (s *Server) restoreQuery(id string, payload []byte, req *fasthttp.Request) (*decision, error) {
-	plain, err := s.signer.open(payload, []byte(id))
+	plain, err := s.signer.Open(payload, []byte(id))
 	if err != nil {
 		return nil, err
 	}
@@ -245,39 +241,6 @@ func (s *Server) restoreQuery(id string, payload []byte, req *fasthttp.Request) 
 	req.SetBodyRaw(q.Body)
 	return &decision{Decision: q.Decision, cluster: c, est: q.Estimate, estimate: q.Estimated,
 		took: time.Duration(q.TookNanos), identity: q.Identity}, nil
-}
-
-// payloadKey derives the key that seals saved queries from the route secret.
-func (s *Signer) payloadKey() []byte {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte("prestroid admission payload v1"))
-	return m.Sum(nil)
-}
-
-// seal encrypts plain with AES-256-GCM, bound to aad: nonce || ciphertext.
-func (s *Signer) seal(plain, aad []byte) []byte {
-	block, _ := aes.NewCipher(s.payloadKey())
-	gcm, _ := cipher.NewGCM(block)
-	nonce := make([]byte, gcm.NonceSize(), gcm.NonceSize()+len(plain)+gcm.Overhead())
-	_, _ = rand.Read(nonce)
-	return gcm.Seal(nonce, nonce, plain, aad)
-}
-
-// errPayload: a saved query that does not open (another route secret, or
-// tampered with in the store).
-var errPayload = errors.New("proxy: saved query does not open under this route secret")
-
-func (s *Signer) open(sealed, aad []byte) ([]byte, error) {
-	block, _ := aes.NewCipher(s.payloadKey())
-	gcm, _ := cipher.NewGCM(block)
-	if len(sealed) < gcm.NonceSize() {
-		return nil, errPayload
-	}
-	plain, err := gcm.Open(nil, sealed[:gcm.NonceSize()], sealed[gcm.NonceSize():], aad)
-	if err != nil {
-		return nil, errPayload
-	}
-	return plain, nil
 }
 
 // newAdmissionStore builds the store o asks for.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/testing/redistest"
 )
 
@@ -28,7 +29,7 @@ func sharedOpts(srv *redistest.Server, lease time.Duration, o AdmissionOptions) 
 func TestSharedAdmissionAcrossReplicas(t *testing.T) {
 	rs := redistest.Start(t)
 	stub, posts := statefulStub(t)
-	signer, _ := NewSigner([]byte(strings.Repeat("s", 32)))
+	signer, _ := protocol.NewSigner([]byte(strings.Repeat("s", 32)))
 	o := sharedOpts(rs, 3*time.Second, AdmissionOptions{MaxQueries: 1})
 	p1, _ := admissionProxy(t, stub.URL, signer, o)
 	p2, srv2 := admissionProxy(t, stub.URL, signer, o)
@@ -238,11 +239,11 @@ func TestSharedQueueHoldsNoPlaintext(t *testing.T) {
 				t.Errorf("ticket %s holds its request as plain JSON", k)
 			}
 			var q savedQuery
-			plain, err := srv.signer.open([]byte(req), []byte(id))
+			plain, err := srv.signer.Open([]byte(req), []byte(id))
 			if err != nil || json.Unmarshal(plain, &q) != nil || string(q.Body) != "SELECT 'sql-marker-42'" {
 				t.Errorf("the saved request does not open under the route secret: %v %q", err, q.Body)
 			}
-			if _, err := srv.signer.open([]byte(req), []byte("another id")); err == nil {
+			if _, err := srv.signer.Open([]byte(req), []byte("another id")); err == nil {
 				t.Errorf("the saved request opens under another admission id")
 			}
 		}

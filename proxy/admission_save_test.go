@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
 
@@ -13,7 +14,7 @@ import (
 // with the estimator's Learn bytes (the outcome must still teach it), and
 // the verified identity.
 func TestSavedQueryKeepsItsEstimateAndIdentity(t *testing.T) {
-	sg, err := NewSigner(bytes.Repeat([]byte("k"), 32))
+	sg, err := protocol.NewSigner(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
 		t.Fatal(err)
 	}

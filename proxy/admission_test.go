@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/testing/redistest"
 )
 
@@ -42,7 +43,7 @@ func statefulStub(t *testing.T) (*stubTrino, *atomic.Int64) {
 	return s, &posts
 }
 
-func admissionProxy(t *testing.T, upstream string, signer *Signer, a *AdmissionOptions) (string, *Server) {
+func admissionProxy(t *testing.T, upstream string, signer *protocol.Signer, a *AdmissionOptions) (string, *Server) {
 	t.Helper()
 	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: upstream}}, Signer: signer, MonitorInterval: -1,
 		Admission: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -174,7 +175,7 @@ func TestAdmissionQueuesOverBudgetAndAdmitsInOrder(t *testing.T) {
 func TestAdmissionCancelFullAndLost(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend, opts func(AdmissionOptions) *AdmissionOptions) {
 		stub, posts := statefulStub(t)
-		signer, _ := NewSigner([]byte(strings.Repeat("q", 32)))
+		signer, _ := protocol.NewSigner([]byte(strings.Repeat("q", 32)))
 		p, srv := admissionProxy(t, stub.URL, signer, opts(AdmissionOptions{MaxQueries: 1, QueueSize: 1}))
 		call(t, "POST", p+"/v1/statement", "SELECT 1", "alice") // runs, holds the budget
 		queued, _ := call(t, "POST", p+"/v1/statement", "SELECT 2", "alice")

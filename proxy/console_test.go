@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 func ringRecord(r *decisionRing, id, cluster string, cpu float64, at time.Time) uint64 {
@@ -46,7 +48,7 @@ func TestDecisionRing(t *testing.T) {
 		old := ringRecord(r, "old", "a", 1, now)
 		ringRecord(r, "q2", "a", 1, now)
 		ringRecord(r, "q3", "a", 1, now) // overwrites "old"
-		r.finish(old, &Completed{State: "FINISHED", Finished: now, Stats: PageStats{CPUTimeMillis: 500}})
+		r.finish(old, &Completed{State: "FINISHED", Finished: now, Stats: protocol.PageStats{CPUTimeMillis: 500}})
 		r.finish(0, &Completed{State: "FINISHED", Finished: now})
 		for _, rec := range r.snapshot(2) {
 			if !rec.Finished.IsZero() {
@@ -59,9 +61,9 @@ func TestDecisionRing(t *testing.T) {
 		seq := ringRecord(r, "q1", "a", 2, now)
 		failed := ringRecord(r, "q2", "a", 2, now)
 		unestimated := ringRecord(r, "q3", "a", 0, now)
-		r.finish(seq, &Completed{State: "FINISHED", Finished: now, Stats: PageStats{CPUTimeMillis: 500}})
-		r.finish(failed, &Completed{State: "FAILED", ErrorName: "BOOM", Finished: now, Stats: PageStats{CPUTimeMillis: 500}})
-		r.finish(unestimated, &Completed{State: "FINISHED", Finished: now, Stats: PageStats{CPUTimeMillis: 500}})
+		r.finish(seq, &Completed{State: "FINISHED", Finished: now, Stats: protocol.PageStats{CPUTimeMillis: 500}})
+		r.finish(failed, &Completed{State: "FAILED", ErrorName: "BOOM", Finished: now, Stats: protocol.PageStats{CPUTimeMillis: 500}})
+		r.finish(unestimated, &Completed{State: "FINISHED", Finished: now, Stats: protocol.PageStats{CPUTimeMillis: 500}})
 		got := r.snapshot(3)
 		if q, ok := got[2].qError(); !ok || q != 4 || got[2].CPUSeconds != 0.5 {
 			t.Errorf("q1: q-error %v %v, actual %v; want 4 (2 s predicted, 0.5 s actual)", q, ok, got[2].CPUSeconds)

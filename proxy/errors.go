@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
 
@@ -88,7 +89,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 		// Nothing was sent for the query: the client may retry.
 		ctx.Response.Header.Set("Retry-After", "1")
 		s.plain(ctx, fasthttp.StatusServiceUnavailable, "prestroid: the cluster did not answer whether it accepts these credentials; retry")
-	case errors.Is(err, ErrBadToken):
+	case errors.Is(err, protocol.ErrBadToken):
 		s.plain(ctx, fasthttp.StatusForbidden, "prestroid: invalid or tampered route token; this URI was not issued by this proxy")
 	case errors.Is(err, ErrUnknownCluster):
 		s.plain(ctx, fasthttp.StatusNotFound, "prestroid: the cluster of this query is no longer configured")
@@ -168,7 +169,7 @@ func (s *Server) trinoErrorFor(ctx *fasthttp.RequestCtx, id, name, typ, msg stri
 // polledQueryID is the Trino query id of a routed poll
 // (/r/{token}/v1/statement/{phase}/{id}/…), or "".
 func polledQueryID(ctx *fasthttp.RequestCtx) string {
-	_, target, ok := SplitRouted(string(ctx.Path()))
+	_, target, ok := protocol.SplitRouted(string(ctx.Path()))
 	if !ok {
 		return ""
 	}
@@ -190,7 +191,7 @@ func syntheticQueryID() string {
 // /r/{token}/v1/statement/executing/{id}/{slug}/{n} logs as
 // /v1/statement/executing/{id}/….
 func redactPath(p string) string {
-	if _, target, ok := SplitRouted(p); ok {
+	if _, target, ok := protocol.SplitRouted(p); ok {
 		p = target
 	}
 	if i := strings.IndexByte(p, '?'); i >= 0 {

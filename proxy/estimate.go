@@ -22,7 +22,7 @@ type Query struct {
 	SQL string
 	// Header is the caller's identity and session: the request's
 	// X-Trino-* headers and Authorization as callerhdr.Forward admits them,
-	// hop-by-hop headers dropped (callerHeaders in headers.go).
+	// hop-by-hop headers dropped (CallerHeaders in headers.go).
 	Header http.Header
 	// Server is the base URL of the default cluster.
 	Server string

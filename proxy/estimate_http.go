@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
 
@@ -62,7 +63,7 @@ func NewEstimateJSON(e Estimate) EstimateJSON {
 		ExplainMS: float64(e.Explain.Microseconds()) / 1000, FeaturizeUS: e.Featurize.Microseconds(), InferUS: e.Infer.Microseconds()}
 	if e.Estimated {
 		out.CPUSeconds = e.CPUSeconds
-		out.CPUTime = TrinoDuration(e.CPUSeconds)
+		out.CPUTime = protocol.TrinoDuration(e.CPUSeconds)
 		out.Source, out.Sigma, out.ExplainSkipped = e.Source.String(), e.Sigma, e.ExplainSkipped
 		out.LoSeconds, out.HiSeconds = e.Interval()
 	}
@@ -91,7 +92,7 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 
 // serveEstimate answers POST /v1/estimate.
 func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
-	h := callerHeaders(&ctx.Request.Header)
+	h := protocol.CallerHeaders(&ctx.Request.Header)
 	body := bytes.TrimSpace(ctx.Request.Body())
 	sql := string(body)
 	if len(body) > 0 && body[0] == '{' {

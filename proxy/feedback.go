@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
 
@@ -34,7 +35,7 @@ type Completed struct {
 	State     string
 	ErrorName string
 	ErrorType string
-	Stats     PageStats
+	Stats     protocol.PageStats
 	Submitted time.Time
 	Finished  time.Time
 }
@@ -62,7 +63,7 @@ func newTracked(ctx *fasthttp.RequestCtx, d *decision, c *cluster) *tracked {
 }
 
 // complete handles a query's last page: metrics and the feedback log.
-func (s *Server) complete(info *PageInfo, clusterName string) {
+func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 	t, ok := s.tracked.Take(info.ID)
 	var c Completed
 	if ok {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
 
@@ -144,7 +145,7 @@ func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *Gat
 		// other path (a UI login form) must never become an EXPLAIN.
 		return "not-estimated: not /v1/statement and not SQL", none
 	}
-	hdr := callerHeaders(h)
+	hdr := protocol.CallerHeaders(h)
 	// The gateway forwards the client's catalog and schema headers and
 	// reports them again; fill them in if only the report came.
 	if hdr.Get("X-Trino-Catalog") == "" && p.DefaultCatalog != nil && *p.DefaultCatalog != "" {
@@ -167,7 +168,7 @@ func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *Gat
 		return "not-estimated: " + e.Reason, none
 	}
 	if !(s.opts.KeepClientEstimate && hdr.Get("X-Trino-Resource-Estimate") != "") {
-		resp.ExternalHeaders["X-Trino-Resource-Estimate"] = "CPU_TIME=" + TrinoDuration(e.CPUSeconds)
+		resp.ExternalHeaders["X-Trino-Resource-Estimate"] = "CPU_TIME=" + protocol.TrinoDuration(e.CPUSeconds)
 	}
 	// The group as the routing policy picks a class: by the estimate's
 	// ClassQuantile.

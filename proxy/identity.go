@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
 
@@ -306,7 +307,7 @@ func (s *Server) rewriteChallenge(ctx *fasthttp.RequestCtx, c *cluster, v string
 		}
 		q := v[i+1 : i+1+j]
 		b.WriteString(v[:i+1])
-		if base, target, ok := splitBase(q); ok && strings.EqualFold(base, c.base) {
+		if base, target, ok := protocol.SplitBase(q); ok && strings.EqualFold(base, c.base) {
 			q = s.publicBase(ctx) + s.signer.RoutedPath(c.name, target)
 		}
 		b.WriteString(q)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 )
@@ -83,7 +84,7 @@ var errPageFailed = errors.New("proxy: page failed upstream after it started str
 // failed before any of it was sent; rw is closed (and the upstream
 // response released) either way, its completion callbacks run only for a
 // whole page (abort is called instead when it failed).
-func (s *Server) sendPage(ctx *fasthttp.RequestCtx, rw *jsonRewriter, abort func()) error {
+func (s *Server) sendPage(ctx *fasthttp.RequestCtx, rw *protocol.JSONRewriter, abort func()) error {
 	gz := s.opts.GzipLevel >= 0 && acceptsGzip(&ctx.Request.Header)
 	buf := bytebufferpool.Get()
 	_, err := io.CopyN(buf, rw, int64(s.opts.PageBufferBytes)+1)
@@ -126,7 +127,7 @@ func (s *Server) sendPage(ctx *fasthttp.RequestCtx, rw *jsonRewriter, abort func
 // aborts the page's callbacks, and fasthttp closes the connection.
 type pageStream struct {
 	r     io.Reader
-	rw    *jsonRewriter
+	rw    *protocol.JSONRewriter
 	abort func()
 	bad   bool
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
 
@@ -198,7 +198,7 @@ func userGroup(h *fasthttp.RequestHeader, o *AdmissionOptions, user string) stri
 func (s *Server) estimate(ctx *fasthttp.RequestCtx, def *cluster) (Estimate, error) {
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()
-	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: callerHeaders(&ctx.Request.Header),
+	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: protocol.CallerHeaders(&ctx.Request.Header),
 		Server: def.url, Planners: s.planners(def)})
 }
 
@@ -242,7 +242,7 @@ func (s *Server) annotate(req *fasthttp.Request, d *decision) {
 	}
 	if !(s.opts.KeepClientEstimate && len(req.Header.Peek("X-Trino-Resource-Estimate")) > 0) {
 		req.Header.Del("X-Trino-Resource-Estimate")
-		req.Header.Set("X-Trino-Resource-Estimate", "CPU_TIME="+TrinoDuration(d.est.CPUSeconds))
+		req.Header.Set("X-Trino-Resource-Estimate", "CPU_TIME="+protocol.TrinoDuration(d.est.CPUSeconds))
 	}
 	if s.opts.ClassTag != "" && d.Class != "" {
 		tags := string(req.Header.Peek("X-Trino-Client-Tags"))
@@ -320,22 +320,6 @@ func appendTiming(b []byte, name string, d time.Duration) []byte {
 	b = append(b, name...)
 	b = append(b, ";dur="...)
 	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', 3, 64)
-}
-
-// TrinoDuration formats seconds in Trino's duration syntax (io.airlift.units
-// Duration: a number and one of ns us ms s m h d), never Go's "1h30m0s".
-func TrinoDuration(sec float64) string {
-	if math.IsNaN(sec) || sec < 0 {
-		sec = 0
-	}
-	switch {
-	case sec < 1:
-		return strconv.FormatFloat(math.Ceil(sec*1000), 'f', 0, 64) + "ms"
-	case sec < 600:
-		return strconv.FormatFloat(math.Ceil(sec), 'f', 0, 64) + "s"
-	default:
-		return strconv.FormatFloat(math.Ceil(sec/60), 'f', 0, 64) + "m"
-	}
 }
 
 // Transactions stick to the cluster that started them without any state in

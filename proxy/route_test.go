@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 // fixedEstimator answers every query with the CPU seconds found after
@@ -235,7 +237,7 @@ func TestShadowModeOnlyReports(t *testing.T) {
 
 func TestTrinoDuration(t *testing.T) {
 	for in, want := range map[float64]string{0: "0ms", 0.0004: "1ms", 0.25: "250ms", 1: "1s", 89.2: "90s", 600: "10m", 5400: "90m", -1: "0ms"} {
-		if got := TrinoDuration(in); got != want {
+		if got := protocol.TrinoDuration(in); got != want {
 			t.Errorf("TrinoDuration(%v) = %q, want %q", in, got, want)
 		}
 	}

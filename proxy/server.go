@@ -28,6 +28,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 // ClusterConfig names one Trino coordinator.
@@ -42,7 +43,7 @@ type Options struct {
 	// Clusters to forward to; the first is the default. Required.
 	Clusters []ClusterConfig
 	// Signer signs route tokens. Nil means a random per-process key.
-	Signer *Signer
+	Signer *protocol.Signer
 	// PublicURL is the proxy's base URL as clients see it. Empty means
 	// derived per request from the Host header, which must then be one the
 	// proxy answers to (see AllowedHosts); other requests get 400.
@@ -203,10 +204,10 @@ type Server struct {
 	opts     Options
 	clusters []*cluster
 	byName   map[string]*cluster
-	signer   *Signer
-	queries  *boundedMap[string]    // query id -> cluster name
-	tracked  *boundedMap[*tracked]  // query id -> what the proxy knows of it, until its last page
-	creds    *boundedMap[time.Time] // credentialKey -> accepted until (identity.go)
+	signer   *protocol.Signer
+	queries  *protocol.BoundedMap[string]    // query id -> cluster name
+	tracked  *protocol.BoundedMap[*tracked]  // query id -> what the proxy knows of it, until its last page
+	creds    *protocol.BoundedMap[time.Time] // credentialKey -> accepted until (identity.go)
 	metrics  *metrics
 	registry *prometheus.Registry
 	selector Selector
@@ -315,15 +316,15 @@ func New(o Options) (*Server, error) {
 		classes[cc.Name] = true
 	}
 	if o.Signer == nil {
-		sg, err := NewSigner(nil)
+		sg, err := protocol.NewSigner(nil)
 		if err != nil {
 			return nil, err
 		}
 		o.Signer = sg
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
-	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: newBoundedMap[string](o.QueryMapSize),
-		tracked: newBoundedMap[*tracked](10000), creds: newBoundedMap[time.Time](10000), metrics: newMetrics(), log: o.Logger, selector: o.Selector}
+	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: protocol.NewBoundedMap[string](o.QueryMapSize),
+		tracked: protocol.NewBoundedMap[*tracked](10000), creds: protocol.NewBoundedMap[time.Time](10000), metrics: newMetrics(), log: o.Logger, selector: o.Selector}
 	if s.selector == nil {
 		cost := &CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow, Quantile: o.ClassQuantile}
 		s.selector = cost
@@ -530,7 +531,7 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.plain(ctx, fasthttp.StatusMethodNotAllowed, "prestroid: method not allowed")
 		return
 	}
-	if token, target, ok := SplitRouted(raw); ok {
+	if token, target, ok := protocol.SplitRouted(raw); ok {
 		s.routed(ctx, method, token, target)
 		return
 	}
@@ -727,7 +728,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, c *cluster, target string, mo
 func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target string, mode fwdMode, d *decision) {
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
-	copyRequestHeaders(&req.Header, &ctx.Request.Header, s.opts.ForwardedHeaders)
+	protocol.CopyRequestHeaders(&req.Header, &ctx.Request.Header, s.opts.ForwardedHeaders)
 	req.Header.SetMethodBytes(ctx.Method())
 	req.SetRequestURI(c.url + target)
 	req.Header.SetHost(c.host)
@@ -820,7 +821,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 
 	ctx.Response.Reset()
 	ctx.SetStatusCode(resp.StatusCode())
-	copyResponseHeaders(&ctx.Response.Header, &resp.Header, gz)
+	protocol.CopyResponseHeaders(&ctx.Response.Header, &resp.Header, gz)
 	s.rewriteLocation(ctx, c)
 	s.rewriteAuthenticate(ctx, c)
 	tagTransaction(&ctx.Response.Header, c)
@@ -847,8 +848,8 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		}
 		src = zr
 	}
-	info := &PageInfo{}
-	m := &uriMapper{signer: s.signer, cluster: c.name, upstreamBase: c.base, publicBase: s.publicBase(ctx)}
+	info := &protocol.PageInfo{}
+	m := &protocol.URIMapper{Signer: s.signer, Cluster: c.name, UpstreamBase: c.base, PublicBase: s.publicBase(ctx)}
 	cname := c.name
 	var admitID string
 	var tr *tracked
@@ -857,7 +858,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		tr = newTracked(ctx, d, c)
 	}
 	aborted := false // the page failed upstream: it tells nothing
-	rw := newJSONRewriter(src, func() error {
+	rw := protocol.NewJSONRewriter(src, func() error {
 		if aborted {
 			return release()
 		}
@@ -904,7 +905,7 @@ func (s *Server) rewriteLocation(ctx *fasthttp.RequestCtx, c *cluster) {
 	if loc == "" {
 		return
 	}
-	base, target, ok := splitBase(loc)
+	base, target, ok := protocol.SplitBase(loc)
 	if !ok || !strings.EqualFold(base, c.base) {
 		return
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 // TestReplayedAndTruncatedTokensNeverReachUpstream: a valid route token
@@ -33,7 +35,7 @@ func TestReplayedAndTruncatedTokensNeverReachUpstream(t *testing.T) {
 		})
 	}
 	secret := []byte(strings.Repeat("s", 32))
-	signer, err := NewSigner(secret)
+	signer, err := protocol.NewSigner(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +64,15 @@ func TestReplayedAndTruncatedTokensNeverReachUpstream(t *testing.T) {
 		return page.NextURI
 	}
 	a, b := nextURI(), nextURI()
-	tokA, targetA, _ := SplitRouted(strings.TrimPrefix(a, p))
-	_, targetB, _ := SplitRouted(strings.TrimPrefix(b, p))
+	tokA, targetA, _ := protocol.SplitRouted(strings.TrimPrefix(a, p))
+	_, targetB, _ := protocol.SplitRouted(strings.TrimPrefix(b, p))
 	if targetA == targetB {
 		t.Fatalf("two queries with one path %s", targetA)
 	}
 	if got := signer.RoutedPath("default", targetA); p+got != a {
 		t.Fatalf("the proxy's own secret signs %s, the proxy handed out %s", got, a)
 	}
-	other, _ := NewSigner([]byte(strings.Repeat("o", 32)))
+	other, _ := protocol.NewSigner([]byte(strings.Repeat("o", 32)))
 	macA := tokA[strings.LastIndexByte(tokA, '.')+1:]
 
 	before := stubs[0].hits.Load() + stubs[1].hits.Load()

@@ -17,6 +17,7 @@ import (
 	"github.com/prestroid/prestroid/bench"
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 func init() {
@@ -80,7 +81,7 @@ func startEstimatingProxy(trino, model, ortLib string, tune func(*config.Config)
 		return "", estimatorAdapter{}, nil, err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	signer, err := proxy.NewSigner(nil)
+	signer, err := protocol.NewSigner(nil)
 	if err != nil {
 		return "", estimatorAdapter{}, nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 // prestroid serve --check-config: load and validate the configuration the
@@ -90,7 +91,7 @@ func checkLoaded(cfg *config.Config) []checkResult {
 	case cfg.RouteSecret == "":
 		warn("route_secret", "none: a random one per process (URIs of running queries do not survive a restart; one replica only)")
 	default:
-		if _, err := proxy.NewSigner([]byte(cfg.RouteSecret)); err != nil {
+		if _, err := protocol.NewSigner([]byte(cfg.RouteSecret)); err != nil {
 			fail("route_secret", "%v", err)
 		} else {
 			ok("route_secret", "set (%d bytes)", len(cfg.RouteSecret))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 const fixtureModel = "../../estimator/testdata/bundle-fixture"
@@ -54,7 +55,7 @@ func estimatingProxy(t *testing.T, lib, trino string) string {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	signer, _ := proxy.NewSigner(nil)
+	signer, _ := protocol.NewSigner(nil)
 	o := proxyOptions(cfg, signer, logger)
 	closeEstimator, err := wireEstimator(cfg, &o, logger)
 	if err != nil {
@@ -264,7 +265,7 @@ func TestHistoryFileHeldByAnotherProcessIsAnError(t *testing.T) {
 	cfg.Estimator.Model = ""
 	cfg.Estimator.History.Path = path
 	cfg.FillDefaults()
-	signer, _ := proxy.NewSigner(nil)
+	signer, _ := protocol.NewSigner(nil)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	o := proxyOptions(cfg, signer, logger)
 	if os.Getenv("PRESTROID_ORT_LIB") == "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/internal/jwtauth"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 func init() {
@@ -258,7 +259,7 @@ func loadServeConfig(f serveFlags) (*config.Config, error) {
 // newProxy builds the proxy; the returned func flushes the feedback log
 // and the estimator's history.
 func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), error) {
-	signer, err := proxy.NewSigner([]byte(cfg.RouteSecret))
+	signer, err := protocol.NewSigner([]byte(cfg.RouteSecret))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -303,7 +304,7 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 
 // proxyOptions maps the configuration onto the proxy's options; the
 // estimator is wired separately.
-func proxyOptions(cfg *config.Config, signer *proxy.Signer, logger *slog.Logger) proxy.Options {
+func proxyOptions(cfg *config.Config, signer *protocol.Signer, logger *slog.Logger) proxy.Options {
 	clusters := make([]proxy.ClusterConfig, len(cfg.Clusters))
 	for i, c := range cfg.Clusters {
 		clusters[i] = proxy.ClusterConfig{Name: c.Name, URL: c.URL, Class: c.Class}

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/testing/e2e"
 )
 
@@ -199,7 +199,7 @@ routing:
 			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(p.NextURI, base+"/r/default.") {
 				t.Fatalf("POST: %d, nextUri %q", resp.StatusCode, p.NextURI)
 			}
-			tok, target, ok := proxy.SplitRouted(strings.TrimPrefix(p.NextURI, base))
+			tok, target, ok := protocol.SplitRouted(strings.TrimPrefix(p.NextURI, base))
 			if !ok {
 				t.Fatalf("nextUri %s is not routed", p.NextURI)
 			}
@@ -207,11 +207,11 @@ routing:
 		}
 		uriA, tokA, targetA := start(7)
 		uriB, _, targetB := start(9)
-		own, _ := proxy.NewSigner([]byte(secret))
+		own, _ := protocol.NewSigner([]byte(secret))
 		if base+own.RoutedPath("default", targetA) != uriA {
 			t.Fatalf("the proxy's own secret does not reproduce its token: %s vs %s", own.RoutedPath("default", targetA), uriA)
 		}
-		other, _ := proxy.NewSigner([]byte(strings.Repeat("o", 40)))
+		other, _ := protocol.NewSigner([]byte(strings.Repeat("o", 40)))
 		macA := tokA[strings.LastIndexByte(tokA, '.')+1:]
 		forged := []struct{ what, path string }{
 			{"A's token on B's path", "/r/" + tokA + targetB},

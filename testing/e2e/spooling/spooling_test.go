@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/testing/e2e"
 )
 
@@ -413,7 +414,7 @@ func checkSpooledSegment(t *testing.T, c spoolingCluster, i int, s segment) []by
 // upstreamTarget returns the target a routed proxy URI stands for.
 func upstreamTarget(t *testing.T, proxied, u string) string {
 	t.Helper()
-	_, target, ok := proxy.SplitRouted(strings.TrimPrefix(u, proxied))
+	_, target, ok := protocol.SplitRouted(strings.TrimPrefix(u, proxied))
 	if !ok {
 		t.Fatalf("%s is not a routed URI", u)
 	}

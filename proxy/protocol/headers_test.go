@@ -1,4 +1,4 @@
-package proxy
+package protocol
 
 import (
 	"net/http"
@@ -29,7 +29,7 @@ func TestCallerHeaders(t *testing.T) {
 	h.Set("Cookie", "session=1")
 	h.Set("User-Agent", "trino-cli")
 
-	got := callerHeaders(h)
+	got := CallerHeaders(h)
 	want := http.Header{
 		"Authorization":              {"Bearer caller-token"},
 		"X-Trino-User":               {"alice"},
@@ -52,7 +52,7 @@ func TestCallerHeaders(t *testing.T) {
 	}
 	t.Run("authorization, the user and every value of repeated headers are kept in order", func(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("callerHeaders = %v\nwant %v", got, want)
+			t.Errorf("CallerHeaders = %v\nwant %v", got, want)
 		}
 	})
 	t.Run("the result is a copy that outlives the request", func(t *testing.T) {

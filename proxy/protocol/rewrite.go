@@ -1,4 +1,4 @@
-package proxy
+package protocol
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 )
 
 // The statement endpoints answer with QueryResults JSON whose URIs point at
-// the cluster. jsonRewriter streams such a body to the client, replacing those
+// the cluster. JSONRewriter streams such a body to the client, replacing those
 // URIs with routed proxy URIs, without ever holding the whole page: it is a
 // byte-level JSON scanner that tracks only the key path of the value it is
 // in. Rewritten values are the top-level nextUri, partialCancelUri and
@@ -94,17 +94,17 @@ func (s *PageStats) set(key string, v int64) {
 	}
 }
 
-// uriMapper turns an upstream URI into the URI handed to the client.
-type uriMapper struct {
-	signer       *Signer
-	cluster      string
-	upstreamBase string // scheme://host[:port] of the cluster, lower case
-	publicBase   string // scheme://host[:port] of the proxy as clients see it
+// URIMapper turns an upstream URI into the URI handed to the client.
+type URIMapper struct {
+	Signer       *Signer
+	Cluster      string
+	UpstreamBase string // scheme://host[:port] of the cluster, lower case
+	PublicBase   string // scheme://host[:port] of the proxy as clients see it
 }
 
-// splitBase splits an absolute http(s) URI into scheme://host[:port] and the
+// SplitBase splits an absolute http(s) URI into scheme://host[:port] and the
 // rest (path and query). ok is false for anything else.
-func splitBase(u string) (base, target string, ok bool) {
+func SplitBase(u string) (base, target string, ok bool) {
 	var rest string
 	switch {
 	case strings.HasPrefix(u, "http://"):
@@ -129,26 +129,26 @@ func splitBase(u string) (base, target string, ok bool) {
 // partialCancelUri are always coordinator URIs, so they are routed whatever
 // host Trino wrote; infoUri only when it points at the cluster itself
 // (query.info-url-template may point at an outside UI).
-func (m *uriMapper) mapTopLevel(key, v string) (string, bool) {
-	base, target, ok := splitBase(v)
+func (m *URIMapper) mapTopLevel(key, v string) (string, bool) {
+	base, target, ok := SplitBase(v)
 	if !ok {
 		return "", false
 	}
-	if key == "infoUri" && !strings.EqualFold(base, m.upstreamBase) {
+	if key == "infoUri" && !strings.EqualFold(base, m.UpstreamBase) {
 		return "", false
 	}
-	return m.publicBase + m.signer.RoutedPath(m.cluster, target), true
+	return m.PublicBase + m.Signer.RoutedPath(m.Cluster, target), true
 }
 
 // mapSegment rewrites a spooled segment's uri/ackUri when it is a
 // coordinator endpoint of this cluster; pre-signed storage URIs are left
 // alone (their signature covers them).
-func (m *uriMapper) mapSegment(v string) (string, bool) {
-	base, target, ok := splitBase(v)
-	if !ok || !strings.EqualFold(base, m.upstreamBase) || !strings.HasPrefix(target, "/v1/spooled/") {
+func (m *URIMapper) mapSegment(v string) (string, bool) {
+	base, target, ok := SplitBase(v)
+	if !ok || !strings.EqualFold(base, m.UpstreamBase) || !strings.HasPrefix(target, "/v1/spooled/") {
 		return "", false
 	}
-	return m.publicBase + m.signer.RoutedPath(m.cluster, target), true
+	return m.PublicBase + m.Signer.RoutedPath(m.Cluster, target), true
 }
 
 // Limits that keep the rewriter's memory bounded whatever the page holds.
@@ -196,11 +196,11 @@ func (f *frame) keyString() string {
 	return string(f.key[:f.keyLen])
 }
 
-// jsonRewriter is an io.ReadCloser streaming src through the rewrite.
-type jsonRewriter struct {
+// JSONRewriter is an io.ReadCloser streaming src through the rewrite.
+type JSONRewriter struct {
 	src    io.Reader
 	closer func() error
-	m      *uriMapper
+	m      *URIMapper
 	info   *PageInfo
 
 	in  []byte
@@ -221,12 +221,12 @@ type jsonRewriter struct {
 	untrack int // nesting levels beyond maxDepth
 }
 
-func newJSONRewriter(src io.Reader, closer func() error, m *uriMapper, info *PageInfo) *jsonRewriter {
-	return &jsonRewriter{src: src, closer: closer, m: m, info: info, in: make([]byte, rewriteReadBuf)}
+func NewJSONRewriter(src io.Reader, closer func() error, m *URIMapper, info *PageInfo) *JSONRewriter {
+	return &JSONRewriter{src: src, closer: closer, m: m, info: info, in: make([]byte, rewriteReadBuf)}
 }
 
 // Read implements io.Reader.
-func (r *jsonRewriter) Read(p []byte) (int, error) {
+func (r *JSONRewriter) Read(p []byte) (int, error) {
 	for r.off == len(r.out) {
 		if r.err != nil {
 			if r.err == io.EOF {
@@ -250,7 +250,7 @@ func (r *jsonRewriter) Read(p []byte) (int, error) {
 }
 
 // Close implements io.Closer; it releases the upstream response.
-func (r *jsonRewriter) Close() error {
+func (r *JSONRewriter) Close() error {
 	if r.closer != nil {
 		c := r.closer
 		r.closer = nil
@@ -260,7 +260,7 @@ func (r *jsonRewriter) Close() error {
 }
 
 // flushPending emits anything held back when the input ends mid-token.
-func (r *jsonRewriter) flushPending() {
+func (r *JSONRewriter) flushPending() {
 	if r.state == stString && r.mode == strRewrite {
 		r.out = append(r.out, '"')
 		r.out = append(r.out, r.buf...)
@@ -271,14 +271,14 @@ func (r *jsonRewriter) flushPending() {
 	}
 }
 
-func (r *jsonRewriter) top() *frame {
+func (r *JSONRewriter) top() *frame {
 	if len(r.stack) == 0 {
 		return nil
 	}
 	return &r.stack[len(r.stack)-1]
 }
 
-func (r *jsonRewriter) push(obj bool) {
+func (r *JSONRewriter) push(obj bool) {
 	if r.untrack > 0 || len(r.stack) >= maxDepth {
 		r.untrack++
 		return
@@ -286,7 +286,7 @@ func (r *jsonRewriter) push(obj bool) {
 	r.stack = append(r.stack, frame{obj: obj, expectKey: obj})
 }
 
-func (r *jsonRewriter) pop() {
+func (r *JSONRewriter) pop() {
 	if r.untrack > 0 {
 		r.untrack--
 		return
@@ -311,7 +311,7 @@ const (
 	vkUpdateType
 )
 
-func (r *jsonRewriter) classify() valueKind {
+func (r *JSONRewriter) classify() valueKind {
 	if r.untrack > 0 {
 		return vkNone
 	}
@@ -354,7 +354,7 @@ func (r *jsonRewriter) classify() valueKind {
 }
 
 // feed scans one chunk of input, appending output to r.out.
-func (r *jsonRewriter) feed(b []byte) {
+func (r *JSONRewriter) feed(b []byte) {
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		switch r.state {
@@ -401,7 +401,7 @@ func (r *jsonRewriter) feed(b []byte) {
 	}
 }
 
-func (r *jsonRewriter) structural(c byte) {
+func (r *JSONRewriter) structural(c byte) {
 	switch c {
 	case ' ', '\t', '\r', '\n', ':':
 		r.out = append(r.out, c)
@@ -461,7 +461,7 @@ func (r *jsonRewriter) structural(c byte) {
 	}
 }
 
-func (r *jsonRewriter) capture(c byte) {
+func (r *JSONRewriter) capture(c byte) {
 	if len(r.buf) >= maxCaptureLen {
 		r.overflow = true
 		return
@@ -469,7 +469,7 @@ func (r *jsonRewriter) capture(c byte) {
 	r.buf = append(r.buf, c)
 }
 
-func (r *jsonRewriter) strByte(c byte) {
+func (r *JSONRewriter) strByte(c byte) {
 	switch r.mode {
 	case strPass:
 		r.out = append(r.out, c)
@@ -493,7 +493,7 @@ func (r *jsonRewriter) strByte(c byte) {
 	}
 }
 
-func (r *jsonRewriter) endString() {
+func (r *JSONRewriter) endString() {
 	r.state = stString // for clarity; reset below
 	switch r.mode {
 	case strKey:
@@ -537,7 +537,7 @@ func (r *jsonRewriter) endString() {
 	r.mode = strPass
 }
 
-func (r *jsonRewriter) endScalar() {
+func (r *JSONRewriter) endScalar() {
 	r.state = stValue
 	if r.scalarCap && !r.overflow {
 		if v, err := strconv.ParseInt(string(r.buf), 10, 64); err == nil {
@@ -549,7 +549,7 @@ func (r *jsonRewriter) endScalar() {
 	r.scalarCap = false
 }
 
-func (r *jsonRewriter) observeString(key, v string) {
+func (r *JSONRewriter) observeString(key, v string) {
 	d := len(r.stack)
 	switch {
 	case d == 1 && key == "id":
@@ -571,7 +571,7 @@ func (r *jsonRewriter) observeString(key, v string) {
 // A rewritten URI is signed over this decoded form, because it is what a
 // client sends back, and written out as valid UTF-8 (Trino never writes
 // such bytes; FuzzRewriteURIs checks the two agree).
-func (r *jsonRewriter) unescape(raw []byte) string {
+func (r *JSONRewriter) unescape(raw []byte) string {
 	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw)
 	}

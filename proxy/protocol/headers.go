@@ -1,4 +1,4 @@
-package proxy
+package protocol
 
 import (
 	"bytes"
@@ -58,12 +58,12 @@ func hasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
 }
 
-// copyRequestHeaders copies every end-to-end header of in to out, every
+// CopyRequestHeaders copies every end-to-end header of in to out, every
 // value of a repeated header in order. Host, framing and hop-by-hop headers
 // are left to the caller; X-Forwarded-* and Forwarded are dropped unless
 // forwarded is true, because Trino 451+ answers 406 to them by default
 // (airlift http-server.process-forwarded=REJECT). out must be fresh.
-func copyRequestHeaders(out, in *fasthttp.RequestHeader, forwarded bool) {
+func CopyRequestHeaders(out, in *fasthttp.RequestHeader, forwarded bool) {
 	conn := connectionTokens(in.PeekAll("Connection"))
 	for k, v := range in.All() {
 		switch {
@@ -76,11 +76,11 @@ func copyRequestHeaders(out, in *fasthttp.RequestHeader, forwarded bool) {
 	}
 }
 
-// copyResponseHeaders copies every end-to-end header of in to out, keeping
+// CopyResponseHeaders copies every end-to-end header of in to out, keeping
 // every value of multi-valued headers (X-Trino-Set-Session,
 // X-Trino-Added-Prepare, ...) in order. skipEncoding drops Content-Encoding
 // when the proxy decoded the body.
-func copyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
+func CopyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
 	conn := connectionTokens(in.PeekAll("Connection"))
 	for k, v := range in.All() {
 		switch {
@@ -95,13 +95,13 @@ func copyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
 	}
 }
 
-// callerHeaders is the caller's identity and session that an estimate's
+// CallerHeaders is the caller's identity and session that an estimate's
 // EXPLAIN carries (DESIGN §2.1), for routing estimates and the estimate
 // endpoints alike: the end-to-end headers of in (hop-by-hop ones and those
 // named in Connection dropped first) that callerhdr.Forward lets through,
 // every value of a repeated header in order. The result is a fresh copy
 // the estimator may keep; in is only read.
-func callerHeaders(in *fasthttp.RequestHeader) http.Header {
+func CallerHeaders(in *fasthttp.RequestHeader) http.Header {
 	h := http.Header{}
 	conn := connectionTokens(in.PeekAll("Connection"))
 	for k, v := range in.All() {

@@ -1,4 +1,4 @@
-package proxy
+package protocol
 
 import (
 	"crypto/hmac"

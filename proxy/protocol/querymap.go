@@ -1,24 +1,24 @@
-package proxy
+package protocol
 
 import "sync"
 
-// boundedMap is a mutex-guarded map with a fixed capacity: past it the
+// BoundedMap is a mutex-guarded map with a fixed capacity: past it the
 // oldest entries are forgotten (FIFO). The proxy uses it for shortcuts that
 // are never needed for correctness: which cluster runs a query (for
 // client-built /v1/query/{id} paths) and what it knows of queries in flight
 // (for metrics and the feedback log).
-type boundedMap[V any] struct {
+type BoundedMap[V any] struct {
 	mu   sync.Mutex
 	m    map[string]V
 	ring []string
 	next int
 }
 
-func newBoundedMap[V any](size int) *boundedMap[V] {
-	return &boundedMap[V]{m: make(map[string]V, min(size, 1024)), ring: make([]string, size)}
+func NewBoundedMap[V any](size int) *BoundedMap[V] {
+	return &BoundedMap[V]{m: make(map[string]V, min(size, 1024)), ring: make([]string, size)}
 }
 
-func (q *boundedMap[V]) Put(id string, v V) {
+func (q *BoundedMap[V]) Put(id string, v V) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if _, ok := q.m[id]; ok {
@@ -33,7 +33,7 @@ func (q *boundedMap[V]) Put(id string, v V) {
 	q.m[id] = v
 }
 
-func (q *boundedMap[V]) Get(id string) (V, bool) {
+func (q *BoundedMap[V]) Get(id string) (V, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	v, ok := q.m[id]
@@ -41,7 +41,7 @@ func (q *boundedMap[V]) Get(id string) (V, bool) {
 }
 
 // Take returns and forgets id's value (its ring slot is reused later).
-func (q *boundedMap[V]) Take(id string) (V, bool) {
+func (q *BoundedMap[V]) Take(id string) (V, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	v, ok := q.m[id]

@@ -1,4 +1,4 @@
-package proxy
+package protocol
 
 import (
 	"bytes"
@@ -10,21 +10,21 @@ import (
 	"testing/iotest"
 )
 
-func testMapper(t testing.TB) *uriMapper {
+func testMapper(t testing.TB) *URIMapper {
 	s, err := NewSigner([]byte(strings.Repeat("s", 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &uriMapper{signer: s, cluster: "small", upstreamBase: "http://trino:8081", publicBase: "http://proxy:8080"}
+	return &URIMapper{Signer: s, Cluster: "small", UpstreamBase: "http://trino:8081", PublicBase: "http://proxy:8080"}
 }
 
-func rewriteAll(t testing.TB, m *uriMapper, in []byte, oneByte bool) ([]byte, *PageInfo) {
+func rewriteAll(t testing.TB, m *URIMapper, in []byte, oneByte bool) ([]byte, *PageInfo) {
 	info := &PageInfo{}
 	var src io.Reader = bytes.NewReader(in)
 	if oneByte {
 		src = iotest.OneByteReader(src)
 	}
-	out, err := io.ReadAll(newJSONRewriter(src, nil, m, info))
+	out, err := io.ReadAll(NewJSONRewriter(src, nil, m, info))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestRewriterRewritesOnlyProtocolURIs(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: not a routed path", k)
 		}
-		if c, err := m.signer.Verify(tok, target); err != nil || c != "small" {
+		if c, err := m.Signer.Verify(tok, target); err != nil || c != "small" {
 			t.Errorf("%s: token does not verify: %v", k, err)
 		}
 		if want := strings.TrimPrefix(in[k].(string), "http://trino:8081"); target != want {
@@ -141,7 +141,7 @@ func TestRewriterMemoryStaysBounded(t *testing.T) {
 		b.WriteString(row)
 	}
 	b.WriteString(`[1]]}`)
-	rw := newJSONRewriter(bytes.NewReader(b.Bytes()), nil, testMapper(t), &PageInfo{})
+	rw := NewJSONRewriter(bytes.NewReader(b.Bytes()), nil, testMapper(t), &PageInfo{})
 	buf := make([]byte, 4096)
 	total := 0
 	for {
@@ -164,7 +164,7 @@ func TestRewriterMemoryStaysBounded(t *testing.T) {
 
 // expectedRewrite applies the documented rewrite rules to a decoded page:
 // the oracle for the fuzz target.
-func expectedRewrite(m *uriMapper, v any) any {
+func expectedRewrite(m *URIMapper, v any) any {
 	root, ok := v.(map[string]any)
 	if !ok {
 		return v

@@ -1,0 +1,9 @@
+// Package protocol holds the pieces of the Trino client protocol the proxy
+// needs, as plain functions and values with no server behind them: signed
+// route tokens (token.go) and the sealing of saved queries (seal.go), the
+// streaming rewrite of QueryResults URIs (rewrite.go), which headers travel
+// and which stop at the proxy (headers.go), Trino's duration syntax
+// (duration.go) and the bounded query-id maps (querymap.go).
+//
+// It imports no other package of the proxy.
+package protocol
