@@ -165,7 +165,7 @@ run: build ort
 fuzz:
 	$(GO) test ./proxy/protocol -run '^$$' -fuzz FuzzRouteToken -fuzztime 30s
 	$(GO) test ./proxy/protocol -run '^$$' -fuzz FuzzRewriteURIs -fuzztime 30s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzBareLFGuard -fuzztime 30s
+	$(GO) test ./proxy/frontdoor -run '^$$' -fuzz FuzzBareLFGuard -fuzztime 30s
 
 bench: build
 	./bin/prestroid bench proxy

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/valyala/fasthttp"
 )
 
@@ -136,7 +137,7 @@ func (s *Server) ServeAdmin(ln net.Listener) error {
 		ReadTimeout:           time.Minute,
 		IdleTimeout:           2 * time.Minute,
 		CloseOnShutdown:       true,
-		Logger:                fasthttpLogger{s.log},
+		Logger:                frontdoor.FastHTTPLogger{L: s.log},
 	})
 	return s.adminSrv.Load().Serve(ln)
 }

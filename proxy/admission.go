@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/valyala/fasthttp"
 )
 
@@ -196,7 +197,7 @@ type savedQuery struct {
 	Estimate  Estimate
 	Estimated bool
 	TookNanos int64
-	Identity  Identity
+	Identity  frontdoor.Identity
 }
 
 // saveQuery seals the waiting query for the store: it holds the caller's

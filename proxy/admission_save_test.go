@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
@@ -37,7 +38,7 @@ func TestSavedQueryKeepsItsEstimateAndIdentity(t *testing.T) {
 	req.SetBodyString("SELECT count(*) FROM tpch.tiny.nation")
 	d := &decision{Decision: Decision{Kind: KindRouted, Cluster: "default", Class: "small"}, cluster: here.clusters[0],
 		est: Estimate{Estimated: true, CPUSeconds: 2.5, Source: SourceModel, Sigma: 0.4, Learn: learn}, estimate: true,
-		identity: Identity{User: "alice", Verified: true, Source: "basic"}}
+		identity: frontdoor.Identity{User: "alice", Verified: true, Source: "basic"}}
 
 	for _, on := range []*Server{here, there} {
 		p := here.saveQuery("q1", &req, d)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
@@ -80,12 +81,12 @@ func notSent(err error) bool {
 func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 	ctx.Response.Reset()
 	var ue *UpstreamError
-	var ae *AuthError
+	var ae *frontdoor.AuthError
 	switch {
 	case errors.As(err, &ae):
 		s.refuseCredentials(ctx, ae) // Trino's own 401/403; nothing to log
 		return
-	case errors.Is(err, ErrUnverified):
+	case errors.Is(err, frontdoor.ErrUnverified):
 		// Nothing was sent for the query: the client may retry.
 		ctx.Response.Header.Set("Retry-After", "1")
 		s.plain(ctx, fasthttp.StatusServiceUnavailable, "prestroid: the cluster did not answer whether it accepts these credentials; retry")
@@ -97,7 +98,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 		s.plain(ctx, fasthttp.StatusNotFound, "prestroid: no configured cluster knows this query")
 	case errors.Is(err, ErrNotFound):
 		s.plain(ctx, fasthttp.StatusNotFound, "prestroid: not found")
-	case errors.Is(err, ErrUnknownHost):
+	case errors.Is(err, frontdoor.ErrUnknownHost):
 		s.plain(ctx, fasthttp.StatusBadRequest, "prestroid: the Host header names no host this proxy answers to; set public_url (or allowed_hosts) to the address clients use")
 	case errors.Is(err, ErrBadRequest):
 		s.plain(ctx, fasthttp.StatusBadRequest, err.Error())

@@ -1,97 +1,23 @@
 package proxy
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
 
-// Identity: who a new query counts against. Admission (budgets, the fair
-// queue), routing rules and metrics key on Identity.User and nothing else
-// (DESIGN §5.2).
-//
-// Options.Identity chooses how it is established:
-//   - IdentityHeader (the default): X-Trino-User as the client sent it, an
-//     unauthenticated claim: any client can name any user.
-//   - IdentityVerified: the user the cluster authenticated. The proxy reads
-//     the name from the credentials (the Basic user, or the JWT claim
-//     Options.IdentityClaim of a Bearer token; X-Trino-User when there is
-//     neither, e.g. an opaque token or a cluster that authenticates nobody)
-//     and trusts it only once the cluster accepted those very credentials:
-//     for this request's EXPLAIN, or, when the estimate cascade skipped the
-//     EXPLAIN (a statement that is not explained, a cached estimate, an
-//     estimator failure), for a cheap authenticated probe (GET
-//     /v1/query/{an id that does not exist}: Trino answers 401 before it
-//     looks the id up). An accepted credential is remembered for
-//     Options.CredentialTTL keyed by its SHA-256, so a client's next
-//     statements need no probe. A Bearer token that Options.TokenVerifier
-//     accepts (a JWT checked against a JWKS) needs no cluster at all.
-//
-// In both modes a 401 (or 403) from the cluster for the caller's EXPLAIN
-// or probe ends the request there: the client gets Trino's own answer
-// (status, WWW-Authenticate, body), and the query gets no estimate, no
-// queue slot and no route.
-const (
-	IdentityHeader   = "header"
-	IdentityVerified = "verified"
-)
-
-// Identity is the identity a new query counts against.
-type Identity struct {
-	// User is the name budgets, queues, rules and metrics key on.
-	User string
-	// Verified is true when the cluster (or Options.TokenVerifier) accepted
-	// the credentials User was read from. Always false with IdentityHeader.
-	Verified bool
-	// Source says where User came from: "header" (X-Trino-User, not
-	// verified), "basic", "jwt" (a claim of a Bearer JWT), "jwks" (a JWT
-	// checked locally), "cluster" (X-Trino-User of credentials the cluster
-	// accepted without naming a user in them).
-	Source string
-}
-
-// TokenVerifier checks a Bearer token locally (e.g. a JWT against a JWKS)
-// and returns the principal it names. The proxy declares it; cmd/prestroid
-// wires an implementation.
-type TokenVerifier interface {
-	VerifyToken(token string) (principal string, err error)
-}
-
-// AuthError is a cluster's refusal of the caller's credentials (HTTP 401 or
-// 403) for the EXPLAIN or the identity probe: Trino's own answer, relayed
-// to the client as is (WWW-Authenticate URIs pointed back through the
-// proxy). Estimator implementations return it (wrapped or not) for an
-// EXPLAIN Trino refused this way.
-type AuthError struct {
-	StatusCode int
-	Header     http.Header // the response's headers (WWW-Authenticate, Content-Type)
-	Body       []byte
-
-	cluster *cluster // the cluster that refused, set by identityOf
-}
-
-func (e *AuthError) Error() string {
-	return "proxy: the cluster refused the caller's credentials: HTTP " + http.StatusText(e.StatusCode)
-}
-
-// ErrUnverified: in IdentityVerified mode the cluster could not be asked
-// whether it accepts the caller's credentials (it did not answer); nothing
-// was sent for the query, so the client may retry.
-var ErrUnverified = errors.New("proxy: the caller's credentials could not be verified with the cluster")
-
 // claimedIdentity reads the identity the request claims: from its
 // credentials in verified mode, else X-Trino-User. Nothing is verified here.
-func (s *Server) claimedIdentity(h *fasthttp.RequestHeader) Identity {
+func (s *Server) claimedIdentity(h *fasthttp.RequestHeader) frontdoor.Identity {
 	hdrUser := string(h.Peek("X-Trino-User"))
-	if s.opts.Identity != IdentityVerified {
-		return Identity{User: hdrUser, Source: "header"}
+	if s.opts.Identity != frontdoor.IdentityVerified {
+		return frontdoor.Identity{User: hdrUser, Source: "header"}
 	}
 	auth := string(h.Peek("Authorization"))
 	scheme, cred, _ := strings.Cut(auth, " ")
@@ -100,51 +26,15 @@ func (s *Server) claimedIdentity(h *fasthttp.RequestHeader) Identity {
 	case strings.EqualFold(scheme, "Basic"):
 		if b, err := base64.StdEncoding.DecodeString(cred); err == nil {
 			if user, _, ok := strings.Cut(string(b), ":"); ok && user != "" {
-				return Identity{User: user, Source: "basic"}
+				return frontdoor.Identity{User: user, Source: "basic"}
 			}
 		}
 	case strings.EqualFold(scheme, "Bearer"):
-		if sub := jwtClaim(cred, s.opts.IdentityClaim); sub != "" {
-			return Identity{User: sub, Source: "jwt"}
+		if sub := frontdoor.JWTClaim(cred, s.opts.IdentityClaim); sub != "" {
+			return frontdoor.Identity{User: sub, Source: "jwt"}
 		}
 	}
-	return Identity{User: hdrUser, Source: "cluster"}
-}
-
-// jwtClaim returns the string claim name of a JWT's payload, unverified
-// (the caller verifies the token some other way), or "" when tok is not a
-// JWT or has no such claim.
-func jwtClaim(tok, name string) string {
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 || len(parts[1]) > 16<<10 {
-		return ""
-	}
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
-	if err != nil {
-		return ""
-	}
-	var claims map[string]any
-	if json.Unmarshal(b, &claims) != nil {
-		return ""
-	}
-	v, _ := claims[name].(string)
-	return v
-}
-
-// credentialKey is the key under which an accepted credential is
-// remembered: a SHA-256 of the cluster, the Authorization value and, for
-// credentials that name no user, X-Trino-User (never the credential
-// itself).
-func credentialKey(cluster string, h *fasthttp.RequestHeader, id Identity) string {
-	d := sha256.New()
-	d.Write([]byte(cluster))
-	d.Write([]byte{0})
-	d.Write(h.Peek("Authorization"))
-	if id.Source == "cluster" {
-		d.Write([]byte{0})
-		d.Write([]byte(id.User))
-	}
-	return string(d.Sum(nil))
+	return frontdoor.Identity{User: hdrUser, Source: "cluster"}
 }
 
 // credentialAccepted reports whether the credential under key was accepted
@@ -161,22 +51,22 @@ func (s *Server) rememberCredential(key string) {
 // verifyLocally checks a Bearer token with Options.TokenVerifier; ok is
 // false when there is no verifier, no Bearer token, or the verifier refused
 // it (the cluster is then asked, which may accept tokens of another issuer).
-func (s *Server) verifyLocally(h *fasthttp.RequestHeader) (Identity, bool) {
+func (s *Server) verifyLocally(h *fasthttp.RequestHeader) (frontdoor.Identity, bool) {
 	if s.opts.TokenVerifier == nil {
-		return Identity{}, false
+		return frontdoor.Identity{}, false
 	}
 	scheme, tok, _ := strings.Cut(string(h.Peek("Authorization")), " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return Identity{}, false
+		return frontdoor.Identity{}, false
 	}
 	p, err := s.opts.TokenVerifier.VerifyToken(strings.TrimSpace(tok))
 	if err != nil || p == "" {
 		if err != nil {
 			s.log.Debug("bearer token not verified locally; asking the cluster", "error", err)
 		}
-		return Identity{}, false
+		return frontdoor.Identity{}, false
 	}
-	return Identity{User: p, Verified: true, Source: "jwks"}, true
+	return frontdoor.Identity{User: p, Verified: true, Source: "jwks"}, true
 }
 
 // probeIdentity asks cluster c whether it accepts the request's credentials
@@ -200,7 +90,7 @@ func (s *Server) probeIdentity(h *fasthttp.RequestHeader, c *cluster) error {
 	}
 	timeout := min(s.opts.EstimateTimeout, 5*time.Second)
 	if err := c.probeClient.DoTimeout(req, resp, timeout); err != nil {
-		return errors.Join(ErrUnverified, err)
+		return errors.Join(frontdoor.ErrUnverified, err)
 	}
 	switch resp.StatusCode() {
 	case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden:
@@ -209,8 +99,8 @@ func (s *Server) probeIdentity(h *fasthttp.RequestHeader, c *cluster) error {
 	return nil
 }
 
-func authErrorOf(resp *fasthttp.Response) *AuthError {
-	e := &AuthError{StatusCode: resp.StatusCode(), Header: http.Header{}, Body: append([]byte(nil), resp.Body()...)}
+func authErrorOf(resp *fasthttp.Response) *frontdoor.AuthError {
+	e := &frontdoor.AuthError{StatusCode: resp.StatusCode(), Header: http.Header{}, Body: append([]byte(nil), resp.Body()...)}
 	for k, v := range resp.Header.All() {
 		e.Header.Add(string(k), string(v))
 	}
@@ -221,9 +111,9 @@ func authErrorOf(resp *fasthttp.Response) *AuthError {
 // IdentityVerified mode, given what its estimate did (est, err from the
 // estimator; est is meaningful only when err is nil). It returns the
 // identity, or an *AuthError / ErrUnverified that ends the request.
-func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id Identity, est Estimate, estErr error) (Identity, error) {
+func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id frontdoor.Identity, est Estimate, estErr error) (frontdoor.Identity, error) {
 	h := &ctx.Request.Header
-	key := credentialKey(c.name, h, id)
+	key := frontdoor.CredentialKey(c.name, h, id)
 	switch {
 	case estErr == nil && est.Estimated && est.explained():
 		// The cluster just ran this request's EXPLAIN with its credentials
@@ -248,8 +138,8 @@ func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id Identity, est E
 // refuseCredentials answers with the cluster's own refusal, its
 // WWW-Authenticate URIs (the OAuth2 flow's x_redirect_server and
 // x_token_server) routed back through the proxy.
-func (s *Server) refuseCredentials(ctx *fasthttp.RequestCtx, ae *AuthError) {
-	c := ae.cluster
+func (s *Server) refuseCredentials(ctx *fasthttp.RequestCtx, ae *frontdoor.AuthError) {
+	c := s.byName[ae.Cluster]
 	if c == nil {
 		c = s.clusters[0]
 	}
@@ -320,26 +210,26 @@ func (s *Server) rewriteChallenge(ctx *fasthttp.RequestCtx, c *cluster, v string
 // IdentityVerified mode, with c the cluster that planned the query (or
 // holds its transaction); est and estErr are the estimate's result (zero
 // and nil when there was none).
-func (s *Server) identityOf(ctx *fasthttp.RequestCtx, c *cluster, est Estimate, estErr error) (Identity, error) {
+func (s *Server) identityOf(ctx *fasthttp.RequestCtx, c *cluster, est Estimate, estErr error) (frontdoor.Identity, error) {
 	id, err := s.identityOf1(ctx, c, est, estErr)
-	var ae *AuthError
+	var ae *frontdoor.AuthError
 	switch {
 	case errors.As(err, &ae):
 		s.metrics.identity.WithLabelValues("refused").Inc()
-		ae.cluster = c
-	case errors.Is(err, ErrUnverified):
+		ae.Cluster = c.name
+	case errors.Is(err, frontdoor.ErrUnverified):
 		s.metrics.identity.WithLabelValues("unavailable").Inc()
 	}
 	return id, err
 }
 
-func (s *Server) identityOf1(ctx *fasthttp.RequestCtx, c *cluster, est Estimate, estErr error) (Identity, error) {
+func (s *Server) identityOf1(ctx *fasthttp.RequestCtx, c *cluster, est Estimate, estErr error) (frontdoor.Identity, error) {
 	id := s.claimedIdentity(&ctx.Request.Header)
-	var ae *AuthError
+	var ae *frontdoor.AuthError
 	if errors.As(estErr, &ae) {
 		return id, ae // refused in either mode: forwarding would get the same 401
 	}
-	if s.opts.Identity != IdentityVerified {
+	if s.opts.Identity != frontdoor.IdentityVerified {
 		return id, nil
 	}
 	if v, ok := s.verifyLocally(&ctx.Request.Header); ok {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/valyala/fasthttp"
 )
 
@@ -102,7 +103,7 @@ func (e *authEstimator) Estimate(ctx context.Context, q Query) (Estimate, error)
 	if q.Header.Get("Authorization") != basic("alice", "secret") {
 		h := http.Header{}
 		h.Add("WWW-Authenticate", `Basic realm="Trino"`)
-		return Estimate{}, fmt.Errorf("estimator: EXPLAIN: %w", &AuthError{StatusCode: 401, Header: h, Body: []byte("Unauthorized")})
+		return Estimate{}, fmt.Errorf("estimator: EXPLAIN: %w", &frontdoor.AuthError{StatusCode: 401, Header: h, Body: []byte("Unauthorized")})
 	}
 	if strings.HasPrefix(q.SQL, "SHOW") {
 		return Estimate{Reason: "not explained"}, nil
@@ -121,7 +122,7 @@ func (e noExplainEstimator) Estimate(context.Context, Query) (Estimate, error) {
 func TestVerifiedIdentity(t *testing.T) {
 	t.Run("a wrong password gets Trino's own 401: no statement upstream, no queue slot", func(t *testing.T) {
 		up := newAuthStub(t)
-		base, s := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: IdentityVerified,
+		base, s := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified,
 			Admission: &AdmissionOptions{MaxQueries: 1}})
 		_, resp, body := submit(t, base, map[string]string{"Authorization": basic("alice", "wrong"), "X-Trino-User": "alice"}, "SELECT 1")
 		if resp.StatusCode != 401 || body != "Unauthorized" {
@@ -139,7 +140,7 @@ func TestVerifiedIdentity(t *testing.T) {
 	})
 	t.Run("the OAuth2 challenge's URIs point back through the proxy, routed to the cluster", func(t *testing.T) {
 		up := newAuthStub(t)
-		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: IdentityVerified})
+		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified})
 		_, resp, _ := submit(t, base, map[string]string{"X-Trino-User": "alice"}, "SELECT 1")
 		v := resp.Header.Values("WWW-Authenticate")
 		if len(v) != 2 || strings.Contains(v[1], up.URL) || !strings.Contains(v[1], `x_token_server="`+base+"/r/default.") {
@@ -160,7 +161,7 @@ func TestVerifiedIdentity(t *testing.T) {
 	})
 	t.Run("budgets key on the Basic user, not on a rotating X-Trino-User", func(t *testing.T) {
 		up := newAuthStub(t)
-		base, s := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: IdentityVerified,
+		base, s := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified,
 			Admission: &AdmissionOptions{UserMaxQueries: 1}})
 		var states []string
 		for _, u := range []string{"u1", "u2", "u3"} {
@@ -195,7 +196,7 @@ func TestVerifiedIdentity(t *testing.T) {
 		}
 	})
 	t.Run("an EXPLAIN the cluster accepted verifies; one it refused is relayed in either mode", func(t *testing.T) {
-		for _, mode := range []string{IdentityVerified, IdentityHeader} {
+		for _, mode := range []string{frontdoor.IdentityVerified, frontdoor.IdentityHeader} {
 			up := newAuthStub(t)
 			est := &authEstimator{}
 			base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: mode, Estimator: est})
@@ -219,7 +220,7 @@ func TestVerifiedIdentity(t *testing.T) {
 		for _, src := range []Source{SourceCheap, SourceHistory, SourceText} {
 			up := newAuthStub(t)
 			est := noExplainEstimator{src}
-			base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: IdentityVerified, Estimator: est})
+			base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified, Estimator: est})
 			p, resp, body := submit(t, base, map[string]string{"Authorization": basic("alice", "secret"), "X-Trino-User": "bob"}, "SELECT 1")
 			if resp.StatusCode != 200 || p.Stats.State != "RUNNING" {
 				t.Fatalf("%s: %d %s", src, resp.StatusCode, body)
@@ -235,7 +236,7 @@ func TestVerifiedIdentity(t *testing.T) {
 	})
 	t.Run("a statement the cascade does not explain is verified by a probe, then remembered", func(t *testing.T) {
 		up := newAuthStub(t)
-		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: IdentityVerified,
+		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified,
 			Estimator: &authEstimator{}, CredentialTTL: 200 * time.Millisecond})
 		h := map[string]string{"Authorization": basic("alice", "secret")}
 		for i := 0; i < 3; i++ {
@@ -256,7 +257,7 @@ func TestVerifiedIdentity(t *testing.T) {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		dead := "http://" + ln.Addr().String()
 		ln.Close()
-		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: dead}}, Identity: IdentityVerified})
+		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: dead}}, Identity: frontdoor.IdentityVerified})
 		_, resp, _ := submit(t, base, map[string]string{"Authorization": basic("alice", "secret")}, "SELECT 1")
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("status %d", resp.StatusCode)
@@ -264,7 +265,7 @@ func TestVerifiedIdentity(t *testing.T) {
 	})
 	t.Run("a locally verified token needs no cluster", func(t *testing.T) {
 		up := newAuthStub(t)
-		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: IdentityVerified,
+		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified,
 			TokenVerifier: tokenFunc(func(tok string) (string, error) {
 				if tok == "good" {
 					return "carol", nil
@@ -309,7 +310,7 @@ type tokenFunc func(string) (string, error)
 func (f tokenFunc) VerifyToken(tok string) (string, error) { return f(tok) }
 
 func TestClaimedIdentity(t *testing.T) {
-	s := &Server{opts: Options{Identity: IdentityVerified, IdentityClaim: "sub"}}
+	s := &Server{opts: Options{Identity: frontdoor.IdentityVerified, IdentityClaim: "sub"}}
 	jwt := func(payload string) string {
 		return "Bearer eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".c2ln"
 	}

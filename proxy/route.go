@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
@@ -38,7 +39,7 @@ type decision struct {
 	admitID  string // the admission id, when admission control admitted it
 	// identity is who the query counts against (identity.go): admission,
 	// rules and metrics key on identity.User.
-	identity Identity
+	identity frontdoor.Identity
 	took     time.Duration // deciding, estimate included (Server-Timing)
 }
 
@@ -112,7 +113,7 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 	if s.opts.Estimator != nil {
 		est, estErr = s.estimate(ctx, def)
 		err := estErr
-		var ae *AuthError
+		var ae *frontdoor.AuthError
 		switch {
 		case errors.As(err, &ae):
 			// The cluster refused the caller's credentials: identityOf

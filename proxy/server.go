@@ -28,6 +28,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
@@ -95,7 +96,7 @@ type Options struct {
 	// TokenVerifier, when set, checks Bearer tokens locally (a JWT against
 	// a JWKS) in IdentityVerified mode; a token it refuses is still offered
 	// to the cluster. Nil means the cluster verifies every credential.
-	TokenVerifier TokenVerifier
+	TokenVerifier frontdoor.TokenVerifier
 	// Logger receives request errors. Nil means slog.Default().
 	Logger *slog.Logger
 
@@ -207,7 +208,7 @@ type Server struct {
 	signer   *protocol.Signer
 	queries  *protocol.BoundedMap[string]    // query id -> cluster name
 	tracked  *protocol.BoundedMap[*tracked]  // query id -> what the proxy knows of it, until its last page
-	creds    *protocol.BoundedMap[time.Time] // credentialKey -> accepted until (identity.go)
+	creds    *protocol.BoundedMap[time.Time] // CredentialKey -> accepted until (identity.go)
 	metrics  *metrics
 	registry *prometheus.Registry
 	selector Selector
@@ -274,7 +275,7 @@ func New(o Options) (*Server, error) {
 	switch o.Identity {
 	case "":
 		o.Identity = config.DefaultIdentity
-	case IdentityHeader, IdentityVerified:
+	case frontdoor.IdentityHeader, frontdoor.IdentityVerified:
 	default:
 		return nil, fmt.Errorf("proxy: unknown identity mode %q", o.Identity)
 	}
@@ -400,7 +401,7 @@ func New(o Options) (*Server, error) {
 		ReadTimeout:           5 * time.Minute,
 		IdleTimeout:           2 * time.Minute,
 		CloseOnShutdown:       true,
-		Logger:                fasthttpLogger{o.Logger},
+		Logger:                frontdoor.FastHTTPLogger{L: o.Logger},
 		SecureErrorLogMessage: true, // never quote request bytes (credentials) in errors
 	}
 	s.srv.ErrorHandler = s.errorHandler
@@ -460,7 +461,7 @@ func retryIdempotent(req *fasthttp.Request, _ int, _ error) (resetTimeout, retry
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.health.serving.Store(true)
-	return s.srv.Serve(guardListener{ln})
+	return s.srv.Serve(frontdoor.GuardListener{Listener: ln})
 }
 
 // Shutdown stops accepting connections and waits for open ones to finish
@@ -500,7 +501,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 func (s *Server) DefaultCluster() string { return s.clusters[0].name }
 
 // publicBase is the proxy's base URL for this request. Without PublicURL
-// the Handler has already refused a Host that allowedHost does not accept.
+// the Handler has already refused a Host that frontdoor.HostAllowed does not accept.
 func (s *Server) publicBase(ctx *fasthttp.RequestCtx) string {
 	if s.opts.PublicURL != "" {
 		return s.opts.PublicURL
@@ -520,8 +521,8 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		s.serveHealth(ctx)
 		return
 	}
-	if s.opts.PublicURL == "" && !s.allowedHost(ctx, string(ctx.Host())) {
-		s.fail(ctx, ErrUnknownHost, false)
+	if s.opts.PublicURL == "" && !frontdoor.HostAllowed(ctx, string(ctx.Host()), s.opts.AllowedHosts) {
+		s.fail(ctx, frontdoor.ErrUnknownHost, false)
 		return
 	}
 	if method == fasthttp.MethodTrace || method == fasthttp.MethodConnect {

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 )
 
 // testCert writes a self-signed certificate for 127.0.0.1 and localhost
@@ -66,9 +68,9 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 // startTLSProxy serves a proxy in front of upstream over TLS with the pair
 // in dir; it returns the proxy's https base URL and the reloader.
-func startTLSProxy(t *testing.T, o Options, certFile, keyFile string) (string, *CertReloader) {
+func startTLSProxy(t *testing.T, o Options, certFile, keyFile string) (string, *frontdoor.CertReloader) {
 	t.Helper()
-	r, err := NewCertReloader(certFile, keyFile, quietLogger())
+	r, err := frontdoor.NewCertReloader(certFile, keyFile, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func startTLSProxy(t *testing.T, o Options, certFile, keyFile string) (string, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.Serve(tls.NewListener(ln, ServerTLSConfig(r)))
+	go s.Serve(tls.NewListener(ln, frontdoor.ServerTLSConfig(r)))
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	return "https://" + ln.Addr().String(), r
 }
@@ -202,7 +204,7 @@ func TestUpstreamTLS(t *testing.T) {
 		{"insecure_skip_verify accepts it", "", true, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc2, err := UpstreamTLSConfig(tc.ca, tc.insecure)
+			tc2, err := frontdoor.UpstreamTLSConfig(tc.ca, tc.insecure)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +224,7 @@ func TestUpstreamTLS(t *testing.T) {
 			}
 		})
 	}
-	if _, err := UpstreamTLSConfig(filepath.Join(t.TempDir(), "missing.pem"), false); err == nil {
+	if _, err := frontdoor.UpstreamTLSConfig(filepath.Join(t.TempDir(), "missing.pem"), false); err == nil {
 		t.Error("a missing CA bundle was accepted")
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimator/bundle"
-	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
@@ -102,7 +102,7 @@ func checkLoaded(cfg *config.Config) []checkResult {
 	}
 
 	if cfg.TLS.Enabled() {
-		if r, err := proxy.NewCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		if r, err := frontdoor.NewCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 			fail("tls", "%v", err)
 		} else if leaf := certLeaf(r); leaf != nil && time.Now().After(leaf.NotAfter) {
 			fail("tls", "%s expired on %s", cfg.TLS.CertFile, leaf.NotAfter.UTC().Format(time.RFC3339))
@@ -113,7 +113,7 @@ func checkLoaded(cfg *config.Config) []checkResult {
 		}
 	}
 	if cfg.UpstreamTLS.CAFile != "" || cfg.UpstreamTLS.InsecureSkipVerify {
-		if _, err := proxy.UpstreamTLSConfig(cfg.UpstreamTLS.CAFile, cfg.UpstreamTLS.InsecureSkipVerify); err != nil {
+		if _, err := frontdoor.UpstreamTLSConfig(cfg.UpstreamTLS.CAFile, cfg.UpstreamTLS.InsecureSkipVerify); err != nil {
 			fail("upstream_tls", "%v", err)
 		} else if cfg.UpstreamTLS.InsecureSkipVerify {
 			warn("upstream_tls", "insecure_skip_verify: cluster certificates are NOT verified (tests only)")
@@ -176,7 +176,7 @@ func checkEstimator(e config.Estimator) []checkResult {
 }
 
 // certLeaf is the parsed leaf certificate the reloader serves, if any.
-func certLeaf(r *proxy.CertReloader) *x509.Certificate {
+func certLeaf(r *frontdoor.CertReloader) *x509.Certificate {
 	c, err := r.GetCertificate(nil)
 	if err != nil || c == nil {
 		return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/internal/jwtauth"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
@@ -161,7 +162,7 @@ func listen(cfg *config.Config, upg *tableflip.Upgrader, logger *slog.Logger) (n
 	if err != nil || !cfg.TLS.Enabled() {
 		return ln, err
 	}
-	certs, err := proxy.NewCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, logger)
+	certs, err := frontdoor.NewCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -173,7 +174,7 @@ func listen(cfg *config.Config, upg *tableflip.Upgrader, logger *slog.Logger) (n
 			_ = certs.Reload()
 		}
 	}()
-	return tls.NewListener(ln, proxy.ServerTLSConfig(certs)), nil
+	return tls.NewListener(ln, frontdoor.ServerTLSConfig(certs)), nil
 }
 
 // drainTimeout bounds how long a process that was upgraded, or told to
@@ -267,7 +268,7 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 		logger.Warn("no route_secret configured: using a random one; URIs of running queries will not survive a restart and replicas cannot share queries")
 	}
 	o := proxyOptions(cfg, signer, logger)
-	if o.UpstreamTLS, err = proxy.UpstreamTLSConfig(cfg.UpstreamTLS.CAFile, cfg.UpstreamTLS.InsecureSkipVerify); err != nil {
+	if o.UpstreamTLS, err = frontdoor.UpstreamTLSConfig(cfg.UpstreamTLS.CAFile, cfg.UpstreamTLS.InsecureSkipVerify); err != nil {
 		return nil, nil, err
 	}
 	if cfg.JWKS.URL != "" {

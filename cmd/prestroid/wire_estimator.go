@@ -22,6 +22,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/models"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 )
 
 // embeddedModel is the default model bundle compiled into the binary (the
@@ -47,7 +48,7 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 	if errors.As(err, &he) && (he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden) {
 		// Trino refused the caller's credentials: the proxy relays this
 		// answer and gives the query no estimate, queue slot or route.
-		return proxy.Estimate{}, &proxy.AuthError{StatusCode: he.StatusCode, Header: he.Header, Body: []byte(he.Body)}
+		return proxy.Estimate{}, &frontdoor.AuthError{StatusCode: he.StatusCode, Header: he.Header, Body: []byte(he.Body)}
 	}
 	if errors.Is(err, estimator.ErrExplainBusy) {
 		return proxy.Estimate{}, fmt.Errorf("%w: %w", proxy.ErrEstimatorBusy, err)

@@ -1,7 +1,7 @@
 // Package jwtauth verifies Bearer JWTs locally against an identity
 // provider's JWKS (golang-jwt/jwt for the token, MicahParks/keyfunc for the
 // key set: fetched at start, refreshed on an interval and when a token
-// names an unknown key id, rate limited). It implements proxy.TokenVerifier
+// names an unknown key id, rate limited). It implements frontdoor.TokenVerifier
 // for identity: verified; cmd/prestroid wires it, the proxy never imports
 // it.
 package jwtauth

@@ -1,4 +1,4 @@
-package proxy
+package frontdoor
 
 import (
 	"crypto/tls"
@@ -158,64 +158,22 @@ func UpstreamTLSConfig(caFile string, insecureSkipVerify bool) (*tls.Config, err
 	return c, nil
 }
 
-// ServeRedirect answers every request on ln (plain HTTP) with a permanent
-// redirect (308: the method and body are kept) to the same path on the TLS
-// listener: public_url's base when set, else the request's host, if it is
-// one the proxy accepts (see allowedHost), on tlsPort. Anything else gets
-// 400, so the redirect never points at a host named by the client alone.
-// Shutdown stops it.
-func (s *Server) ServeRedirect(ln net.Listener, tlsPort string) error {
-	srv := &fasthttp.Server{
-		Name: "prestroid", NoDefaultServerHeader: true, NoDefaultDate: true, NoDefaultContentType: true,
-		MaxRequestBodySize: 1 << 10, ReadTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second,
-		DisablePreParseMultipartForm: true, CloseOnShutdown: true,
-		Logger: fasthttpLogger{s.log}, SecureErrorLogMessage: true, ErrorHandler: s.errorHandler,
-		Handler: func(ctx *fasthttp.RequestCtx) {
-			base := s.opts.PublicURL
-			if base == "" || !strings.HasPrefix(base, "https://") {
-				host := string(ctx.Host())
-				if !s.allowedHost(ctx, host) {
-					s.fail(ctx, ErrUnknownHost, false)
-					return
-				}
-				h, _, err := net.SplitHostPort(host)
-				if err != nil {
-					h = host
-				}
-				if strings.Contains(h, ":") {
-					h = "[" + h + "]"
-				}
-				base = "https://" + h
-				if tlsPort != "443" {
-					base += ":" + tlsPort
-				}
-			}
-			ctx.Response.Header.Set("Location", base+string(ctx.Request.Header.RequestURI()))
-			ctx.SetStatusCode(fasthttp.StatusPermanentRedirect)
-		},
-	}
-	s.mu.Lock()
-	s.extra = append(s.extra, srv)
-	s.mu.Unlock()
-	return srv.Serve(guardListener{ln})
-}
-
 // ErrUnknownHost: the request's Host header names no host the proxy
 // answers to, and public_url is not set (see Options.AllowedHosts).
 var ErrUnknownHost = errors.New("proxy: unknown Host")
 
-// allowedHost reports whether host (a Host header value) may be written
+// HostAllowed reports whether host (a Host header value) may be written
 // into the URIs handed to this client: it is the address the connection
 // arrived on (the literal IP:port the client dialled), localhost on that
-// port when that address is a loopback one, or one of Options.AllowedHosts
+// port when that address is a loopback one, or one of allowed
 // (compared without case). Without this check a client could send
 // Host: evil.example and be handed nextUris pointing there, and an
 // HTTP/1.0 request without Host would get "http:///r/...".
-func (s *Server) allowedHost(ctx *fasthttp.RequestCtx, host string) bool {
+func HostAllowed(ctx *fasthttp.RequestCtx, host string, allowed []string) bool {
 	if host == "" {
 		return false
 	}
-	for _, h := range s.opts.AllowedHosts {
+	for _, h := range allowed {
 		if strings.EqualFold(h, host) {
 			return true
 		}
