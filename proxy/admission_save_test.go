@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
@@ -20,7 +21,7 @@ func TestSavedQueryKeepsItsEstimateAndIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	newServer := func() *Server {
-		s, err := New(Options{Signer: sg, Admission: &AdmissionOptions{MaxQueries: 1},
+		s, err := New(Options{Signer: sg, Admission: &admission.Options{MaxQueries: 1},
 			Clusters: []ClusterConfig{{Name: "default", URL: "http://127.0.0.1:1"}}})
 		if err != nil {
 			t.Fatal(err)

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/admission"
+	"github.com/prestroid/prestroid/proxy/admission/admissiontest"
 	"github.com/prestroid/prestroid/proxy/protocol"
-	"github.com/prestroid/prestroid/testing/redistest"
 )
 
 // statefulStub is a coordinator whose queries run until their executing
@@ -43,7 +44,7 @@ func statefulStub(t *testing.T) (*stubTrino, *atomic.Int64) {
 	return s, &posts
 }
 
-func admissionProxy(t *testing.T, upstream string, signer *protocol.Signer, a *AdmissionOptions) (string, *Server) {
+func admissionProxy(t *testing.T, upstream string, signer *protocol.Signer, a *admission.Options) (string, *Server) {
 	t.Helper()
 	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: upstream}}, Signer: signer, MonitorInterval: -1,
 		Admission: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -82,41 +83,6 @@ func call(t *testing.T, method, url, body string, user string) (pg, *http.Respon
 	return p, resp
 }
 
-// backend is where admission keeps its state in a test: this process's
-// memory, or a real redis-server started for the test.
-type backend struct {
-	name  string
-	redis func(t *testing.T) *RedisAdmission // nil: memory
-}
-
-var backends = []backend{
-	{name: "memory"},
-	{name: "redis", redis: func(t *testing.T) *RedisAdmission {
-		srv := redistest.Start(t) // skips without redis-server
-		return &RedisAdmission{URL: "redis://" + srv.Addr, Lease: 3 * time.Second}
-	}},
-}
-
-// forEachBackend runs fn against both stores: the same behaviour is
-// expected of each.
-func forEachBackend(t *testing.T, fn func(t *testing.T, b backend, a func(AdmissionOptions) *AdmissionOptions)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			var r *RedisAdmission
-			if b.redis != nil {
-				r = b.redis(t)
-			}
-			fn(t, b, func(o AdmissionOptions) *AdmissionOptions {
-				if r != nil {
-					rc := *r
-					o.Redis = &rc
-				}
-				return &o
-			})
-		})
-	}
-}
-
 func lengths(t *testing.T, s *Server) (int, int) {
 	t.Helper()
 	q, in, err := s.admit.Lengths(context.Background())
@@ -127,9 +93,9 @@ func lengths(t *testing.T, s *Server) (int, int) {
 }
 
 func TestAdmissionQueuesOverBudgetAndAdmitsInOrder(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, _ backend, opts func(AdmissionOptions) *AdmissionOptions) {
+	admissiontest.ForEach(t, func(t *testing.T, _ admissiontest.Backend, opts func(admission.Options) *admission.Options) {
 		stub, posts := statefulStub(t)
-		p, srv := admissionProxy(t, stub.URL, nil, opts(AdmissionOptions{MaxQueries: 1}))
+		p, srv := admissionProxy(t, stub.URL, nil, opts(admission.Options{MaxQueries: 1}))
 
 		first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice")
 		if first.Stats.State != "RUNNING" || posts.Load() != 1 {
@@ -173,10 +139,10 @@ func TestAdmissionQueuesOverBudgetAndAdmitsInOrder(t *testing.T) {
 }
 
 func TestAdmissionCancelFullAndLost(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend, opts func(AdmissionOptions) *AdmissionOptions) {
+	admissiontest.ForEach(t, func(t *testing.T, b admissiontest.Backend, opts func(admission.Options) *admission.Options) {
 		stub, posts := statefulStub(t)
 		signer, _ := protocol.NewSigner([]byte(strings.Repeat("q", 32)))
-		p, srv := admissionProxy(t, stub.URL, signer, opts(AdmissionOptions{MaxQueries: 1, QueueSize: 1}))
+		p, srv := admissionProxy(t, stub.URL, signer, opts(admission.Options{MaxQueries: 1, QueueSize: 1}))
 		call(t, "POST", p+"/v1/statement", "SELECT 1", "alice") // runs, holds the budget
 		queued, _ := call(t, "POST", p+"/v1/statement", "SELECT 2", "alice")
 		if queued.Stats.State != "QUEUED" {
@@ -188,9 +154,9 @@ func TestAdmissionCancelFullAndLost(t *testing.T) {
 				t.Fatalf("status %d page %+v", resp.StatusCode, full)
 			}
 		})
-		if b.redis == nil {
+		if b.Redis == nil {
 			t.Run("a proxy restart loses queued queries with a clear error, never a hang", func(t *testing.T) {
-				p2, _ := admissionProxy(t, stub.URL, signer, &AdmissionOptions{MaxQueries: 1})
+				p2, _ := admissionProxy(t, stub.URL, signer, &admission.Options{MaxQueries: 1})
 				lost, resp := call(t, "GET", strings.Replace(queued.NextURI, p, p2, 1), "", "alice")
 				if resp.StatusCode != 200 || lost.Error == nil || lost.Error.ErrorName != "PRESTROID_QUEUE_LOST" || lost.NextURI != "" {
 					t.Fatalf("status %d page %+v", resp.StatusCode, lost)
@@ -198,7 +164,7 @@ func TestAdmissionCancelFullAndLost(t *testing.T) {
 			})
 		} else {
 			t.Run("another replica sharing Redis serves the queued query's poll", func(t *testing.T) {
-				p2, _ := admissionProxy(t, stub.URL, signer, opts(AdmissionOptions{MaxQueries: 1, QueueSize: 1}))
+				p2, _ := admissionProxy(t, stub.URL, signer, opts(admission.Options{MaxQueries: 1, QueueSize: 1}))
 				still, resp := call(t, "GET", strings.Replace(queued.NextURI, p, p2, 1), "", "alice")
 				if resp.StatusCode != 200 || still.Stats.State != "QUEUED" || !strings.HasPrefix(still.NextURI, p2) {
 					t.Fatalf("status %d page %+v", resp.StatusCode, still)
@@ -232,111 +198,6 @@ func TestAdmissionCancelFullAndLost(t *testing.T) {
 			}
 			if q, _ := lengths(t, srv); q != 0 {
 				t.Fatalf("still queued: %d", q)
-			}
-		})
-	})
-}
-
-// storeFor builds a bare store of the backend (no proxy around it).
-func storeFor(t *testing.T, o *AdmissionOptions) admissionStore {
-	t.Helper()
-	if o.Redis != nil {
-		o.Redis.Prefix = "t" + newLocalID() + ":" // a store of its own
-	}
-	st, err := newAdmissionStore(*o, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
-}
-
-func mkEntry(user string, cpu float64) *entry {
-	return &entry{ID: newLocalID(), User: user, Group: user, CPU: cpu, Payload: func() []byte { return []byte("q-" + user) }}
-}
-
-// state is an entry's status right now.
-func state(t *testing.T, st admissionStore, e *entry) queueState {
-	t.Helper()
-	s, err := st.Wait(context.Background(), e.ID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.State
-}
-
-func TestAdmissionBudgets(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, _ backend, opts func(AdmissionOptions) *AdmissionOptions) {
-		ctx := context.Background()
-		a := storeFor(t, opts(AdmissionOptions{MaxCPUSeconds: 100, UserMaxQueries: 1}))
-		big := mkEntry("alice", 500)
-		if now, _ := a.Enter(ctx, big); !now {
-			t.Fatal("a query larger than the whole budget must still run when nothing else does")
-		}
-		small := mkEntry("bob", 1)
-		if now, _ := a.Enter(ctx, small); now {
-			t.Fatal("bob admitted while the CPU budget is exhausted")
-		}
-		alice2, bob2 := mkEntry("alice", 2), mkEntry("bob", 3)
-		a.Enter(ctx, alice2)
-		a.Enter(ctx, bob2)
-		if err := a.Release(ctx, big.ID); err != nil {
-			t.Fatal(err)
-		}
-		// bob's first query runs; alice's second also fits the CPU budget, and
-		// the per-user limit of 1 keeps bob's second waiting.
-		for _, tc := range []struct {
-			e    *entry
-			want queueState
-		}{{small, stateAdmitted}, {alice2, stateAdmitted}, {bob2, stateQueued}} {
-			if got := state(t, a, tc.e); got != tc.want {
-				t.Errorf("%s's query (cpu %g): state %d, want %d", tc.e.User, tc.e.CPU, got, tc.want)
-			}
-		}
-		t.Run("the admitted query's payload goes to exactly one poll", func(t *testing.T) {
-			p, _, err := a.Take(ctx, small.ID)
-			if err != nil || string(p) != "q-bob" {
-				t.Fatalf("take: %q %v", p, err)
-			}
-			if p, st, _ := a.Take(ctx, small.ID); p != nil || st.State != stateTaken {
-				t.Fatalf("second take: %q %+v", p, st)
-			}
-		})
-		t.Run("its last page by Trino's id frees the slot and admits the next", func(t *testing.T) {
-			if err := a.Bind(ctx, small.ID, "20260101_000000_00001_up"); err != nil {
-				t.Fatal(err)
-			}
-			if up, ok := a.Upstream(ctx, small.ID); !ok || up != "20260101_000000_00001_up" {
-				t.Fatalf("upstream %q %v", up, ok)
-			}
-			if err := a.Finish(ctx, "20260101_000000_00001_up"); err != nil {
-				t.Fatal(err)
-			}
-			if got := state(t, a, bob2); got != stateAdmitted {
-				t.Fatalf("bob's second query: state %d after his first finished", got)
-			}
-		})
-		t.Run("fair order: users take turns", func(t *testing.T) {
-			b := storeFor(t, opts(AdmissionOptions{MaxQueries: 1}))
-			hold := mkEntry("zed", 0)
-			b.Enter(ctx, hold)
-			var order []*entry
-			for _, u := range []string{"alice", "alice", "alice", "bob", "carol"} {
-				e := mkEntry(u, 0)
-				order = append(order, e)
-				b.Enter(ctx, e)
-			}
-			want := []int{0, 3, 4, 1, 2} // alice, bob, carol, alice, alice
-			prev := hold
-			for _, i := range want {
-				if err := b.Release(ctx, prev.ID); err != nil {
-					t.Fatal(err)
-				}
-				if got := state(t, b, order[i]); got != stateAdmitted {
-					t.Fatalf("after releasing, %s's query #%d is in state %d, want admitted", order[i].User, i, got)
-				}
-				b.Take(ctx, order[i].ID)
-				prev = order[i]
 			}
 		})
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy/admission"
 )
 
 // The web console (issue 19): one page under consolePrefix on the admin
@@ -323,18 +324,6 @@ func (s *Server) uiQuery(ctx *fasthttp.RequestCtx, raw string) {
 
 // ---- queue
 
-// queuedQuery is one waiting query as admissionStore.Queue reports it.
-type queuedQuery struct {
-	ID, User, Group string
-	CPU             float64
-	Enqueued        time.Time
-	// Position is its place in its user's queue (0: next of the user's).
-	Position int
-	// Use is what is in flight now on the budgets that apply to it: the
-	// global ones, its user's, its group's.
-	Use [3]usage
-}
-
 type consoleQueue struct {
 	Enabled  bool               `json:"enabled"` // admission control is on
 	Store    string             `json:"store,omitempty"`
@@ -374,10 +363,7 @@ func (s *Server) consoleQueue(now time.Time) consoleQueue {
 		return out
 	}
 	o := s.opts.Admission
-	out.Enabled, out.Store = true, "memory"
-	if _, ok := s.admit.(*redisStore); ok {
-		out.Store = "redis"
-	}
+	out.Enabled, out.Store = true, s.admit.Kind()
 	out.Limits = map[string]float64{}
 	for key, v := range map[string]float64{"admission.max_queries": float64(o.MaxQueries), "admission.max_cpu_seconds": o.MaxCPUSeconds,
 		"admission.user_max_queries": float64(o.UserMaxQueries), "admission.user_max_cpu_seconds": o.UserMaxCPUSeconds,
@@ -386,7 +372,7 @@ func (s *Server) consoleQueue(now time.Time) consoleQueue {
 			out.Limits[key] = v
 		}
 	}
-	c, cancel := storeCtx()
+	c, cancel := admission.StoreCtx()
 	defer cancel()
 	var errs []string
 	q, in, err := s.admit.Lengths(c)
@@ -399,7 +385,7 @@ func (s *Server) consoleQueue(now time.Time) consoleQueue {
 		errs = append(errs, err.Error())
 	}
 	out.Error = strings.Join(errs, "; ")
-	slices.SortStableFunc(list, func(a, b queuedQuery) int { return a.Enqueued.Compare(b.Enqueued) })
+	slices.SortStableFunc(list, func(a, b admission.Queued) int { return a.Enqueued.Compare(b.Enqueued) })
 	for _, w := range list {
 		out.Queries = append(out.Queries, consoleQueued{ID: w.ID, User: w.User, Group: w.Group, CPUSeconds: finite(w.CPU),
 			Enqueued: w.Enqueued, WaitedSeconds: max(now.Sub(w.Enqueued).Seconds(), 0), Position: w.Position, HeldBy: heldBy(o, w)})
@@ -410,7 +396,7 @@ func (s *Server) consoleQueue(now time.Time) consoleQueue {
 // heldBy lists the budgets q does not fit now, by the stores' own rule
 // (memStore.fits, fits in lua/admission.lua): a scope with nothing in
 // flight admits one query whatever its size.
-func heldBy(o *AdmissionOptions, q queuedQuery) []consoleHold {
+func heldBy(o *admission.Options, q admission.Queued) []consoleHold {
 	scopes := [3]struct {
 		scope, key string
 		n          int
@@ -423,14 +409,14 @@ func heldBy(o *AdmissionOptions, q queuedQuery) []consoleHold {
 	out := []consoleHold{}
 	for i, sc := range scopes {
 		u := q.Use[i]
-		if u.n == 0 {
+		if u.Queries == 0 {
 			continue
 		}
-		if sc.n > 0 && u.n+1 > sc.n {
-			out = append(out, consoleHold{Budget: sc.key + "max_queries", Scope: sc.scope, InFlight: float64(u.n), Limit: float64(sc.n), Needs: 1})
+		if sc.n > 0 && u.Queries+1 > sc.n {
+			out = append(out, consoleHold{Budget: sc.key + "max_queries", Scope: sc.scope, InFlight: float64(u.Queries), Limit: float64(sc.n), Needs: 1})
 		}
-		if sc.cpu > 0 && u.cpu+q.CPU > sc.cpu {
-			out = append(out, consoleHold{Budget: sc.key + "max_cpu_seconds", Scope: sc.scope, InFlight: finite(u.cpu), Limit: sc.cpu, Needs: finite(q.CPU)})
+		if sc.cpu > 0 && u.CPU+q.CPU > sc.cpu {
+			out = append(out, consoleHold{Budget: sc.key + "max_cpu_seconds", Scope: sc.scope, InFlight: finite(u.CPU), Limit: sc.cpu, Needs: finite(q.CPU)})
 		}
 	}
 	return out
@@ -455,7 +441,7 @@ func (s *Server) consoleCancel(ctx *fasthttp.RequestCtx) {
 		s.consoleError(ctx, fasthttp.StatusNotFound, "admission control is off: nothing waits")
 		return
 	}
-	c, cancel := storeCtx()
+	c, cancel := admission.StoreCtx()
 	ok, err := s.admit.Cancel(c, req.ID, cancelByOperator)
 	cancel()
 	switch {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/admission"
+	"github.com/prestroid/prestroid/proxy/admission/admissiontest"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
@@ -123,20 +125,20 @@ func BenchmarkDecisionRing(b *testing.B) {
 }
 
 func TestHeldBy(t *testing.T) {
-	o := &AdmissionOptions{MaxQueries: 2, MaxCPUSeconds: 100, UserMaxQueries: 1, GroupMaxCPUSeconds: 10}
+	o := &admission.Options{MaxQueries: 2, MaxCPUSeconds: 100, UserMaxQueries: 1, GroupMaxCPUSeconds: 10}
 	for _, tc := range []struct {
 		name string
-		q    queuedQuery
+		q    admission.Queued
 		want []string
 	}{
-		{"nothing in flight holds nothing, whatever the query's size", queuedQuery{User: "u", Group: "g", CPU: 1e6}, nil},
-		{"the global query budget", queuedQuery{User: "u", Group: "g", Use: [3]usage{{n: 2, cpu: 1}}},
+		{"nothing in flight holds nothing, whatever the query's size", admission.Queued{User: "u", Group: "g", CPU: 1e6}, nil},
+		{"the global query budget", admission.Queued{User: "u", Group: "g", Use: [3]admission.Usage{{Queries: 2, CPU: 1}}},
 			[]string{"admission.max_queries global 2/2+1"}},
 		{"the user's query budget and the global CPU budget",
-			queuedQuery{User: "u", Group: "g", CPU: 60, Use: [3]usage{{n: 1, cpu: 50}, {n: 1, cpu: 50}}},
+			admission.Queued{User: "u", Group: "g", CPU: 60, Use: [3]admission.Usage{{Queries: 1, CPU: 50}, {Queries: 1, CPU: 50}}},
 			[]string{"admission.max_cpu_seconds global 50/100+60", "admission.user_max_queries user u 1/1+1"}},
-		{"a scope with nothing in flight admits one", queuedQuery{User: "u", Group: "g", CPU: 60, Use: [3]usage{{n: 1, cpu: 1}}}, nil},
-		{"the group's CPU budget", queuedQuery{User: "u", Group: "g", CPU: 6, Use: [3]usage{{n: 1, cpu: 5}, {}, {n: 1, cpu: 5}}},
+		{"a scope with nothing in flight admits one", admission.Queued{User: "u", Group: "g", CPU: 60, Use: [3]admission.Usage{{Queries: 1, CPU: 1}}}, nil},
+		{"the group's CPU budget", admission.Queued{User: "u", Group: "g", CPU: 6, Use: [3]admission.Usage{{Queries: 1, CPU: 5}, {}, {Queries: 1, CPU: 5}}},
 			[]string{"admission.group_max_cpu_seconds group g 5/10+6"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -312,10 +314,10 @@ func consolePost(t *testing.T, url, contentType, body string) (int, map[string]a
 }
 
 func TestConsoleQueueAndCancel(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, _ backend, opts func(AdmissionOptions) *AdmissionOptions) {
+	admissiontest.ForEach(t, func(t *testing.T, _ admissiontest.Backend, opts func(admission.Options) *admission.Options) {
 		stub, posts := statefulStub(t)
 		client, admin, _ := consoleProxy(t, stub.URL, Options{AdminToken: testAdminToken, Estimator: &fixedEstimator{},
-			Admission: opts(AdmissionOptions{MaxQueries: 1, UserMaxCPUSeconds: 50})})
+			Admission: opts(admission.Options{MaxQueries: 1, UserMaxCPUSeconds: 50})})
 		call(t, "POST", client+"/v1/statement", "SELECT cpu=40", "alice") // runs, holds the budget
 		waiting, _ := call(t, "POST", client+"/v1/statement", "SELECT cpu=20", "alice")
 		behind, _ := call(t, "POST", client+"/v1/statement", "SELECT cpu=1", "alice")
@@ -516,30 +518,5 @@ func TestTrinoUIThroughTheProxy(t *testing.T) {
 		if loc := resp.Header.Get("Location"); resp.StatusCode != 303 || loc != base+"/ui/login.html?20260101_000000_00001_second" {
 			t.Errorf("%s: the UI's login redirect: %d %q", base, resp.StatusCode, loc)
 		}
-	}
-}
-
-// A cancelled query's client reads why on its next poll, also with the
-// in-memory store (as Redis keeps the reason), until the sweep forgets it.
-func TestMemStoreKeepsEndedQueries(t *testing.T) {
-	a := newMemStore(AdmissionOptions{MaxQueries: 1})
-	ctx := context.Background()
-	first, second := mkEntry("alice", 1), mkEntry("bob", 1)
-	if ok, _ := a.Enter(ctx, first); !ok {
-		t.Fatal("the first query waits")
-	}
-	if ok, _ := a.Enter(ctx, second); ok {
-		t.Fatal("the second query was admitted past the budget")
-	}
-	if ok, _ := a.Cancel(ctx, second.ID, cancelByOperator); !ok {
-		t.Fatal("not cancelled")
-	}
-	st, _ := a.Wait(ctx, second.ID, 0)
-	if st.State != stateCanceled || st.Why != cancelByOperator {
-		t.Errorf("after the cancel: %+v", st)
-	}
-	_ = a.Sweep(ctx, time.Now().Add(abandonAfter+time.Minute))
-	if st, _ := a.Wait(ctx, second.ID, 0); st.State != stateUnknown {
-		t.Errorf("after the sweep: %+v, want it forgotten", st)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/proxy/admission"
 )
 
 // Each case reproduces a finding of issue 16's hardening list.
@@ -58,7 +60,7 @@ func TestHardening(t *testing.T) {
 	up, posts := statefulStub(t)
 	logs := &syncBuffer{}
 	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, MonitorInterval: -1,
-		MaxRequestBodyBytes: 4096, Admission: &AdmissionOptions{MaxQueries: 1, MaxQueuedQueryBytes: 2048, MaxQueueBytes: 3000},
+		MaxRequestBodyBytes: 4096, Admission: &admission.Options{MaxQueries: 1, MaxQueuedQueryBytes: 2048, MaxQueueBytes: 3000},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)

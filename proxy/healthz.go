@@ -116,8 +116,8 @@ func (s *Server) readiness() readiness {
 	default:
 		add("clusters", false, "no healthy cluster")
 	}
-	if rs, ok := s.admit.(*redisStore); ok {
-		if rs.down.Load() {
+	if s.admit != nil && s.admit.Kind() == "redis" {
+		if s.admit.Down() {
 			add("admission_store", true, "redis unreachable: each replica admits on its own (admission.redis_down)")
 		} else {
 			add("admission_store", true, "redis")

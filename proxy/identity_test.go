@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/valyala/fasthttp"
 )
@@ -123,7 +124,7 @@ func TestVerifiedIdentity(t *testing.T) {
 	t.Run("a wrong password gets Trino's own 401: no statement upstream, no queue slot", func(t *testing.T) {
 		up := newAuthStub(t)
 		base, s := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified,
-			Admission: &AdmissionOptions{MaxQueries: 1}})
+			Admission: &admission.Options{MaxQueries: 1}})
 		_, resp, body := submit(t, base, map[string]string{"Authorization": basic("alice", "wrong"), "X-Trino-User": "alice"}, "SELECT 1")
 		if resp.StatusCode != 401 || body != "Unauthorized" {
 			t.Fatalf("status %d body %q", resp.StatusCode, body)
@@ -162,7 +163,7 @@ func TestVerifiedIdentity(t *testing.T) {
 	t.Run("budgets key on the Basic user, not on a rotating X-Trino-User", func(t *testing.T) {
 		up := newAuthStub(t)
 		base, s := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified,
-			Admission: &AdmissionOptions{UserMaxQueries: 1}})
+			Admission: &admission.Options{UserMaxQueries: 1}})
 		var states []string
 		for _, u := range []string{"u1", "u2", "u3"} {
 			p, resp, body := submit(t, base, map[string]string{"Authorization": basic("alice", "secret"), "X-Trino-User": u}, "SELECT 1")
@@ -184,7 +185,7 @@ func TestVerifiedIdentity(t *testing.T) {
 	t.Run("header mode keys on X-Trino-User (the unauthenticated default)", func(t *testing.T) {
 		up := newAuthStub(t)
 		base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}},
-			Admission: &AdmissionOptions{UserMaxQueries: 1}})
+			Admission: &admission.Options{UserMaxQueries: 1}})
 		for _, u := range []string{"u1", "u2"} {
 			p, _, _ := submit(t, base, map[string]string{"Authorization": basic("alice", "secret"), "X-Trino-User": u}, "SELECT 1")
 			if p.Stats.State != "RUNNING" {
@@ -271,7 +272,7 @@ func TestVerifiedIdentity(t *testing.T) {
 					return "carol", nil
 				}
 				return "", fmt.Errorf("bad token")
-			}), Admission: &AdmissionOptions{UserMaxQueries: 1}})
+			}), Admission: &admission.Options{UserMaxQueries: 1}})
 		var states []string
 		for _, u := range []string{"x", "y"} {
 			p, resp, body := submit(t, base, map[string]string{"Authorization": "Bearer good", "X-Trino-User": u}, "SELECT 1")

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -206,7 +207,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descClusterQueries, prometheus.GaugeValue, float64(cl.load()), cl.name)
 	}
 	if s.admit != nil {
-		c, cancel := storeCtx()
+		c, cancel := admission.StoreCtx()
 		q, in, err := s.admit.Lengths(c)
 		cancel()
 		if err == nil {
@@ -369,3 +370,8 @@ func metricsHandler(reg *prometheus.Registry, log *slog.Logger) fasthttp.Request
 type promLogger struct{ l *slog.Logger }
 
 func (p promLogger) Println(v ...any) { p.l.Error("metrics: " + fmt.Sprint(v...)) }
+
+// store is what the admission store reports to.
+func (m *metrics) store() admission.Metrics {
+	return admission.Metrics{StoreErrors: m.storeErrors, StoreFallback: m.storeFallback}
+}

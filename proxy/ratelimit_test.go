@@ -8,15 +8,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/prestroid/prestroid/proxy/admission"
+	"github.com/prestroid/prestroid/proxy/admission/admissiontest"
 	"github.com/prestroid/prestroid/testing/redistest"
 )
 
 func TestRateLimits(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, _ backend, opts func(AdmissionOptions) *AdmissionOptions) {
+	admissiontest.ForEach(t, func(t *testing.T, _ admissiontest.Backend, opts func(admission.Options) *admission.Options) {
 		stub, posts := statefulStub(t)
 		// Budgets off: rate limits apply on their own.
-		p, srv := admissionProxy(t, stub.URL, nil, opts(AdmissionOptions{
-			Rate:       RateLimits{UserRate: 0.5, UserBurst: 2, GroupRate: 0.5, GroupBurst: 3},
+		p, srv := admissionProxy(t, stub.URL, nil, opts(admission.Options{
+			Rate:       admission.RateLimits{UserRate: 0.5, UserBurst: 2, GroupRate: 0.5, GroupBurst: 3},
 			UserGroups: map[string]string{"alice": "team", "bob": "team", "carol": "team", "dave": "team"}}))
 		for i := 0; i < 2; i++ {
 			if pg, resp := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice"); resp.StatusCode != 200 || pg.Stats.State != "RUNNING" {
@@ -62,7 +64,7 @@ func TestRateLimits(t *testing.T) {
 func TestRateLimitsSharedByReplicas(t *testing.T) {
 	rs := redistest.Start(t)
 	stub, posts := statefulStub(t)
-	o := &AdmissionOptions{Rate: RateLimits{UserRate: 0.1, UserBurst: 3}, Redis: &RedisAdmission{URL: "redis://" + rs.Addr}}
+	o := &admission.Options{Rate: admission.RateLimits{UserRate: 0.1, UserBurst: 3}, Redis: &admission.RedisOptions{URL: "redis://" + rs.Addr}}
 	p1, _ := admissionProxy(t, stub.URL, nil, o)
 	p2, _ := admissionProxy(t, stub.URL, nil, o)
 	var codes []string

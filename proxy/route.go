@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
@@ -178,7 +179,7 @@ func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) Input {
 
 // userGroup is the user's group: the GroupHeader's value when set and
 // present, else UserGroups' entry, else the user. o may be nil.
-func userGroup(h *fasthttp.RequestHeader, o *AdmissionOptions, user string) string {
+func userGroup(h *fasthttp.RequestHeader, o *admission.Options, user string) string {
 	if o == nil {
 		return user
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
@@ -149,7 +150,7 @@ type Options struct {
 	MonitorMaxBytes int
 	// Admission holds the budgets of in-flight queries. Nil, or all limits
 	// zero, means no admission control.
-	Admission *AdmissionOptions
+	Admission *admission.Options
 	// Feedback receives every completed query (the feedback log). Nil
 	// means none is recorded.
 	Feedback FeedbackSink
@@ -216,10 +217,10 @@ type Server struct {
 	// probeConns are the monitor's open connections, closed when it stops
 	// so that Shutdown does not wait out a hanging probe.
 	probeConns connSet
-	admit      admissionStore // nil without admission control
-	ring       *decisionRing  // the console's recent decisions; nil: console off
-	rate       *rateLimiter   // nil without rate limits
-	adminToken []byte         // SHA-256 of Options.AdminToken; nil: none
+	admit      admission.Store        // nil without admission control
+	ring       *decisionRing          // the console's recent decisions; nil: console off
+	rate       *admission.RateLimiter // nil without rate limits
+	adminToken []byte                 // SHA-256 of Options.AdminToken; nil: none
 	adminSrv   atomic.Pointer[fasthttp.Server]
 	health     healthState // /readyz (healthz.go)
 	log        *slog.Logger
@@ -409,16 +410,15 @@ func New(o Options) (*Server, error) {
 		h := sha256.Sum256([]byte(o.AdminToken))
 		s.adminToken = h[:]
 	}
-	if o.Admission.enabled() {
-		st, err := newAdmissionStore(*o.Admission, s.metrics, o.Logger)
+	if o.Admission.Enabled() {
+		st, err := admission.NewStore(*o.Admission, s.metrics.store(), o.Logger)
 		if err != nil {
 			return nil, err
 		}
 		s.admit = st
 	}
-	if o.Admission != nil && o.Admission.Rate.enabled() {
-		shared, _ := s.admit.(*redisStore)
-		rl, err := newRateLimiter(*o.Admission, shared, s.metrics, o.Logger)
+	if o.Admission != nil && o.Admission.Rate.Enabled() {
+		rl, err := admission.NewRateLimiter(*o.Admission, s.admit, s.metrics.store(), o.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -644,7 +644,7 @@ func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
 		return
 	}
 	if s.admit != nil {
-		c, cancel := storeCtx()
+		c, cancel := admission.StoreCtx()
 		defer cancel()
 		if method == fasthttp.MethodDelete {
 			if ok, _ := s.admit.Cancel(c, id, cancelByClient); ok {
@@ -872,7 +872,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 				s.tracked.Put(info.ID, tr)
 			}
 			if admitID != "" {
-				c, cancel := storeCtx()
+				c, cancel := admission.StoreCtx()
 				if err := s.admit.Bind(c, admitID, info.ID); err != nil {
 					s.log.Warn("admission: binding the query failed; its slot is freed when its lease runs out", "error", err)
 				}

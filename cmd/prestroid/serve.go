@@ -19,6 +19,7 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/internal/jwtauth"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
@@ -352,7 +353,7 @@ func proxyOptions(cfg *config.Config, signer *protocol.Signer, logger *slog.Logg
 		MonitorType:         r.MonitorType,
 		MonitorMaxBytes:     r.MonitorMaxBytes,
 		ConsoleDecisions:    cfg.Console.Decisions,
-		Admission: &proxy.AdmissionOptions{
+		Admission: &admission.Options{
 			MaxQueries: a.MaxQueries, MaxCPUSeconds: a.MaxCPUSeconds,
 			UserMaxQueries: a.UserMaxQueries, UserMaxCPUSeconds: a.UserMaxCPUSeconds,
 			GroupMaxQueries: a.GroupMaxQueries, GroupMaxCPUSeconds: a.GroupMaxCPUSeconds,
@@ -360,18 +361,18 @@ func proxyOptions(cfg *config.Config, signer *protocol.Signer, logger *slog.Logg
 			QueueSize: a.QueueSize, MaxWait: time.Duration(a.MaxWait),
 			MaxQueuedQueryBytes: a.MaxQueuedQueryBytes, MaxQueueBytes: a.MaxQueueBytes,
 			Redis: redisAdmission(a),
-			Rate:  proxy.RateLimits{UserRate: a.UserRate, UserBurst: a.UserBurst, GroupRate: a.GroupRate, GroupBurst: a.GroupBurst},
+			Rate:  admission.RateLimits{UserRate: a.UserRate, UserBurst: a.UserBurst, GroupRate: a.GroupRate, GroupBurst: a.GroupBurst},
 		},
 	}
 }
 
 // redisAdmission is the shared admission store's settings; nil without
 // admission.redis.
-func redisAdmission(a config.Admission) *proxy.RedisAdmission {
+func redisAdmission(a config.Admission) *admission.RedisOptions {
 	if a.Redis == "" {
 		return nil
 	}
-	return &proxy.RedisAdmission{URL: a.Redis, Prefix: a.RedisPrefix, Lease: time.Duration(a.Lease), Down: a.RedisDown, Replicas: a.Replicas}
+	return &admission.RedisOptions{URL: a.Redis, Prefix: a.RedisPrefix, Lease: time.Duration(a.Lease), Down: a.RedisDown, Replicas: a.Replicas}
 }
 
 func newLogger(level string) *slog.Logger {

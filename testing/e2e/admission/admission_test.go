@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/testing/e2e"
 )
 
@@ -37,7 +38,7 @@ func TestAdmissionQueueWithRealClients(t *testing.T) {
 	cli := e2e.RequireEnv(t, "PRESTROID_TRINO_CLI")
 	base, _ := e2e.StartProxy(t, proxy.Options{
 		Clusters:  []proxy.ClusterConfig{{Name: "default", URL: direct}},
-		Admission: &proxy.AdmissionOptions{MaxQueries: 1},
+		Admission: &admission.Options{MaxQueries: 1},
 	})
 	run := fmt.Sprintf("%d", rand.Uint32())
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/testing/e2e"
 )
 
@@ -30,7 +31,7 @@ func TestRateLimitedClientsRetryOnce(t *testing.T) {
 	limited := func(refill time.Duration) string {
 		base, _ := e2e.StartProxy(t, proxy.Options{
 			Clusters:  []proxy.ClusterConfig{{Name: "default", URL: direct}},
-			Admission: &proxy.AdmissionOptions{Rate: proxy.RateLimits{UserRate: 1 / refill.Seconds(), UserBurst: 1}},
+			Admission: &admission.Options{Rate: admission.RateLimits{UserRate: 1 / refill.Seconds(), UserBurst: 1}},
 		})
 		return base
 	}

@@ -1,4 +1,4 @@
-package proxy
+package admission
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // queued query lives only in this process (after a restart its next poll
 // gets PRESTROID_QUEUE_LOST).
 type memStore struct {
-	o AdmissionOptions
+	o Options
 
 	mu       sync.Mutex
 	queued   map[string]*ticket   // by proxy id
@@ -27,16 +27,16 @@ type memStore struct {
 	// why (as Redis keeps them) rather than "lost"; at most maxEnded.
 	ended    map[string]*ticket
 	byUp     map[string]*ticket // admitted, by upstream query id
-	global   usage
-	perUser  map[string]*usage
-	perGroup map[string]*usage
+	global   Usage
+	perUser  map[string]*Usage
+	perGroup map[string]*Usage
 }
 
-var _ admissionStore = (*memStore)(nil)
+var _ Store = (*memStore)(nil)
 
 // ticket is one query under admission control.
 type ticket struct {
-	entry
+	Entry
 	enqueued time.Time
 	lastPoll time.Time
 	endedAt  time.Time     // when it left the queue without running
@@ -52,12 +52,12 @@ type ticket struct {
 	released   bool
 }
 
-type usage struct {
-	n   int
-	cpu float64
+type Usage struct {
+	Queries int     // admitted queries in flight
+	CPU     float64 // their predicted CPU seconds
 }
 
-func newMemStore(o AdmissionOptions) *memStore {
+func newMemStore(o Options) *memStore {
 	if o.QueueSize == 0 {
 		o.QueueSize = config.DefaultQueueSize
 	}
@@ -68,17 +68,17 @@ func newMemStore(o AdmissionOptions) *memStore {
 		o.IdleRelease = config.DefaultIdleRelease
 	}
 	return &memStore{o: o, queued: map[string]*ticket{}, byUser: map[string][]*ticket{},
-		inflight: map[string]*ticket{}, ended: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*usage{}, perGroup: map[string]*usage{}}
+		inflight: map[string]*ticket{}, ended: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*Usage{}, perGroup: map[string]*Usage{}}
 }
 
 // fits reports whether t can start now. A scope with nothing in flight
 // always admits one query, so a query larger than its budget still runs.
 func (a *memStore) fits(t *ticket) bool {
-	ok := func(u *usage, maxN int, maxCPU float64) bool {
-		if u == nil || u.n == 0 {
+	ok := func(u *Usage, maxN int, maxCPU float64) bool {
+		if u == nil || u.Queries == 0 {
 			return true
 		}
-		return (maxN == 0 || u.n+1 <= maxN) && (maxCPU == 0 || u.cpu+t.CPU <= maxCPU)
+		return (maxN == 0 || u.Queries+1 <= maxN) && (maxCPU == 0 || u.CPU+t.CPU <= maxCPU)
 	}
 	return ok(&a.global, a.o.MaxQueries, a.o.MaxCPUSeconds) &&
 		ok(a.perUser[t.User], a.o.UserMaxQueries, a.o.UserMaxCPUSeconds) &&
@@ -86,37 +86,37 @@ func (a *memStore) fits(t *ticket) bool {
 }
 
 func (a *memStore) charge(t *ticket, sign int) {
-	for _, u := range []*usage{&a.global, a.use(a.perUser, t.User), a.use(a.perGroup, t.Group)} {
-		u.n += sign
-		u.cpu += float64(sign) * t.CPU
-		if u.n <= 0 {
-			u.n, u.cpu = 0, 0
+	for _, u := range []*Usage{&a.global, a.use(a.perUser, t.User), a.use(a.perGroup, t.Group)} {
+		u.Queries += sign
+		u.CPU += float64(sign) * t.CPU
+		if u.Queries <= 0 {
+			u.Queries, u.CPU = 0, 0
 		}
 	}
 	if sign < 0 {
 		// Forget idle users and groups: the maps stay as small as what is
 		// in flight.
-		if u := a.perUser[t.User]; u != nil && u.n == 0 {
+		if u := a.perUser[t.User]; u != nil && u.Queries == 0 {
 			delete(a.perUser, t.User)
 		}
-		if u := a.perGroup[t.Group]; u != nil && u.n == 0 {
+		if u := a.perGroup[t.Group]; u != nil && u.Queries == 0 {
 			delete(a.perGroup, t.Group)
 		}
 	}
 }
 
-func (a *memStore) use(m map[string]*usage, k string) *usage {
+func (a *memStore) use(m map[string]*Usage, k string) *Usage {
 	u := m[k]
 	if u == nil {
-		u = &usage{}
+		u = &Usage{}
 		m[k] = u
 	}
 	return u
 }
 
-func (a *memStore) Enter(_ context.Context, e *entry) (bool, error) {
+func (a *memStore) Enter(_ context.Context, e *Entry) (bool, error) {
 	now := time.Now()
-	t := &ticket{entry: *e, enqueued: now, lastPoll: now, admitted: make(chan struct{})}
+	t := &ticket{Entry: *e, enqueued: now, lastPoll: now, admitted: make(chan struct{})}
 	t.Payload = nil
 	// The payload (the sealed request, up to the body limit) is made
 	// outside the lock, and only when the query must wait; meanwhile the
@@ -131,7 +131,7 @@ func (a *memStore) Enter(_ context.Context, e *entry) (bool, error) {
 		}
 		if a.nQueued >= a.o.QueueSize {
 			a.mu.Unlock()
-			return false, errQueueFull{a.o.QueueSize}
+			return false, ErrQueueFull{a.o.QueueSize}
 		}
 		if err := tooBigToQueue(&a.o, e, a.held); err != nil {
 			a.mu.Unlock()
@@ -220,22 +220,22 @@ func (a *memStore) dequeue(t *ticket) {
 	a.held -= t.Bytes
 }
 
-func (a *memStore) status(t *ticket) queueStatus {
-	st := queueStatus{Enqueued: t.enqueued, Why: t.failed}
+func (a *memStore) status(t *ticket) Status {
+	st := Status{Enqueued: t.enqueued, Why: t.failed}
 	select {
 	case <-t.admitted:
 		switch {
 		case t.canceled:
-			st.State = stateCanceled
+			st.State = StateCanceled
 		case t.failed != "":
-			st.State = stateFailed
+			st.State = StateFailed
 		case t.taken:
-			st.State = stateTaken
+			st.State = StateTaken
 		default:
-			st.State = stateAdmitted
+			st.State = StateAdmitted
 		}
 	default:
-		st.State = stateQueued
+		st.State = StateQueued
 	}
 	return st
 }
@@ -254,10 +254,10 @@ func (a *memStore) lookup(id string) (*ticket, bool) {
 	return t, ok
 }
 
-func (a *memStore) Wait(ctx context.Context, id string, d time.Duration) (queueStatus, error) {
+func (a *memStore) Wait(ctx context.Context, id string, d time.Duration) (Status, error) {
 	t, ok := a.lookup(id)
 	if !ok {
-		return queueStatus{}, nil
+		return Status{}, nil
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -271,7 +271,7 @@ func (a *memStore) Wait(ctx context.Context, id string, d time.Duration) (queueS
 	return a.status(t), nil
 }
 
-func (a *memStore) Take(_ context.Context, id string) ([]byte, queueStatus, error) {
+func (a *memStore) Take(_ context.Context, id string) ([]byte, Status, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	t, ok := a.inflight[id]
@@ -279,10 +279,10 @@ func (a *memStore) Take(_ context.Context, id string) ([]byte, queueStatus, erro
 		if t, ok := a.queued[id]; ok {
 			return nil, a.status(t), nil
 		}
-		return nil, queueStatus{}, nil
+		return nil, Status{}, nil
 	}
 	st := a.status(t)
-	if st.State != stateAdmitted {
+	if st.State != StateAdmitted {
 		return nil, st, nil
 	}
 	p := t.payload
@@ -422,23 +422,23 @@ func (a *memStore) Lengths(context.Context) (int, int, error) {
 
 // Queue lists the waiting queries in the order the pump visits them (users
 // round robin, each user's FIFO), at most max.
-func (a *memStore) Queue(_ context.Context, max int) ([]queuedQuery, error) {
+func (a *memStore) Queue(_ context.Context, max int) ([]Queued, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]queuedQuery, 0, min(a.nQueued, max))
-	get := func(m map[string]*usage, k string) usage {
+	out := make([]Queued, 0, min(a.nQueued, max))
+	get := func(m map[string]*Usage, k string) Usage {
 		if u := m[k]; u != nil {
 			return *u
 		}
-		return usage{}
+		return Usage{}
 	}
 	for _, u := range a.users {
 		for pos, t := range a.byUser[u] {
 			if len(out) >= max {
 				return out, nil
 			}
-			out = append(out, queuedQuery{ID: t.ID, User: t.User, Group: t.Group, CPU: t.CPU, Enqueued: t.enqueued,
-				Position: pos, Use: [3]usage{a.global, get(a.perUser, t.User), get(a.perGroup, t.Group)}})
+			out = append(out, Queued{ID: t.ID, User: t.User, Group: t.Group, CPU: t.CPU, Enqueued: t.enqueued,
+				Position: pos, Use: [3]Usage{a.global, get(a.perUser, t.User), get(a.perGroup, t.Group)}})
 		}
 	}
 	return out, nil
@@ -456,3 +456,7 @@ func (a *memStore) has(id string) bool {
 }
 
 func (a *memStore) Close() error { return nil }
+
+func (a *memStore) Kind() string { return "memory" }
+
+func (a *memStore) Down() bool { return false }

@@ -1,4 +1,4 @@
-package proxy
+package admission
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
 	"github.com/prestroid/prestroid/config"
@@ -35,7 +34,7 @@ type RateLimits struct {
 	GroupBurst int
 }
 
-func (r RateLimits) enabled() bool { return r.UserRate > 0 || r.GroupRate > 0 }
+func (r RateLimits) Enabled() bool { return r.UserRate > 0 || r.GroupRate > 0 }
 
 func burstOf(r float64, b int) int {
 	if b > 0 {
@@ -49,13 +48,13 @@ var luaRateLimit string
 
 var scRateLimit = redis.NewScript(luaRateLimit)
 
-// rateLimiter checks both scopes of a request; safe for concurrent use.
-type rateLimiter struct {
+// RateLimiter checks both scopes of a request; safe for concurrent use.
+type RateLimiter struct {
 	r      RateLimits
 	rdb    *redis.Client // nil: in memory only
 	keys   []string
 	shared *redisStore // for its fail-fast and fallback state; nil without Redis
-	m      *metrics
+	m      Metrics
 
 	mu    sync.Mutex
 	local map[string]*localBucket // "u:"+user, "g:"+group; the fallback too
@@ -70,10 +69,11 @@ type localBucket struct {
 	used time.Time
 }
 
-// newRateLimiter builds the limits of o; shared, when not nil, is the
-// admission store whose outage state the Redis buckets share.
-func newRateLimiter(o AdmissionOptions, shared *redisStore, m *metrics, log *slog.Logger) (*rateLimiter, error) {
-	rl := &rateLimiter{r: o.Rate, m: m, local: map[string]*localBucket{}, localDiv: 1}
+// NewRateLimiter builds the limits of o; when store is the Redis store, the
+// Redis buckets share its outage state.
+func NewRateLimiter(o Options, store Store, m Metrics, log *slog.Logger) (*RateLimiter, error) {
+	shared, _ := store.(*redisStore)
+	rl := &RateLimiter{r: o.Rate, m: m, local: map[string]*localBucket{}, localDiv: 1}
 	if o.Redis != nil {
 		opt, err := redis.ParseURL(o.Redis.URL)
 		if err != nil {
@@ -99,13 +99,13 @@ func newRateLimiter(o AdmissionOptions, shared *redisStore, m *metrics, log *slo
 	return rl, nil
 }
 
-type rateVerdict struct {
-	ok    bool
-	wait  time.Duration
-	scope string // "user" or "group" that refused
+type Verdict struct {
+	OK    bool
+	Wait  time.Duration // how long until a new query would be allowed
+	Scope string        // "user" or "group" that refused
 }
 
-func (rl *rateLimiter) allow(ctx context.Context, user, group string) rateVerdict {
+func (rl *RateLimiter) Allow(ctx context.Context, user, group string) Verdict {
 	type lim struct {
 		scope, key string
 		rate       float64
@@ -126,9 +126,9 @@ func (rl *rateLimiter) allow(ctx context.Context, user, group string) rateVerdic
 		v, err := scRateLimit.Run(ctx, rl.rdb, rl.keys, args...).Int64Slice()
 		if err == nil && len(v) == 3 {
 			if v[0] == 1 {
-				return rateVerdict{ok: true}
+				return Verdict{OK: true}
 			}
-			return rateVerdict{wait: time.Duration(v[1]) * time.Millisecond, scope: ls[max(v[2]-1, 0)].scope}
+			return Verdict{Wait: time.Duration(v[1]) * time.Millisecond, Scope: ls[max(v[2]-1, 0)].scope}
 		}
 		rl.shared.trip(err)
 	}
@@ -153,15 +153,15 @@ func (rl *rateLimiter) allow(ctx context.Context, user, group string) rateVerdic
 			for _, x := range append(rs, r) {
 				x.CancelAt(now) // a refused request takes no token from any bucket
 			}
-			return rateVerdict{wait: d, scope: l.scope}
+			return Verdict{Wait: d, Scope: l.scope}
 		}
 		rs = append(rs, r)
 	}
-	return rateVerdict{ok: true}
+	return Verdict{OK: true}
 }
 
 // prune forgets buckets idle long enough to be full again; rl.mu held.
-func (rl *rateLimiter) prune(now time.Time) {
+func (rl *RateLimiter) prune(now time.Time) {
 	if now.Sub(rl.last) < time.Minute {
 		return
 	}
@@ -174,28 +174,9 @@ func (rl *rateLimiter) prune(now time.Time) {
 	}
 }
 
-func (rl *rateLimiter) Close() error {
+func (rl *RateLimiter) Close() error {
 	if rl.rdb != nil {
 		return rl.rdb.Close()
 	}
 	return nil
-}
-
-// allowRate applies the rate limits to a new query; false means it was
-// answered with 503 and Retry-After.
-func (s *Server) allowRate(ctx *fasthttp.RequestCtx) bool {
-	user, group := s.admissionIdentity(&ctx.Request.Header, nil)
-	c, cancel := storeCtx()
-	v := s.rate.allow(c, user, group)
-	cancel()
-	if v.ok {
-		return true
-	}
-	s.metrics.rateLimited.WithLabelValues(v.scope).Inc()
-	secs := max(1, int(math.Ceil(v.wait.Seconds())))
-	ctx.Response.Reset()
-	ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
-	s.plain(ctx, fasthttp.StatusServiceUnavailable,
-		"prestroid: rate limit of new queries per "+v.scope+" exceeded; retry after "+strconv.Itoa(secs)+"s (the query was not sent to Trino)")
-	return false
 }

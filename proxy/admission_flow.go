@@ -9,183 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/valyala/fasthttp"
 )
-
-// Admission control: budgets of in-flight queries and of their predicted
-// CPU seconds, global, per user and per group. A query over budget waits in
-// a fair queue (round robin over users) while its client sees an ordinary
-// QUEUED Trino query: the POST answers with a QUEUED page whose nextUri
-// points at the proxy, and the proxy answers those polls itself
-// (long-polling up to a second) until the query is admitted; the poll that
-// sees the admission submits the query to Trino and returns Trino's first
-// page, after which the client follows Trino's URIs as usual.
-//
-// Where budgets and the queue live is an admissionStore: this process's
-// memory (memStore, the default: budgets per replica, and a queued query is
-// lost with its process), or Redis (redisStore, AdmissionOptions.Redis):
-// budgets shared by every replica, slots held as leases that the replicas
-// serving a query renew (a crashed replica's slots come back when their
-// lease runs out), and a queued query that any replica may poll and submit.
-// The glue below is the same for both.
-
-// AdmissionOptions are the budgets; a zero limit means unlimited.
-type AdmissionOptions struct {
-	MaxQueries        int     // in-flight queries, all users
-	MaxCPUSeconds     float64 // in-flight predicted CPU seconds, all users
-	UserMaxQueries    int
-	UserMaxCPUSeconds float64
-	// Groups: a user's group comes from GroupHeader (if set and present),
-	// else from UserGroups, else the user is their own group.
-	GroupMaxQueries    int
-	GroupMaxCPUSeconds float64
-	UserGroups         map[string]string
-	GroupHeader        string
-	// QueueSize bounds the waiting queries; zero means 1000. Past it a new
-	// query fails at once with a Trino error.
-	QueueSize int
-	// MaxWait is how long a query may wait; zero means 10 minutes.
-	MaxWait time.Duration
-	// MaxQueuedQueryBytes bounds the request (headers and SQL) a query
-	// keeps while it waits; a larger one that would have to wait fails at
-	// once (Trino refuses query text over 1,000,000 characters anyway).
-	// Zero means 4 MiB.
-	MaxQueuedQueryBytes int
-	// MaxQueueBytes bounds the bytes held by all waiting queries of this
-	// replica's memory store together; past it a query that would have to
-	// wait fails at once, like a full queue. Zero means 256 MiB. (With
-	// Redis the waiting requests live in Redis, bounded per query only.)
-	MaxQueueBytes int64
-	// IdleRelease frees the budget of an admitted query not seen on any
-	// page for this long (a client that went away); zero means 6 minutes
-	// (Trino abandons a query after 5 minutes without polls).
-	IdleRelease time.Duration
-	// Redis, when set, holds the budgets and the queue in Redis, shared by
-	// every replica configured with the same Redis and Redis.Prefix. Nil
-	// means this process's memory.
-	Redis *RedisAdmission
-	// Rate limits new queries per user and per group (ratelimit.go),
-	// in Redis too when Redis is set. Zero rates mean no limit.
-	Rate RateLimits
-}
-
-func (o *AdmissionOptions) enabled() bool {
-	return o != nil && (o.MaxQueries > 0 || o.MaxCPUSeconds > 0 || o.UserMaxQueries > 0 ||
-		o.UserMaxCPUSeconds > 0 || o.GroupMaxQueries > 0 || o.GroupMaxCPUSeconds > 0)
-}
-
-// admissionStore holds the budgets, the admitted queries' slots and the
-// fair queue. Ids are the proxy's own query ids (newLocalID); upstream ids
-// are Trino's. Every method is safe for concurrent use. An error means the
-// store could not answer (Redis unreachable); errQueueFull is the one
-// refusal.
-type admissionStore interface {
-	// Enter admits e at once (true) or queues it (false), asking e for its
-	// payload only when it must wait.
-	Enter(ctx context.Context, e *entry) (bool, error)
-	// Wait refreshes a queued query's last poll and waits up to d for it
-	// to leave the queue; it returns the query's status then.
-	Wait(ctx context.Context, id string, d time.Duration) (queueStatus, error)
-	// Take hands an admitted query's payload to exactly one caller: the
-	// poll that submits it. Otherwise it returns nil and the status.
-	Take(ctx context.Context, id string) ([]byte, queueStatus, error)
-	// Cancel removes a queued query (DELETE while queued, or an operator
-	// in the console); false when id is not queued. Its next poll gets
-	// USER_CANCELED with why.
-	Cancel(ctx context.Context, id, why string) (bool, error)
-	// Bind records the upstream id of an admitted query.
-	Bind(ctx context.Context, id, upstreamID string) error
-	// Touch notes that a page of the upstream query passed (it is alive);
-	// it never blocks on the network.
-	Touch(upstreamID string)
-	// Finish frees the slot of the upstream query (its last page, DELETE).
-	Finish(ctx context.Context, upstreamID string) error
-	// Release frees an admitted query's slot by the proxy's id (a failed
-	// submission).
-	Release(ctx context.Context, id string) error
-	// Upstream is the upstream id an admitted query was bound to.
-	Upstream(ctx context.Context, id string) (string, bool)
-	// Sweep fails queries that waited too long or whose client went away
-	// and frees slots nobody renews.
-	Sweep(ctx context.Context, now time.Time) error
-	// Lengths are the queued and admitted queries, for metrics and tests.
-	Lengths(ctx context.Context) (queued, inflight int, err error)
-	// Queue lists up to max waiting queries with the usage of the budgets
-	// that apply to each (the console's queue view, console_queue.go).
-	Queue(ctx context.Context, max int) ([]queuedQuery, error)
-	// Close stops background work.
-	Close() error
-}
-
-// entry is a new query under admission control.
-type entry struct {
-	ID, User, Group string
-	CPU             float64
-	// Bytes is the size of the client's request (headers and body), known
-	// before anything is copied: a store refuses to queue one over the
-	// bounds.
-	Bytes int64
-	// Payload is the saved request and decision (savedQuery), asked for
-	// only when the query must wait.
-	Payload func() []byte
-}
-
-// queueState is where a query stands in admission.
-type queueState uint8
-
-const (
-	stateUnknown  queueState = iota // not held (lost in a restart, expired)
-	stateQueued                     // waiting
-	stateAdmitted                   // admitted, payload not yet taken
-	stateTaken                      // admitted and submitted
-	stateFailed                     // will not run; queueStatus.Why says why
-	stateCanceled                   // removed from the queue (Cancel); Why says by whom
-)
-
-type queueStatus struct {
-	State    queueState
-	Enqueued time.Time
-	Why      string
-}
-
-// errQueueBytes: the query would have to wait, and its request (or the
-// bytes all waiting requests hold) is over the bounds.
-type errQueueBytes struct{ msg string }
-
-func (e errQueueBytes) Error() string { return e.msg }
-
-// tooBigToQueue says why e may not wait, or nil; held is what the waiting
-// queries hold already (-1: not counted by this store).
-func tooBigToQueue(o *AdmissionOptions, e *entry, held int64) error {
-	maxOne, maxAll := int64(o.MaxQueuedQueryBytes), o.MaxQueueBytes
-	if maxOne == 0 {
-		maxOne = config.DefaultMaxQueuedQueryBytes
-	}
-	if maxAll == 0 {
-		maxAll = config.DefaultMaxQueueBytes
-	}
-	if e.Bytes > maxOne {
-		return errQueueBytes{fmt.Sprintf("the query must wait for admission, and its request (%d bytes) is over the %d bytes a waiting query may hold", e.Bytes, maxOne)}
-	}
-	if held >= 0 && held+e.Bytes > maxAll {
-		return errQueueBytes{fmt.Sprintf("the proxy's admission queue is full (%d bytes held by waiting queries)", held)}
-	}
-	return nil
-}
-
-// errQueueFull: the queue holds QueueSize queries.
-type errQueueFull struct{ size int }
-
-func (e errQueueFull) Error() string {
-	return fmt.Sprintf("the proxy's admission queue is full (%d queries)", e.size)
-}
 
 // savedQuery is a waiting query as any replica can submit it: the client's
 // request and the routing decision.
@@ -244,14 +75,6 @@ func (s *Server) restoreQuery(id string, payload []byte, req *fasthttp.Request) 
 		took: time.Duration(q.TookNanos), identity: q.Identity}, nil
 }
 
-// newAdmissionStore builds the store o asks for.
-func newAdmissionStore(o AdmissionOptions, m *metrics, log *slog.Logger) (admissionStore, error) {
-	if o.Redis != nil {
-		return newRedisStore(o, m, log)
-	}
-	return newMemStore(o), nil
-}
-
 // admissionIdentity is who a query's budgets and rate limits are charged
 // to, the one place that says so: the decision's identity (identity.go:
 // the verified user with identity: verified, else X-Trino-User) when the
@@ -266,24 +89,17 @@ func (s *Server) admissionIdentity(h *fasthttp.RequestHeader, d *decision) (user
 	return user, userGroup(h, s.opts.Admission, user)
 }
 
-// Why a queued query was cancelled (admissionStore.Cancel), as its client
+// Why a queued query was cancelled (admission.Store.Cancel), as its client
 // reads it.
 const (
 	cancelByClient   = "canceled"
 	cancelByOperator = "canceled by an operator (prestroid console)"
 )
 
-// storeTimeout bounds one call to the admission store from a handler.
-const storeTimeout = 2 * time.Second
-
-func storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), storeTimeout)
-}
-
 // releaseSlot frees an admitted query's slot by the proxy's id (a failed
 // submission); a store error leaves it to the lease.
 func (s *Server) releaseSlot(id string) {
-	c, cancel := storeCtx()
+	c, cancel := admission.StoreCtx()
 	_ = s.admit.Release(c, id)
 	cancel()
 }
@@ -291,7 +107,7 @@ func (s *Server) releaseSlot(id string) {
 // finishQuery frees the slot of an upstream query (its last page, a
 // cancel, a lost query); a store error leaves it to the lease.
 func (s *Server) finishQuery(upstreamID string) {
-	c, cancel := storeCtx()
+	c, cancel := admission.StoreCtx()
 	_ = s.admit.Finish(c, upstreamID)
 	cancel()
 }
@@ -327,7 +143,7 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bo
 	// The request's size is known before any copy, so an oversized one is
 	// refused uncopied, and only when it would have to wait (the store
 	// decides).
-	e := &entry{ID: newLocalID(), User: user, Group: group,
+	e := &admission.Entry{ID: newLocalID(), User: user, Group: group,
 		Bytes: int64(len(ctx.Request.Header.Header()) + len(ctx.Request.Body()))}
 	if d.estimate {
 		e.CPU = d.est.CPUSeconds
@@ -337,11 +153,11 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bo
 		d.Queued = true
 		return s.saveQuery(e.ID, &ctx.Request, d)
 	}
-	c, cancel := storeCtx()
+	c, cancel := admission.StoreCtx()
 	now, err := s.admit.Enter(c, e)
 	cancel()
-	var full errQueueFull
-	var big errQueueBytes
+	var full admission.ErrQueueFull
+	var big admission.ErrQueueBytes
 	switch {
 	case errors.As(err, &full), errors.As(err, &big):
 		s.trinoError(ctx, "PRESTROID_QUEUE_FULL", "INSUFFICIENT_RESOURCES", "prestroid: "+err.Error())
@@ -398,7 +214,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 		return
 	}
 	if method == fasthttp.MethodDelete {
-		c, cancel := storeCtx()
+		c, cancel := admission.StoreCtx()
 		_, _ = s.admit.Cancel(c, id, cancelByClient)
 		cancel()
 		ctx.SetStatusCode(fasthttp.StatusNoContent)
@@ -410,29 +226,29 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 		return
 	}
 	switch st.State {
-	case stateUnknown:
+	case admission.StateUnknown:
 		s.lostQueued(ctx)
 		return
-	case stateQueued:
+	case admission.StateQueued:
 		s.queuedPage(ctx, id, st.Enqueued, token+1)
 		return
-	case stateFailed:
+	case admission.StateFailed:
 		s.metrics.queueWait.Observe(time.Since(st.Enqueued).Seconds())
 		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES", "prestroid: query not run: "+st.Why)
 		return
-	case stateCanceled:
+	case admission.StateCanceled:
 		// Trino's own name for a query cancelled before it finished.
 		s.trinoError(ctx, "USER_CANCELED", "USER_ERROR", "prestroid: query not run: "+st.Why)
 		return
 	}
-	c, cancel := storeCtx()
+	c, cancel := admission.StoreCtx()
 	payload, st, err := s.admit.Take(c, id)
 	cancel()
 	switch {
 	case err != nil:
 		s.storeUnavailable(ctx, id, token)
 		return
-	case payload == nil && st.State == stateQueued:
+	case payload == nil && st.State == admission.StateQueued:
 		s.queuedPage(ctx, id, st.Enqueued, token+1)
 		return
 	case payload == nil:
@@ -500,7 +316,7 @@ func (s *Server) runSweeper(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tk.C:
-			c, cancel := storeCtx()
+			c, cancel := admission.StoreCtx()
 			if err := s.admit.Sweep(c, now); err != nil {
 				s.log.Debug("admission sweep failed", "error", err)
 			}

@@ -1,4 +1,4 @@
-package proxy
+package admission
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	"github.com/prestroid/prestroid/config"
 )
 
-// RedisAdmission configures the shared admission store.
-type RedisAdmission struct {
+// RedisOptions configures the shared admission store.
+type RedisOptions struct {
 	// URL is redis://[[user]:password@]host:port[/db] (rediss:// for TLS).
 	// Required. It may hold a password: it is never logged.
 	URL string
@@ -94,13 +94,13 @@ var errBadRedisURL = errors.New("proxy: admission redis: not a redis:// or redis
 // to local (a memStore with this replica's share of the budgets) or, with
 // RedisDownOpen, admits everything.
 type redisStore struct {
-	o      AdmissionOptions
+	o      Options
 	rdb    *redis.Client
 	keys   []string // the prefix, KEYS[1] of every script
 	limits []any    // ARGV[1..10]
 	lease  time.Duration
 	local  *memStore // nil: fail open
-	m      *metrics
+	m      Metrics
 	log    *slog.Logger
 
 	downUntil atomic.Int64 // unix nanos; calls fail fast before it
@@ -117,7 +117,7 @@ type redisStore struct {
 	wg   sync.WaitGroup
 }
 
-var _ admissionStore = (*redisStore)(nil)
+var _ Store = (*redisStore)(nil)
 
 // redisLog routes go-redis' own messages (a pool that cannot dial) to the
 // first store's logger at debug level: the store logs each outage once.
@@ -129,7 +129,7 @@ func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
 	r.l.Debug("redis: " + fmt.Sprintf(format, v...))
 }
 
-func newRedisStore(o AdmissionOptions, m *metrics, log *slog.Logger) (*redisStore, error) {
+func newRedisStore(o Options, m Metrics, log *slog.Logger) (*redisStore, error) {
 	r := *o.Redis
 	opt, err := redis.ParseURL(r.URL)
 	if err != nil {
@@ -203,7 +203,7 @@ func (s *redisStore) run(ctx context.Context, sc *redis.Script, args ...any) (an
 		return nil, fmt.Errorf("proxy: admission redis: %w", err)
 	}
 	if s.down.Load() && s.down.CompareAndSwap(true, false) {
-		s.m.storeFallback.Set(0)
+		s.m.fallback(false)
 		s.log.Info("admission: Redis reachable again; budgets are shared")
 	}
 	return v, nil
@@ -213,19 +213,15 @@ func (s *redisStore) run(ctx context.Context, sc *redis.Script, args ...any) (an
 const retryDown = 2 * time.Second
 
 func (s *redisStore) trip(err error) {
-	if s.m != nil {
-		s.m.storeErrors.Inc()
-	}
+	s.m.storeError()
 	s.downUntil.Store(time.Now().Add(retryDown).UnixNano())
 	if s.down.CompareAndSwap(false, true) {
-		if s.m != nil {
-			s.m.storeFallback.Set(1)
-		}
+		s.m.fallback(true)
 		s.log.Warn("admission: Redis unreachable; "+s.fallback, "error", err)
 	}
 }
 
-func (s *redisStore) Enter(ctx context.Context, e *entry) (bool, error) {
+func (s *redisStore) Enter(ctx context.Context, e *Entry) (bool, error) {
 	args := []any{e.ID, e.User, e.Group, strconv.FormatFloat(e.CPU, 'g', -1, 64)}
 	v, err := s.run(ctx, scEnter, append(args, "")...)
 	if err == nil && v.(int64) == 0 {
@@ -247,7 +243,7 @@ func (s *redisStore) Enter(ctx context.Context, e *entry) (bool, error) {
 		s.hold("t:" + e.ID)
 		return true, nil
 	case -1:
-		return false, errQueueFull{s.o.QueueSize}
+		return false, ErrQueueFull{s.o.QueueSize}
 	}
 	return false, nil
 }
@@ -258,15 +254,15 @@ func (s *redisStore) hold(item string) {
 	s.mu.Unlock()
 }
 
-func (s *redisStore) poll(ctx context.Context, id string) (queueStatus, error) {
+func (s *redisStore) poll(ctx context.Context, id string) (Status, error) {
 	v, err := s.run(ctx, scPoll, id)
 	if err != nil {
-		return queueStatus{}, err
+		return Status{}, err
 	}
 	return parseStatus(v.([]any)), nil
 }
 
-func parseStatus(r []any) queueStatus {
+func parseStatus(r []any) Status {
 	str := func(i int) string {
 		if i < len(r) {
 			if s, ok := r[i].(string); ok {
@@ -275,26 +271,26 @@ func parseStatus(r []any) queueStatus {
 		}
 		return ""
 	}
-	st := queueStatus{Why: str(2)}
+	st := Status{Why: str(2)}
 	if ms, _ := strconv.ParseInt(str(1), 10, 64); ms > 0 {
 		st.Enqueued = time.UnixMilli(ms)
 	}
 	switch str(0) {
 	case "q":
-		st.State = stateQueued
+		st.State = StateQueued
 	case "a":
-		st.State = stateAdmitted
+		st.State = StateAdmitted
 	case "x":
-		st.State = stateTaken
+		st.State = StateTaken
 	case "f":
-		st.State = stateFailed
+		st.State = StateFailed
 	case "c":
-		st.State = stateCanceled
+		st.State = StateCanceled
 	}
 	return st
 }
 
-func (s *redisStore) Wait(ctx context.Context, id string, d time.Duration) (queueStatus, error) {
+func (s *redisStore) Wait(ctx context.Context, id string, d time.Duration) (Status, error) {
 	if s.local != nil && s.local.has(id) {
 		return s.local.Wait(ctx, id, d)
 	}
@@ -306,7 +302,7 @@ func (s *redisStore) Wait(ctx context.Context, id string, d time.Duration) (queu
 	c, cancel := context.WithTimeout(ctx, storeTimeout)
 	st, err := s.poll(c, id)
 	cancel()
-	if err != nil || st.State != stateQueued {
+	if err != nil || st.State != StateQueued {
 		return st, err
 	}
 	timer := time.NewTimer(d)
@@ -354,17 +350,17 @@ func (s *redisStore) listen() {
 	}
 }
 
-func (s *redisStore) Take(ctx context.Context, id string) ([]byte, queueStatus, error) {
+func (s *redisStore) Take(ctx context.Context, id string) ([]byte, Status, error) {
 	if s.local != nil && s.local.has(id) {
 		return s.local.Take(ctx, id)
 	}
 	v, err := s.run(ctx, scTake, id)
 	if err != nil {
-		return nil, queueStatus{}, err
+		return nil, Status{}, err
 	}
 	r := v.([]any)
 	st := parseStatus(r)
-	if st.State != stateAdmitted || len(r) < 4 {
+	if st.State != StateAdmitted || len(r) < 4 {
 		return nil, st, nil
 	}
 	s.hold("t:" + id)
@@ -467,8 +463,8 @@ func (s *redisStore) Lengths(ctx context.Context) (int, int, error) {
 // Queue lists the queries waiting in Redis, after those waiting in this
 // replica's fallback store (queued while Redis was down); with Redis
 // unreachable, those alone and the error.
-func (s *redisStore) Queue(ctx context.Context, max int) ([]queuedQuery, error) {
-	var out []queuedQuery
+func (s *redisStore) Queue(ctx context.Context, max int) ([]Queued, error) {
+	var out []Queued
 	if s.local != nil {
 		out, _ = s.local.Queue(ctx, max)
 	}
@@ -486,12 +482,12 @@ func (s *redisStore) Queue(ctx context.Context, max int) ([]queuedQuery, error) 
 		}
 		str := func(i int) string { s, _ := f[i].(string); return s }
 		num := func(i int) float64 { v, _ := strconv.ParseFloat(str(i), 64); return v }
-		q := queuedQuery{ID: str(0), User: str(1), Group: str(2), CPU: num(3), Position: int(num(5))}
+		q := Queued{ID: str(0), User: str(1), Group: str(2), CPU: num(3), Position: int(num(5))}
 		if ms := int64(num(4)); ms > 0 {
 			q.Enqueued = time.UnixMilli(ms)
 		}
 		for i := range q.Use {
-			q.Use[i] = usage{n: int(num(6 + 2*i)), cpu: num(7 + 2*i)}
+			q.Use[i] = Usage{Queries: int(num(6 + 2*i)), CPU: num(7 + 2*i)}
 		}
 		out = append(out, q)
 	}
@@ -545,6 +541,10 @@ func (s *redisStore) renew(ctx context.Context, now time.Time) {
 		s.mu.Unlock()
 	}
 }
+
+func (s *redisStore) Kind() string { return "redis" }
+
+func (s *redisStore) Down() bool { return s.down.Load() }
 
 func (s *redisStore) Close() error {
 	s.stop()

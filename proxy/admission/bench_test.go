@@ -1,4 +1,4 @@
-package proxy
+package admission
 
 import (
 	"context"
@@ -16,12 +16,12 @@ func BenchmarkAdmission(b *testing.B) {
 		redis bool
 	}{{"memory", false}, {"redis", true}} {
 		b.Run(bk.name, func(b *testing.B) {
-			o := AdmissionOptions{MaxQueries: 1 << 20}
+			o := Options{MaxQueries: 1 << 20}
 			if bk.redis {
 				srv := redistest.Start(b)
-				o.Redis = &RedisAdmission{URL: "redis://" + srv.Addr}
+				o.Redis = &RedisOptions{URL: "redis://" + srv.Addr}
 			}
-			st, err := newAdmissionStore(o, newMetrics(), nil)
+			st, err := NewStore(o, testMetrics(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -50,12 +50,12 @@ func BenchmarkRateLimit(b *testing.B) {
 		redis bool
 	}{{"memory", false}, {"redis", true}} {
 		b.Run(bk.name, func(b *testing.B) {
-			o := AdmissionOptions{Rate: RateLimits{UserRate: 1e9, GroupRate: 1e9}}
+			o := Options{Rate: RateLimits{UserRate: 1e9, GroupRate: 1e9}}
 			if bk.redis {
 				srv := redistest.Start(b)
-				o.Redis = &RedisAdmission{URL: "redis://" + srv.Addr}
+				o.Redis = &RedisOptions{URL: "redis://" + srv.Addr}
 			}
-			rl, err := newRateLimiter(o, nil, newMetrics(), nil)
+			rl, err := NewRateLimiter(o, nil, testMetrics(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func BenchmarkRateLimit(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if v := rl.allow(ctx, "alice", "analysts"); !v.ok {
+				if v := rl.Allow(ctx, "alice", "analysts"); !v.OK {
 					b.Fatal(v)
 				}
 			}
