@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,6 +68,18 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a planner that is not a cluster", func(c *Config) { c.Routing.Planners = []string{"nope"} }, []string{"routing.planners[0]", `"nope"`}},
 		{"a class quantile of 1", func(c *Config) { c.Routing.ClassQuantile = 1 }, []string{"routing.class_quantile", "(0, 1)"}},
 		{"an unknown explain setting", func(c *Config) { c.Routing.Explain = "sometimes" }, []string{"routing.explain", "when-uncertain"}},
+		{"a Redis URL with a database that is no number, without echoing its password", func(c *Config) {
+			c.Admission.Redis = "redis://:hunter2@r:6379/zero"
+		}, []string{"admission.redis", "database"}},
+		{"a Redis URL with an option the client does not know", func(c *Config) {
+			c.Estimator.History.Redis = "redis://:hunter2@r:6379/0?colour=blue"
+		}, []string{"estimator.history.redis", "colour"}},
+		{"a rule pattern that compiles only inside the router's anchors ^(?:…)$", func(c *Config) {
+			c.Routing.Classes = []CostClass{{Name: "small"}}
+			c.Routing.Rules = []RoutingRule{{User: "a)(?:b", Class: "small"}}
+		}, []string{"routing.rules[0].user"}},
+		{"a NaN class quantile", func(c *Config) { c.Routing.ClassQuantile = math.NaN() }, []string{"routing.class_quantile", "NaN"}},
+		{"a negative class quantile", func(c *Config) { c.Routing.ClassQuantile = -0.5 }, []string{"routing.class_quantile", "-0.5"}},
 		{"a negative history bound", func(c *Config) { c.Estimator.History.MaxEntries = -5 }, []string{"estimator.history.max_entries", "-5"}},
 		{"a history weight above 1", func(c *Config) { c.Estimator.History.Alpha = 1.5 }, []string{"estimator.history.alpha", "1.5"}},
 		{"a history in Redis and in a file", func(c *Config) {

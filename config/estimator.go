@@ -180,9 +180,9 @@ func (c *Config) validateEstimator() error {
 		if h.Path != "" {
 			return bad("estimator.history.path", strconv.Quote(h.Path), "set either path (a file per replica) or redis (shared), not both")
 		}
-		if !redisURL(h.Redis) {
+		if why := badRedisURL(h.Redis); why != "" {
 			// The value may hold a password: name the key, not the value.
-			return bad("estimator.history.redis", "(not shown)", "want redis://[[user]:password@]host:port[/db] or rediss://…")
+			return bad("estimator.history.redis", "(not shown)", why)
 		}
 	}
 	if h.RedisTimeout < 0 {

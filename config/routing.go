@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Routing configures what the proxy does with cost estimates (DESIGN §5).
@@ -265,9 +267,9 @@ func (c *Config) validateRouting() error {
 		return bad("admission.redis_down", strconv.Quote(a.RedisDown), "want local or open")
 	}
 	if a.Redis != "" {
-		if !redisURL(a.Redis) {
+		if why := badRedisURL(a.Redis); why != "" {
 			// The value may hold a password: name the key, not the value.
-			return bad("admission.redis", "(not shown)", "want redis://[[user]:password@]host:port[/db] or rediss://…")
+			return bad("admission.redis", "(not shown)", why)
 		}
 	}
 	if a.Lease != 0 && time.Duration(a.Lease) < time.Second {
@@ -276,10 +278,23 @@ func (c *Config) validateRouting() error {
 	return nil
 }
 
-// redisURL reports whether v is a redis:// or rediss:// URL with a host.
-func redisURL(v string) bool {
+// badRedisURL says what is wrong with the Redis URL v, or "" when it is a
+// redis:// or rediss:// URL with a host that the Redis client accepts
+// (database number, options): the proxy and the history store connect
+// with it without checking it again. The answer never quotes v, which
+// may hold a password.
+func badRedisURL(v string) string {
+	const want = "want redis://[[user]:password@]host:port[/db] or rediss://…"
 	u, err := url.Parse(v)
-	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss") && u.Host != ""
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		return want
+	}
+	// After url.Parse succeeded, the client's errors name the part that
+	// is wrong (the database number, an option), not the URL.
+	if _, err := redis.ParseURL(v); err != nil {
+		return want + ": " + err.Error()
+	}
+	return ""
 }
 
 func (a *Admission) applyEnv(lookup func(string) (string, bool)) {
