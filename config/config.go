@@ -1,12 +1,12 @@
 // Package config holds Prestroid's configuration: one YAML file, overridden by
 // environment variables (PRESTROID_*), overridden by command-line flags.
 //
-// Every field documents its zero-value behaviour; the defaults are named
-// constants in defaults.go, the one place they are written (FillDefaults
-// applies them, and the packages configured from here use the same
-// constants for their own zero values). Validate names the offending key
-// and value. The package imports no other
-// project package.
+// Every setting has one home here. Every field documents its zero-value
+// behaviour; the defaults are named constants in defaults.go, applied by
+// FillDefaults and read nowhere else. Validate checks every value once and
+// names the offending key and value; code configured from a filled,
+// validated Config trusts it and neither defaults nor re-checks it. The
+// package imports no other project package.
 package config
 
 import (

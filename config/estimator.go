@@ -19,9 +19,10 @@ type Estimator struct {
 	Model string `yaml:"model"`
 
 	// ORTLib is the ONNX Runtime shared library (libonnxruntime.so.1,
-	// 1.30.x). Empty means $PRESTROID_ORT_LIB, then
+	// 1.30.x); PRESTROID_ORT_LIB sets it. Empty means
 	// ${PRESTROID_CACHE:-~/.cache/prestroid}/ort/1.30.0/libonnxruntime.so.1,
-	// where `make ort` (scripts/install-ort.sh) puts it.
+	// where `make ort` (scripts/install-ort.sh) puts it: FillDefaults
+	// resolves that path in the process that loads the library.
 	ORTLib string `yaml:"ort_lib"`
 
 	// IntraOpThreads is each inference's thread count. Zero means 1 (many

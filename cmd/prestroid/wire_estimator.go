@@ -188,13 +188,10 @@ func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptio
 	}
 }
 
-// newRuntime opens ONNX Runtime as configured.
+// newRuntime opens ONNX Runtime as configured (e.ORTLib: FillDefaults
+// resolved where `make ort` puts it when none was set).
 func newRuntime(e config.Estimator) (*onnx.Runtime, error) {
-	lib := e.ORTLib
-	if lib == "" {
-		lib = config.DefaultORTLib()
-	}
-	return onnx.New(onnx.Options{LibraryPath: lib, IntraOpThreads: e.IntraOpThreads, CUDA: e.CUDA, CUDADevice: e.CUDADevice})
+	return onnx.New(onnx.Options{LibraryPath: e.ORTLib, IntraOpThreads: e.IntraOpThreads, CUDA: e.CUDA, CUDADevice: e.CUDADevice})
 }
 
 // errNoModel means no model is configured and none is embedded.
@@ -256,7 +253,8 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() proxy.Estima
 }
 
 // newEstimatorService builds the estimator service from the configuration
-// (caches, batching); the caller closes it. reload loads a bundle directory
+// (caches, batching), which must be filled (config.FillDefaults) and
+// valid: every value is used as it is. The caller closes it. reload loads a bundle directory
 // the same way (runtime, caches), for the bundle watcher; ss holds the
 // caches it built and the history store, for /metrics.
 //
@@ -301,10 +299,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 		return nil, nil, serviceStats{}, fmt.Errorf("%w: %w", errHistory, err)
 	}
 	if e.CacheTTL >= 0 {
-		ttl := time.Duration(e.CacheTTL)
-		if ttl == 0 {
-			ttl = config.DefaultCacheTTL
-		}
+		ttl := time.Duration(e.CacheTTL) // positive: FillDefaults filled a zero one
 		ec, err := cache.NewTTL[estimator.CostEstimate](int64(e.CacheEntries), ttl)
 		if err != nil {
 			return nil, nil, serviceStats{}, err
@@ -379,11 +374,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 	if e.Model != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
-		interval := time.Duration(e.ReloadInterval)
-		if interval == 0 {
-			interval = config.DefaultReloadInterval
-		}
-		go svc.WatchBundle(context.Background(), e.Model, reload, interval, hup)
+		go svc.WatchBundle(context.Background(), e.Model, reload, time.Duration(e.ReloadInterval), hup)
 	}
 	return svc.Close, nil
 }
