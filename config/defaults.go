@@ -61,7 +61,7 @@ const (
 	// estimate's 90% quantile picks its class, so an uncertain estimate is
 	// not sent to a small cluster on a guess.
 	DefaultClassQuantile = 0.9
-	// DefaultExplain is Routing.Explain's default (chosen by `prestroid
+	// DefaultExplain is Estimator.Explain's default (chosen by `prestroid
 	// bench replay`, BENCHMARKS.md "EXPLAIN only when it can change the
 	// decision").
 	DefaultExplain = "when-uncertain"
@@ -147,11 +147,14 @@ func defaultORTLib() string {
 }
 
 // FillDefaults sets every zero-valued field that has a default (the
-// constants above, and Estimator.ORTLib's path). Negative values that mean
-// "off" are kept; fields whose zero value is itself the behaviour
-// (Estimator.Workers: GOMAXPROCS, Estimator.MaxWait: no wait,
+// constants above, and Estimator.ORTLib's path), after moving the values
+// of deprecated keys to their new homes (deprecated.go). Negative values
+// that mean "off" are kept; fields whose zero value is itself the
+// behaviour (Estimator.Workers: GOMAXPROCS, Estimator.MaxWait: no wait,
 // Estimator.IntraOpThreads: 1 thread) stay zero. It is idempotent.
 func (c *Config) FillDefaults() {
+	c.fillDeprecated()
+
 	setInt(&c.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes)
 	setInt(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setInt(&c.QueryMapSize, DefaultQueryMapSize)
@@ -174,7 +177,6 @@ func (c *Config) FillDefaults() {
 	setString(&r.MonitorType, DefaultMonitorType)
 	setInt(&r.MonitorMaxBytes, DefaultMonitorMaxBytes)
 	setFloat(&r.ClassQuantile, DefaultClassQuantile)
-	setString(&r.Explain, DefaultExplain)
 
 	setInt(&c.Admission.QueueSize, DefaultQueueSize)
 	setDuration(&c.Admission.MaxWait, DefaultMaxWait)
@@ -192,6 +194,7 @@ func (c *Config) FillDefaults() {
 	setInt(&c.Console.Decisions, DefaultConsoleDecisions)
 
 	e := &c.Estimator
+	setString(&e.Explain, DefaultExplain)
 	if e.ORTLib == "" {
 		e.ORTLib = defaultORTLib()
 	}

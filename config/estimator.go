@@ -81,6 +81,18 @@ type Estimator struct {
 	// from history or fails open at once (never queued). Zero means 16;
 	// negative means unbounded.
 	ExplainConcurrency int `yaml:"explain_concurrency"`
+	// Explain says when a new statement pays for an EXPLAIN on the hot
+	// path (the estimate cascade's text stage): "always" (every statement
+	// the history cannot answer is explained before it is sent),
+	// "when-uncertain" (the text stage's interval, from the SQL text and
+	// session alone, routes at once when it lies inside one class or when
+	// the plan's estimate could not move the query to another class under
+	// routing.class_quantile; the EXPLAIN and the model then run in the
+	// background for the feedback record and the history) or "never" (the
+	// text stage answers whenever the bundle has one). Empty means
+	// "when-uncertain" (DefaultExplain), or the deprecated routing.explain
+	// when that is set. PRESTROID_EXPLAIN sets it.
+	Explain string `yaml:"explain"`
 	// History is what the estimate cascade learns from completed queries.
 	History History `yaml:"history"`
 }
@@ -144,6 +156,9 @@ func (e *Estimator) applyEnv(lookup func(string) (string, bool)) {
 	}
 	if v, ok := lookup("PRESTROID_HISTORY_REDIS"); ok && v != "" {
 		e.History.Redis = v
+	}
+	if v, ok := lookup("PRESTROID_EXPLAIN"); ok && v != "" {
+		e.Explain = v
 	}
 }
 

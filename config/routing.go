@@ -72,17 +72,13 @@ type Routing struct {
 	// (a planning group); the healthy ones share them, the least busy
 	// first. Empty means every healthy cluster, the default one first.
 	Planners []string `yaml:"planners"`
-	// Explain says when a new statement pays for an EXPLAIN on the hot
-	// path (the estimate cascade's text stage, issue 17 item 6): "always"
-	// (every statement the history cannot answer is explained before it is
-	// sent), "when-uncertain" (the text stage's interval, from the SQL text
-	// and session alone, routes at once when it lies inside one class or
-	// when the plan's estimate could not move the query to another class
-	// under the class quantile; the
-	// EXPLAIN and the model then run in the background for the feedback
-	// record and the history) or "never" (the text stage answers whenever
-	// the bundle has one). Empty means DefaultExplain.
-	Explain string `yaml:"explain"`
+	// DeprecatedExplain is the old home of estimator.explain (only the
+	// estimator reads it), still read from routing.explain. FillDefaults
+	// copies it to Estimator.Explain when that is empty; setting both to
+	// different values is refused; Deprecations reports it.
+	//
+	// Deprecated: set estimator.explain and read Estimator.Explain.
+	DeprecatedExplain string `yaml:"explain"`
 }
 
 // CostClass is one band of predicted CPU time.
@@ -231,11 +227,6 @@ func (c *Config) validateRouting() error {
 		if !clusterNames[p] {
 			return bad(fmt.Sprintf("routing.planners[%d]", i), strconv.Quote(p), "not a name in clusters")
 		}
-	}
-	switch r.Explain {
-	case "", "always", "when-uncertain", "never":
-	default:
-		return bad("routing.explain", strconv.Quote(r.Explain), "want always, when-uncertain or never")
 	}
 	if r.ClassQuantile != 0 && !(r.ClassQuantile > 0 && r.ClassQuantile < 1) {
 		return bad("routing.class_quantile", r.ClassQuantile, "want a value in (0, 1): 0.5 is the point estimate")

@@ -99,8 +99,8 @@ binary). SQL "-" reads the statement from standard input.`)
 func estimateConfig(model, ortLib string, timeout time.Duration) *config.Config {
 	cfg := &config.Config{Estimator: config.Estimator{Model: model, ORTLib: ortLib, MaxBatch: 1, Workers: 1,
 		History:  config.History{Disabled: true},
-		CacheTTL: -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(timeout)},
-		Routing: config.Routing{Explain: "always"}}
+		CacheTTL: -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(timeout),
+		Explain: "always"}}
 	cfg.FillDefaults()
 	return cfg
 }

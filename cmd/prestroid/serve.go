@@ -70,6 +70,7 @@ func runServe(args []string) int {
 		return 2
 	}
 	logger := newLogger(cfg.LogLevel)
+	logDeprecations(cfg, logger)
 	srv, closeFeedback, err := newProxy(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
@@ -370,6 +371,14 @@ func redisAdmission(a config.Admission) *proxy.RedisAdmission {
 		return nil
 	}
 	return &proxy.RedisAdmission{URL: a.Redis, Prefix: a.RedisPrefix, Lease: time.Duration(a.Lease), Down: a.RedisDown, Replicas: a.Replicas}
+}
+
+// logDeprecations warns once at startup of each deprecated key cfg still
+// uses (serve --check-config prints the same).
+func logDeprecations(cfg *config.Config, logger *slog.Logger) {
+	for _, d := range cfg.Deprecations() {
+		logger.Warn("deprecated setting", "key", d.Key, "detail", d.Message)
+	}
 }
 
 func newLogger(level string) *slog.Logger {

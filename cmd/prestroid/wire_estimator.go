@@ -169,11 +169,12 @@ func historyStore(h config.History) string {
 }
 
 // cascadeOptions maps the configuration onto the cascade's options: the
-// estimator's, and from routing when to EXPLAIN on the hot path with the
-// classes' bounds and quantile the text stage's interval is checked against.
+// estimator's (among them when to EXPLAIN on the hot path), and from
+// routing the classes' bounds and quantile the text stage's interval is
+// checked against.
 func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptions {
 	h := e.History
-	mode, _ := estimator.ParseExplainMode(r.Explain) // config.Validate refused anything else
+	mode, _ := estimator.ParseExplainMode(e.Explain) // config.Validate refused anything else
 	var bounds []float64
 	for _, c := range r.Classes {
 		if c.MaxCPUSeconds > 0 {
@@ -361,7 +362,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 	}
 	if m := svc.Model(); m != nil {
 		logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained(),
-			"text_stage", m.HasText(), "explain", cfg.Routing.Explain)
+			"text_stage", m.HasText(), "explain", e.Explain)
 	}
 	est := estimatorAdapter{svc}
 	o.Estimator = est
