@@ -21,7 +21,7 @@ type ReplayOptions struct {
 	// cold), in front of the same real Trino, that run the workload side
 	// by side: each statement goes to every one in turn (the first one
 	// rotating, so that none always finds Trino warm). Their names label
-	// the report (e.g. the routing.explain setting).
+	// the report (e.g. the estimator.explain setting).
 	Settings []ReplaySetting
 	// Bounds are the CPU-second bounds of the routing classes the proxies
 	// route with, increasing; their clusters are named ClassName(i), so the

@@ -6,19 +6,20 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"time"
-
-	"github.com/prestroid/prestroid/config"
 )
 
-// FeedbackOptions configure a FeedbackLog.
+// FeedbackOptions configure a FeedbackLog. The collector has no defaults
+// of its own: the server passes the feedback settings config filled
+// (feedback.rotate_records, feedback.rotate_every), and a zero value here
+// means that bound is off.
 type FeedbackOptions struct {
 	// Dir is where the feedback-<time>.jsonl.gz files go. Required.
 	Dir string
-	// RotateRecords starts a new file after this many records. Zero means
-	// config.DefaultFeedbackRotateRecords.
+	// RotateRecords starts a new file after this many records. Zero (or
+	// negative) means no bound on the records in a file.
 	RotateRecords int
-	// RotateEvery starts a new file after this long. Zero means
-	// config.DefaultFeedbackRotateEvery.
+	// RotateEvery starts a new file after this long. Zero (or negative)
+	// means no bound on a file's age.
 	RotateEvery time.Duration
 	// Logger receives write errors and the dropped-record warnings. Nil
 	// means slog.Default().
@@ -45,12 +46,6 @@ type FeedbackLog[T any] struct {
 
 // NewFeedbackLog starts the writer goroutine; Close stops it.
 func NewFeedbackLog[T any](o FeedbackOptions, convert func(T) *Record) *FeedbackLog[T] {
-	if o.RotateRecords == 0 {
-		o.RotateRecords = config.DefaultFeedbackRotateRecords
-	}
-	if o.RotateEvery == 0 {
-		o.RotateEvery = config.DefaultFeedbackRotateEvery
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -86,7 +81,7 @@ func (f *FeedbackLog[T]) run() {
 	var opened time.Time
 	n := 0
 	for v := range f.ch {
-		if w == nil || n >= f.o.RotateRecords || time.Since(opened) >= f.o.RotateEvery {
+		if w == nil || f.full(n, opened) {
 			if w != nil {
 				w.Close()
 			}
@@ -109,6 +104,13 @@ func (f *FeedbackLog[T]) run() {
 	if w != nil {
 		w.Close()
 	}
+}
+
+// full says whether the file opened at opened, holding n records, is
+// done: past either bound that is set.
+func (f *FeedbackLog[T]) full(n int, opened time.Time) bool {
+	return (f.o.RotateRecords > 0 && n >= f.o.RotateRecords) ||
+		(f.o.RotateEvery > 0 && time.Since(opened) >= f.o.RotateEvery)
 }
 
 func (f *FeedbackLog[T]) String() string { return fmt.Sprintf("feedback log in %s", f.o.Dir) }

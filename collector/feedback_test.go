@@ -54,3 +54,19 @@ func TestFeedbackLogRotatesByAge(t *testing.T) {
 		t.Errorf("%d files, want one per record: %v", len(files), files)
 	}
 }
+
+func TestFeedbackLogWithoutBoundsKeepsOneFile(t *testing.T) {
+	dir := t.TempDir()
+	f := NewFeedbackLog(FeedbackOptions{Dir: dir}, func(id string) *Record {
+		return &Record{Key: id, Status: StatusFinished}
+	})
+	for i := 0; i < 5; i++ {
+		f.Record(fmt.Sprint(i))
+		time.Sleep(time.Millisecond)
+	}
+	f.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "feedback-*.jsonl.gz"))
+	if len(files) != 1 {
+		t.Errorf("%d files, want one (zero bounds mean no rotation): %v", len(files), files)
+	}
+}

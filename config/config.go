@@ -1,12 +1,13 @@
 // Package config holds Prestroid's configuration: one YAML file, overridden by
 // environment variables (PRESTROID_*), overridden by command-line flags.
 //
-// Every field documents its zero-value behaviour; the defaults are named
-// constants in defaults.go, the one place they are written (FillDefaults
-// applies them, and the packages configured from here use the same
-// constants for their own zero values). Validate names the offending key
-// and value. The package imports no other
-// project package.
+// Every setting has one home here. Every field documents its zero-value
+// behaviour; the defaults are named constants in defaults.go, applied by
+// FillDefaults and read nowhere else. Validate checks every value once and
+// names the offending key and value; code configured from a filled,
+// validated Config trusts it and neither defaults nor re-checks it.
+// Deprecated keys keep working and are listed by Deprecations
+// (deprecated.go). The package imports no other project package.
 package config
 
 import (
@@ -198,7 +199,7 @@ var ErrInvalid = errors.New("config: invalid")
 // Load reads the YAML file at path (empty path: no file), then applies
 // environment overrides (see ApplyEnv). It neither fills defaults nor
 // validates: apply flags, then call FillDefaults (defaults.go) and
-// Validate.
+// Validate, then report Deprecations.
 func Load(path string) (*Config, error) {
 	c := &Config{}
 	if path != "" {
@@ -227,8 +228,9 @@ func Load(path string) (*Config, error) {
 //	PRESTROID_LOG_LEVEL, PRESTROID_MODEL (estimator.model), PRESTROID_ORT_LIB
 //	(estimator.ort_lib), PRESTROID_TLS_CERT_FILE, PRESTROID_TLS_KEY_FILE,
 //	PRESTROID_UPSTREAM_CA_FILE (upstream_tls.ca_file), PRESTROID_IDENTITY,
-//	PRESTROID_ADMISSION_REDIS (admission.redis), PRESTROID_ALLOWED_HOSTS
-//	(comma-separated).
+//	PRESTROID_ADMISSION_REDIS (admission.redis), PRESTROID_HISTORY_REDIS
+//	(estimator.history.redis), PRESTROID_EXPLAIN (estimator.explain),
+//	PRESTROID_ALLOWED_HOSTS (comma-separated).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
@@ -376,6 +378,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	if err := c.validateExplain(); err != nil {
 		return err
 	}
 	if err := c.validateEstimator(); err != nil {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,7 +67,26 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a negative rate", func(c *Config) { c.Admission.UserRate = -1 }, []string{"admission.user_rate", "-1"}},
 		{"a planner that is not a cluster", func(c *Config) { c.Routing.Planners = []string{"nope"} }, []string{"routing.planners[0]", `"nope"`}},
 		{"a class quantile of 1", func(c *Config) { c.Routing.ClassQuantile = 1 }, []string{"routing.class_quantile", "(0, 1)"}},
-		{"an unknown explain setting", func(c *Config) { c.Routing.Explain = "sometimes" }, []string{"routing.explain", "when-uncertain"}},
+		{"an unknown explain setting", func(c *Config) { c.Estimator.Explain = "sometimes" }, []string{"estimator.explain", `"sometimes"`, "when-uncertain"}},
+		{"an unknown explain setting under the old key", func(c *Config) {
+			c.Routing.DeprecatedExplain, c.Estimator.Explain = "sometimes", ""
+			c.FillDefaults()
+		}, []string{"routing.explain", `"sometimes"`}},
+		{"the old and the new explain key disagreeing", func(c *Config) {
+			c.Routing.DeprecatedExplain, c.Estimator.Explain = "always", "never"
+		}, []string{"routing.explain", `"always"`, "estimator.explain", `"never"`}},
+		{"a Redis URL with a database that is no number, without echoing its password", func(c *Config) {
+			c.Admission.Redis = "redis://:hunter2@r:6379/zero"
+		}, []string{"admission.redis", "database"}},
+		{"a Redis URL with an option the client does not know", func(c *Config) {
+			c.Estimator.History.Redis = "redis://:hunter2@r:6379/0?colour=blue"
+		}, []string{"estimator.history.redis", "colour"}},
+		{"a rule pattern that compiles only inside the router's anchors ^(?:…)$", func(c *Config) {
+			c.Routing.Classes = []CostClass{{Name: "small"}}
+			c.Routing.Rules = []RoutingRule{{User: "a)(?:b", Class: "small"}}
+		}, []string{"routing.rules[0].user"}},
+		{"a NaN class quantile", func(c *Config) { c.Routing.ClassQuantile = math.NaN() }, []string{"routing.class_quantile", "NaN"}},
+		{"a negative class quantile", func(c *Config) { c.Routing.ClassQuantile = -0.5 }, []string{"routing.class_quantile", "-0.5"}},
 		{"a negative history bound", func(c *Config) { c.Estimator.History.MaxEntries = -5 }, []string{"estimator.history.max_entries", "-5"}},
 		{"a history weight above 1", func(c *Config) { c.Estimator.History.Alpha = 1.5 }, []string{"estimator.history.alpha", "1.5"}},
 		{"a history in Redis and in a file", func(c *Config) {
@@ -149,4 +169,60 @@ func TestAllowedHostsFromEnv(t *testing.T) {
 	if strings.Join(c.AllowedHosts, "|") != "gw.example:8080|localhost:8080" {
 		t.Errorf("AllowedHosts = %q", c.AllowedHosts)
 	}
+}
+
+func TestExplainMovedToTheEstimator(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "prestroid.yaml")
+	load := func(t *testing.T, yaml string) *Config {
+		t.Helper()
+		os.WriteFile(p, []byte("clusters:\n  - {name: a, url: \"http://a:1\"}\n"+yaml), 0o600)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.FillDefaults()
+		return c
+	}
+	t.Run("estimator.explain is read and reports nothing deprecated", func(t *testing.T) {
+		c := load(t, "estimator: {explain: never}\n")
+		if err := c.Validate(); err != nil || c.Estimator.Explain != "never" || c.Deprecations() != nil {
+			t.Fatalf("explain %q, deprecations %v, err %v", c.Estimator.Explain, c.Deprecations(), err)
+		}
+	})
+	t.Run("unset, it is the default", func(t *testing.T) {
+		c := load(t, "")
+		if err := c.Validate(); err != nil || c.Estimator.Explain != DefaultExplain || c.Deprecations() != nil {
+			t.Fatalf("explain %q, deprecations %v, err %v", c.Estimator.Explain, c.Deprecations(), err)
+		}
+	})
+	t.Run("the old routing.explain still works, with a deprecation", func(t *testing.T) {
+		c := load(t, "routing: {explain: always}\n")
+		if err := c.Validate(); err != nil || c.Estimator.Explain != "always" {
+			t.Fatalf("explain %q, err %v", c.Estimator.Explain, err)
+		}
+		ds := c.Deprecations()
+		if len(ds) != 1 || ds[0].Key != "routing.explain" || !strings.Contains(ds[0].String(), "estimator.explain") {
+			t.Fatalf("deprecations %v", ds)
+		}
+	})
+	t.Run("both keys with one value: valid, with a deprecation", func(t *testing.T) {
+		c := load(t, "routing: {explain: never}\nestimator: {explain: never}\n")
+		if err := c.Validate(); err != nil || c.Estimator.Explain != "never" || len(c.Deprecations()) != 1 {
+			t.Fatalf("explain %q, deprecations %v, err %v", c.Estimator.Explain, c.Deprecations(), err)
+		}
+	})
+	t.Run("both keys with different values are refused, naming both", func(t *testing.T) {
+		err := load(t, "routing: {explain: never}\nestimator: {explain: always}\n").Validate()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "routing.explain") || !strings.Contains(err.Error(), "estimator.explain") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("PRESTROID_EXPLAIN sets estimator.explain", func(t *testing.T) {
+		t.Setenv("PRESTROID_EXPLAIN", "always")
+		c := load(t, "estimator: {explain: never}\n")
+		if err := c.Validate(); err != nil || c.Estimator.Explain != "always" {
+			t.Fatalf("explain %q, err %v", c.Estimator.Explain, err)
+		}
+	})
 }

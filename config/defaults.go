@@ -7,10 +7,11 @@ import (
 )
 
 // The defaults: what a field left at its zero value means. FillDefaults
-// applies them to a Config; the packages that take these settings as
-// options (proxy.Options, collector.FeedbackOptions, the ONNX Runtime
-// wiring in cmd) use the same constants for their own zero values, so each
-// default is written once, here.
+// applies them to a Config, and is the only reader of these constants:
+// code configured from a Config receives it filled and validated and
+// trusts its values (its own zero values, where it has options of its
+// own, mean "off" or "none", never one of these). Tests that need a
+// default build a Config and call FillDefaults rather than read them.
 const (
 	// DefaultListen is Config.Listen's default.
 	DefaultListen = "127.0.0.1:8080"
@@ -60,7 +61,7 @@ const (
 	// estimate's 90% quantile picks its class, so an uncertain estimate is
 	// not sent to a small cluster on a guess.
 	DefaultClassQuantile = 0.9
-	// DefaultExplain is Routing.Explain's default (chosen by `prestroid
+	// DefaultExplain is Estimator.Explain's default (chosen by `prestroid
 	// bench replay`, BENCHMARKS.md "EXPLAIN only when it can change the
 	// decision").
 	DefaultExplain = "when-uncertain"
@@ -126,16 +127,17 @@ const (
 	DefaultHistoryRedisTimeout = 50 * time.Millisecond
 
 	// ORTVersion is the ONNX Runtime release the binary is built against
-	// (DESIGN §8); DefaultORTLib's path names it.
+	// (DESIGN §8); Estimator.ORTLib's default path names it.
 	ORTVersion = "1.30.0"
 )
 
-// DefaultORTLib is Estimator.ORTLib's default: where `make ort`
+// defaultORTLib is Estimator.ORTLib's default: where `make ort`
 // (scripts/install-ort.sh) installs the library,
 // ${PRESTROID_CACHE:-~/.cache/prestroid}/ort/ORTVersion/libonnxruntime.so.1.
-// FillDefaults leaves ORTLib empty (the path depends on the machine the
-// server runs on); the ONNX Runtime wiring calls this for an empty one.
-func DefaultORTLib() string {
+// It depends on the machine (the environment and home directory of the
+// process that calls FillDefaults, which is the one that loads the
+// library).
+func defaultORTLib() string {
 	c := os.Getenv("PRESTROID_CACHE")
 	if c == "" {
 		home, _ := os.UserHomeDir()
@@ -144,12 +146,15 @@ func DefaultORTLib() string {
 	return filepath.Join(c, "ort", ORTVersion, "libonnxruntime.so.1")
 }
 
-// FillDefaults sets every zero-valued field that has a fixed default (the
-// constants above). Negative values that mean "off" are kept; fields whose
-// zero value is itself the behaviour (Estimator.Workers: GOMAXPROCS,
-// Estimator.MaxWait: no wait, Estimator.IntraOpThreads, Estimator.ORTLib)
-// stay zero.
+// FillDefaults sets every zero-valued field that has a default (the
+// constants above, and Estimator.ORTLib's path), after moving the values
+// of deprecated keys to their new homes (deprecated.go). Negative values
+// that mean "off" are kept; fields whose zero value is itself the
+// behaviour (Estimator.Workers: GOMAXPROCS, Estimator.MaxWait: no wait,
+// Estimator.IntraOpThreads: 1 thread) stay zero. It is idempotent.
 func (c *Config) FillDefaults() {
+	c.fillDeprecated()
+
 	setInt(&c.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes)
 	setInt(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setInt(&c.QueryMapSize, DefaultQueryMapSize)
@@ -172,7 +177,6 @@ func (c *Config) FillDefaults() {
 	setString(&r.MonitorType, DefaultMonitorType)
 	setInt(&r.MonitorMaxBytes, DefaultMonitorMaxBytes)
 	setFloat(&r.ClassQuantile, DefaultClassQuantile)
-	setString(&r.Explain, DefaultExplain)
 
 	setInt(&c.Admission.QueueSize, DefaultQueueSize)
 	setDuration(&c.Admission.MaxWait, DefaultMaxWait)
@@ -190,6 +194,10 @@ func (c *Config) FillDefaults() {
 	setInt(&c.Console.Decisions, DefaultConsoleDecisions)
 
 	e := &c.Estimator
+	setString(&e.Explain, DefaultExplain)
+	if e.ORTLib == "" {
+		e.ORTLib = defaultORTLib()
+	}
 	setInt(&e.MaxBatch, DefaultMaxBatch)
 	setInt(&e.CacheEntries, DefaultCacheEntries)
 	setDuration(&e.ExplainTimeout, DefaultExplainTimeout)

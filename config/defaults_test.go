@@ -39,10 +39,11 @@ func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
 		{"estimator.plan_cache_bytes", c.Estimator.PlanCacheBytes, int64(DefaultPlanCacheBytes)},
 		{"estimator.vector_cache_bytes", c.Estimator.VectorCacheBytes, int64(DefaultVectorCacheBytes)},
 		{"estimator.reload_interval", time.Duration(c.Estimator.ReloadInterval), DefaultReloadInterval},
-		{"estimator.ort_lib (machine-dependent: left empty)", c.Estimator.ORTLib, ""},
+		{"estimator.ort_lib (where `make ort` puts it, on this machine)", c.Estimator.ORTLib, defaultORTLib()},
 		{"estimator.workers (zero is GOMAXPROCS)", c.Estimator.Workers, 0},
 		{"routing.class_quantile", c.Routing.ClassQuantile, DefaultClassQuantile},
-		{"routing.explain", c.Routing.Explain, DefaultExplain},
+		{"estimator.explain", c.Estimator.Explain, DefaultExplain},
+		{"routing.explain (deprecated: left empty)", c.Routing.DeprecatedExplain, ""},
 		{"estimator.cheap_cpu_seconds", c.Estimator.CheapCPUSeconds, DefaultCheapCPUSeconds},
 		{"estimator.explain_concurrency", c.Estimator.ExplainConcurrency, DefaultExplainConcurrency},
 		{"estimator.history.max_entries", c.Estimator.History.MaxEntries, DefaultHistoryMaxEntries},
@@ -109,9 +110,16 @@ func TestHistoryFollowsTheAdmissionRedis(t *testing.T) {
 	}
 }
 
-func TestDefaultORTLibFollowsPrestroidCache(t *testing.T) {
+func TestORTLibDefaultFollowsPrestroidCache(t *testing.T) {
 	t.Setenv("PRESTROID_CACHE", "/opt/cache")
-	if got, want := DefaultORTLib(), "/opt/cache/ort/"+ORTVersion+"/libonnxruntime.so.1"; got != want {
-		t.Errorf("DefaultORTLib() = %q, want %q", got, want)
+	c := &Config{}
+	c.FillDefaults()
+	if got, want := c.Estimator.ORTLib, "/opt/cache/ort/"+ORTVersion+"/libonnxruntime.so.1"; got != want {
+		t.Errorf("estimator.ort_lib = %q, want %q", got, want)
+	}
+	c = &Config{Estimator: Estimator{ORTLib: "/mine/libonnxruntime.so.1"}}
+	c.FillDefaults()
+	if c.Estimator.ORTLib != "/mine/libonnxruntime.so.1" {
+		t.Errorf("FillDefaults replaced a set estimator.ort_lib: %q", c.Estimator.ORTLib)
 	}
 }

@@ -19,9 +19,10 @@ type Estimator struct {
 	Model string `yaml:"model"`
 
 	// ORTLib is the ONNX Runtime shared library (libonnxruntime.so.1,
-	// 1.30.x). Empty means $PRESTROID_ORT_LIB, then
+	// 1.30.x); PRESTROID_ORT_LIB sets it. Empty means
 	// ${PRESTROID_CACHE:-~/.cache/prestroid}/ort/1.30.0/libonnxruntime.so.1,
-	// where `make ort` (scripts/install-ort.sh) puts it.
+	// where `make ort` (scripts/install-ort.sh) puts it: FillDefaults
+	// resolves that path in the process that loads the library.
 	ORTLib string `yaml:"ort_lib"`
 
 	// IntraOpThreads is each inference's thread count. Zero means 1 (many
@@ -80,6 +81,18 @@ type Estimator struct {
 	// from history or fails open at once (never queued). Zero means 16;
 	// negative means unbounded.
 	ExplainConcurrency int `yaml:"explain_concurrency"`
+	// Explain says when a new statement pays for an EXPLAIN on the hot
+	// path (the estimate cascade's text stage): "always" (every statement
+	// the history cannot answer is explained before it is sent),
+	// "when-uncertain" (the text stage's interval, from the SQL text and
+	// session alone, routes at once when it lies inside one class or when
+	// the plan's estimate could not move the query to another class under
+	// routing.class_quantile; the EXPLAIN and the model then run in the
+	// background for the feedback record and the history) or "never" (the
+	// text stage answers whenever the bundle has one). Empty means
+	// "when-uncertain" (DefaultExplain), or the deprecated routing.explain
+	// when that is set. PRESTROID_EXPLAIN sets it.
+	Explain string `yaml:"explain"`
 	// History is what the estimate cascade learns from completed queries.
 	History History `yaml:"history"`
 }
@@ -144,6 +157,9 @@ func (e *Estimator) applyEnv(lookup func(string) (string, bool)) {
 	if v, ok := lookup("PRESTROID_HISTORY_REDIS"); ok && v != "" {
 		e.History.Redis = v
 	}
+	if v, ok := lookup("PRESTROID_EXPLAIN"); ok && v != "" {
+		e.Explain = v
+	}
 }
 
 func (c *Config) validateEstimator() error {
@@ -180,9 +196,9 @@ func (c *Config) validateEstimator() error {
 		if h.Path != "" {
 			return bad("estimator.history.path", strconv.Quote(h.Path), "set either path (a file per replica) or redis (shared), not both")
 		}
-		if !redisURL(h.Redis) {
+		if why := badRedisURL(h.Redis); why != "" {
 			// The value may hold a password: name the key, not the value.
-			return bad("estimator.history.redis", "(not shown)", "want redis://[[user]:password@]host:port[/db] or rediss://…")
+			return bad("estimator.history.redis", "(not shown)", why)
 		}
 	}
 	if h.RedisTimeout < 0 {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Routing configures what the proxy does with cost estimates (DESIGN §5).
@@ -70,17 +72,13 @@ type Routing struct {
 	// (a planning group); the healthy ones share them, the least busy
 	// first. Empty means every healthy cluster, the default one first.
 	Planners []string `yaml:"planners"`
-	// Explain says when a new statement pays for an EXPLAIN on the hot
-	// path (the estimate cascade's text stage, issue 17 item 6): "always"
-	// (every statement the history cannot answer is explained before it is
-	// sent), "when-uncertain" (the text stage's interval, from the SQL text
-	// and session alone, routes at once when it lies inside one class or
-	// when the plan's estimate could not move the query to another class
-	// under the class quantile; the
-	// EXPLAIN and the model then run in the background for the feedback
-	// record and the history) or "never" (the text stage answers whenever
-	// the bundle has one). Empty means DefaultExplain.
-	Explain string `yaml:"explain"`
+	// DeprecatedExplain is the old home of estimator.explain (only the
+	// estimator reads it), still read from routing.explain. FillDefaults
+	// copies it to Estimator.Explain when that is empty; setting both to
+	// different values is refused; Deprecations reports it.
+	//
+	// Deprecated: set estimator.explain and read Estimator.Explain.
+	DeprecatedExplain string `yaml:"explain"`
 }
 
 // CostClass is one band of predicted CPU time.
@@ -230,11 +228,6 @@ func (c *Config) validateRouting() error {
 			return bad(fmt.Sprintf("routing.planners[%d]", i), strconv.Quote(p), "not a name in clusters")
 		}
 	}
-	switch r.Explain {
-	case "", "always", "when-uncertain", "never":
-	default:
-		return bad("routing.explain", strconv.Quote(r.Explain), "want always, when-uncertain or never")
-	}
 	if r.ClassQuantile != 0 && !(r.ClassQuantile > 0 && r.ClassQuantile < 1) {
 		return bad("routing.class_quantile", r.ClassQuantile, "want a value in (0, 1): 0.5 is the point estimate")
 	}
@@ -265,9 +258,9 @@ func (c *Config) validateRouting() error {
 		return bad("admission.redis_down", strconv.Quote(a.RedisDown), "want local or open")
 	}
 	if a.Redis != "" {
-		if !redisURL(a.Redis) {
+		if why := badRedisURL(a.Redis); why != "" {
 			// The value may hold a password: name the key, not the value.
-			return bad("admission.redis", "(not shown)", "want redis://[[user]:password@]host:port[/db] or rediss://…")
+			return bad("admission.redis", "(not shown)", why)
 		}
 	}
 	if a.Lease != 0 && time.Duration(a.Lease) < time.Second {
@@ -276,10 +269,23 @@ func (c *Config) validateRouting() error {
 	return nil
 }
 
-// redisURL reports whether v is a redis:// or rediss:// URL with a host.
-func redisURL(v string) bool {
+// badRedisURL says what is wrong with the Redis URL v, or "" when it is a
+// redis:// or rediss:// URL with a host that the Redis client accepts
+// (database number, options): the proxy and the history store connect
+// with it without checking it again. The answer never quotes v, which
+// may hold a password.
+func badRedisURL(v string) string {
+	const want = "want redis://[[user]:password@]host:port[/db] or rediss://…"
 	u, err := url.Parse(v)
-	return err == nil && (u.Scheme == "redis" || u.Scheme == "rediss") && u.Host != ""
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		return want
+	}
+	// After url.Parse succeeded, the client's errors name the part that
+	// is wrong (the database number, an option), not the URL.
+	if _, err := redis.ParseURL(v); err != nil {
+		return want + ": " + err.Error()
+	}
+	return ""
 }
 
 func (a *Admission) applyEnv(lookup func(string) (string, bool)) {

@@ -24,7 +24,7 @@ import (
 //	history         the same statement (normalized text, catalog, schema, session) ran before with a
 //	                confident record (at least MinCount runs, spread at most MaxSpread): its
 //	                recency-weighted CPU, no EXPLAIN
-//	history, text   (routing.explain when-uncertain or never) before the plan: the statement's
+//	history, text   (estimator.explain when-uncertain or never) before the plan: the statement's
 //	                history too short to answer alone, else its shape's (other literals), with
 //	                an interval shrunk toward a prior (standIn), and the text model's quantiles
 //	                from the SQL text and session alone; the narrower of those whose interval
@@ -78,7 +78,7 @@ type CascadeOptions struct {
 	// QueueSize bounds the observations waiting to be written. Zero means
 	// 4096; past it, observations are dropped (and counted).
 	QueueSize int
-	// Explain says when an EXPLAIN runs on the hot path (routing.explain,
+	// Explain says when an EXPLAIN runs on the hot path (estimator.explain,
 	// text_stage.go). Zero means ExplainAlways.
 	Explain ExplainMode
 	// ClassBounds are the routing classes' upper bounds in CPU seconds,
@@ -342,7 +342,7 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
 }
 
-// standIn is the pre-plan stage's history estimate (routing.explain
+// standIn is the pre-plan stage's history estimate (estimator.explain
 // when-uncertain or never): the statement's own runs (exact, as EstimateOn
 // read them) when they are too few (or too spread) to answer alone, else
 // its shape's (the same query with other literals), nil when there are

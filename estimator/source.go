@@ -25,7 +25,7 @@ const (
 	SourceOptimizer
 	// SourceText: the text stage (text_stage.go): quantiles of the CPU
 	// time from the SQL text and session alone, no EXPLAIN on the hot path
-	// (routing.explain when-uncertain or never); the EXPLAIN and the model
+	// (estimator.explain when-uncertain or never); the EXPLAIN and the model
 	// run in the background for the history and the feedback record.
 	SourceText
 )

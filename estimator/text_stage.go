@@ -30,7 +30,7 @@ import (
 // feedback record (Settle's Background.Plan).
 
 // ExplainMode says when the cascade pays for an EXPLAIN on the hot path
-// (routing.explain).
+// (estimator.explain).
 type ExplainMode uint8
 
 const (
@@ -56,7 +56,7 @@ func (m ExplainMode) String() string {
 	return "unknown"
 }
 
-// ParseExplainMode reads routing.explain's value; empty is ExplainAlways.
+// ParseExplainMode reads estimator.explain's value; empty is ExplainAlways.
 func ParseExplainMode(s string) (ExplainMode, error) {
 	if s == "" {
 		return ExplainAlways, nil

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	registerBench("replay", "the estimate cascade on a recurring workload from a cold history, under each routing.explain setting side by side: q-error, decision time, right class and hot-path EXPLAINs per source, vs the plain model", benchReplay)
+	registerBench("replay", "the estimate cascade on a recurring workload from a cold history, under each estimator.explain setting side by side: q-error, decision time, right class and hot-path EXPLAINs per source, vs the plain model", benchReplay)
 }
 
 func benchReplay(args []string) int {
@@ -32,7 +32,7 @@ func benchReplay(args []string) int {
 	seed := fs.Uint64("seed", 1, "random seed")
 	model := fs.String("model", "", "model bundle directory (default: the embedded model)")
 	ortLib := fs.String("ort-lib", "", "ONNX Runtime library (default: the one `make ort` installs)")
-	explain := fs.String("explain", "always,when-uncertain,never", "routing.explain settings to run side by side, comma-separated (one proxy each)")
+	explain := fs.String("explain", "always,when-uncertain,never", "estimator.explain settings to run side by side, comma-separated (one proxy each)")
 	maxDur := fs.Duration("max-duration", 0, "stop drawing statements after this long and report on those run (0: none)")
 	runsOut := fs.String("runs-out", "", "write one JSON line per statement and setting to this file")
 	classes := fs.String("classes", "1", "routing classes' CPU-second bounds, comma-separated, increasing (a last unbounded class is added)")
@@ -77,7 +77,7 @@ func benchReplay(args []string) int {
 	return 0
 }
 
-// runBenchReplay starts one estimating proxy per routing.explain setting,
+// runBenchReplay starts one estimating proxy per estimator.explain setting,
 // each with the classes of ro.Bounds served by one cluster each (all of
 // them trino, named bench.ClassName(i)), and replays through them.
 func runBenchReplay(trino, model, ortLib string, settings []string, ro bench.ReplayOptions) error {
@@ -87,7 +87,7 @@ func runBenchReplay(trino, model, ortLib string, settings []string, ro bench.Rep
 		// (or explained), which is what is measured.
 		base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) {
 			cfg.Estimator.CacheTTL = -1
-			cfg.Routing.Explain = mode
+			cfg.Estimator.Explain = mode
 			cfg.Routing.Classes, cfg.Clusters = nil, nil
 			for i := 0; i <= len(ro.Bounds); i++ {
 				c := config.CostClass{Name: bench.ClassName(i)}

@@ -20,7 +20,8 @@ import (
 // way serve would (file, environment, flags), then check what it refers to
 // that can be checked without serving: the TLS pair and the upstream CA
 // parse, the route secret is there when replicas must share it, the model
-// bundle (and ONNX Runtime) load, the history file's directory exists.
+// bundle (and ONNX Runtime) load, the history file's directory exists;
+// deprecated keys the configuration still uses are warnings.
 // Prints one line per check and a verdict; starts no listener, monitor or
 // watcher, contacts no cluster, Redis or JWKS, writes no file.
 
@@ -77,6 +78,9 @@ func checkLoaded(cfg *config.Config) []checkResult {
 		names[i] = c.Name + "=" + c.URL
 	}
 	ok("config", "valid; listen %s, clusters %s", cfg.Listen, strings.Join(names, ","))
+	for _, d := range cfg.Deprecations() {
+		warn(d.Key, "%s", d.Message) // serve logs the same at startup
+	}
 	if cfg.AdminListen != "" {
 		ok("admin_listen", "%s (admin token: %v); /healthz and /readyz on both listeners", cfg.AdminListen, cfg.AdminToken != "")
 	} else if cfg.AdminToken == "" {

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/config"
 )
 
 // writeCert writes a self-signed certificate and its key valid until
@@ -105,6 +108,10 @@ func TestServeCheckConfig(t *testing.T) {
 		{"a model directory that is no bundle", base + secret + "estimator: {model: " + dir + "}\n", nil, 1,
 			[]string{"FAIL  estimator.model: " + dir}},
 		{"an unknown key", base + "colour: blue\n", nil, 1, []string{"FAIL  load:", "colour"}},
+		{"the deprecated routing.explain", base + "  explain: never\n" + "estimator: {disabled: true}\n", nil, 0,
+			[]string{"warn  routing.explain: deprecated: \"never\" is used as estimator.explain", "config OK: 2 warning(s)"}},
+		{"routing.explain and estimator.explain disagreeing", base + "  explain: never\n" + "estimator: {disabled: true, explain: always}\n", nil, 1,
+			[]string{"FAIL  load:", `routing.explain="never" conflicts with estimator.explain="always"`}},
 		{"a flag overriding the file", base + secret, []string{"--listen", "nohostport"}, 1, []string{"FAIL  load:", "listen"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,5 +137,17 @@ func TestServeCheckConfig(t *testing.T) {
 			}
 			t.Logf("%s: exit %d in %v", tc.name, code, time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// TestServeLogsDeprecations: serve warns at startup of each deprecated key
+// the configuration still uses, as --check-config prints it.
+func TestServeLogsDeprecations(t *testing.T) {
+	cfg := &config.Config{Routing: config.Routing{DeprecatedExplain: "always"}}
+	var buf bytes.Buffer
+	logDeprecations(cfg, slog.New(slog.NewTextHandler(&buf, nil)))
+	if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "key=routing.explain") ||
+		!strings.Contains(out, "estimator.explain") {
+		t.Errorf("log = %q", out)
 	}
 }

@@ -68,10 +68,8 @@ binary). SQL "-" reads the statement from standard input.`)
 	}
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, _, _, err := newEstimatorService(config.Estimator{Model: *model, ORTLib: *ortLib, MaxBatch: 1, Workers: 1,
-		History:         config.History{Disabled: true}, // one estimate: nothing to learn, and a missing model is an error
-		CheapCPUSeconds: config.DefaultCheapCPUSeconds,
-		CacheTTL:        -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(*timeout)}, config.Routing{}, nil, logger)
+	cfg := estimateConfig(*model, *ortLib, *timeout)
+	svc, _, _, err := newEstimatorService(cfg.Estimator, cfg.Routing, nil, logger)
 	if err != nil {
 		return fail(1, err)
 	}
@@ -91,6 +89,20 @@ binary). SQL "-" reads the statement from standard input.`)
 		return fail(1, err)
 	}
 	return 0
+}
+
+// estimateConfig is the configuration of one estimate: config's defaults
+// (the cheap statements' constant, the ONNX Runtime library when ortLib is
+// empty) but one inference at a time, no caches, no history (nothing to
+// learn, and a missing model is an error), and always the plan: the text
+// stage's shortcut exists for routing, and there are no classes here.
+func estimateConfig(model, ortLib string, timeout time.Duration) *config.Config {
+	cfg := &config.Config{Estimator: config.Estimator{Model: model, ORTLib: ortLib, MaxBatch: 1, Workers: 1,
+		History:  config.History{Disabled: true},
+		CacheTTL: -1, VectorCacheBytes: -1, PlanCacheBytes: -1, ExplainTimeout: config.Duration(timeout),
+		Explain: "always"}}
+	cfg.FillDefaults()
+	return cfg
 }
 
 // estimateOne estimates the saved plan file, or sql on server as h.

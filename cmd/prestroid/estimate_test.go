@@ -235,7 +235,9 @@ func TestEmbeddedDefaultModel(t *testing.T) {
 	if lib == "" {
 		t.Skip("PRESTROID_ORT_LIB not set")
 	}
-	svc, _, _, err := newEstimatorService(config.Estimator{ORTLib: lib}, config.Routing{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := &config.Config{Estimator: config.Estimator{ORTLib: lib}}
+	cfg.FillDefaults()
+	svc, _, _, err := newEstimatorService(cfg.Estimator, cfg.Routing, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ type feedbackLog = collector.FeedbackLog[proxy.Completed]
 
 var _ proxy.FeedbackSink = (*feedbackLog)(nil)
 
-// newFeedbackLog starts the log; zero rotation settings take config's
-// defaults (config.DefaultFeedbackRotateRecords, ...RotateEvery).
+// newFeedbackLog starts the log with cfg's rotation bounds, as
+// config.FillDefaults left them (a zero bound would mean none).
 func newFeedbackLog(cfg config.Feedback, log *slog.Logger) *feedbackLog {
 	return collector.NewFeedbackLog(collector.FeedbackOptions{Dir: cfg.Dir, RotateRecords: cfg.RotateRecords,
 		RotateEvery: time.Duration(cfg.RotateEvery), Logger: log}, toRecord)

@@ -73,6 +73,7 @@ func runServe(args []string) int {
 		return 2
 	}
 	logger := newLogger(cfg.LogLevel)
+	logDeprecations(cfg, logger)
 	srv, closeFeedback, err := newProxy(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid serve:", err)
@@ -373,6 +374,14 @@ func redisAdmission(a config.Admission) *admission.RedisOptions {
 		return nil
 	}
 	return &admission.RedisOptions{URL: a.Redis, Prefix: a.RedisPrefix, Lease: time.Duration(a.Lease), Down: a.RedisDown, Replicas: a.Replicas}
+}
+
+// logDeprecations warns once at startup of each deprecated key cfg still
+// uses (serve --check-config prints the same).
+func logDeprecations(cfg *config.Config, logger *slog.Logger) {
+	for _, d := range cfg.Deprecations() {
+		logger.Warn("deprecated setting", "key", d.Key, "detail", d.Message)
+	}
 }
 
 func newLogger(level string) *slog.Logger {

@@ -170,11 +170,12 @@ func historyStore(h config.History) string {
 }
 
 // cascadeOptions maps the configuration onto the cascade's options: the
-// estimator's, and from routing when to EXPLAIN on the hot path with the
-// classes' bounds and quantile the text stage's interval is checked against.
+// estimator's (among them when to EXPLAIN on the hot path), and from
+// routing the classes' bounds and quantile the text stage's interval is
+// checked against.
 func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptions {
 	h := e.History
-	mode, _ := estimator.ParseExplainMode(r.Explain) // config.Validate refused anything else
+	mode, _ := estimator.ParseExplainMode(e.Explain) // config.Validate refused anything else
 	var bounds []float64
 	for _, c := range r.Classes {
 		if c.MaxCPUSeconds > 0 {
@@ -189,13 +190,10 @@ func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptio
 	}
 }
 
-// newRuntime opens ONNX Runtime as configured.
+// newRuntime opens ONNX Runtime as configured (e.ORTLib: FillDefaults
+// resolved where `make ort` puts it when none was set).
 func newRuntime(e config.Estimator) (*onnx.Runtime, error) {
-	lib := e.ORTLib
-	if lib == "" {
-		lib = config.DefaultORTLib()
-	}
-	return onnx.New(onnx.Options{LibraryPath: lib, IntraOpThreads: e.IntraOpThreads, CUDA: e.CUDA, CUDADevice: e.CUDADevice})
+	return onnx.New(onnx.Options{LibraryPath: e.ORTLib, IntraOpThreads: e.IntraOpThreads, CUDA: e.CUDA, CUDADevice: e.CUDADevice})
 }
 
 // errNoModel means no model is configured and none is embedded.
@@ -257,7 +255,8 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() proxy.Estima
 }
 
 // newEstimatorService builds the estimator service from the configuration
-// (caches, batching); the caller closes it. reload loads a bundle directory
+// (caches, batching), which must be filled (config.FillDefaults) and
+// valid: every value is used as it is. The caller closes it. reload loads a bundle directory
 // the same way (runtime, caches), for the bundle watcher; ss holds the
 // caches it built and the history store, for /metrics.
 //
@@ -302,10 +301,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 		return nil, nil, serviceStats{}, fmt.Errorf("%w: %w", errHistory, err)
 	}
 	if e.CacheTTL >= 0 {
-		ttl := time.Duration(e.CacheTTL)
-		if ttl == 0 {
-			ttl = config.DefaultCacheTTL
-		}
+		ttl := time.Duration(e.CacheTTL) // positive: FillDefaults filled a zero one
 		ec, err := cache.NewTTL[estimator.CostEstimate](int64(e.CacheEntries), ttl)
 		if err != nil {
 			return nil, nil, serviceStats{}, err
@@ -367,7 +363,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 	}
 	if m := svc.Model(); m != nil {
 		logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained(),
-			"text_stage", m.HasText(), "explain", cfg.Routing.Explain)
+			"text_stage", m.HasText(), "explain", e.Explain)
 	}
 	est := estimatorAdapter{svc}
 	o.Estimator = est
@@ -380,11 +376,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 	if e.Model != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
-		interval := time.Duration(e.ReloadInterval)
-		if interval == 0 {
-			interval = config.DefaultReloadInterval
-		}
-		go svc.WatchBundle(context.Background(), e.Model, reload, interval, hup)
+		go svc.WatchBundle(context.Background(), e.Model, reload, time.Duration(e.ReloadInterval), hup)
 	}
 	return svc.Close, nil
 }

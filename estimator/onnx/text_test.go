@@ -146,7 +146,7 @@ FROM lineitem WHERE l_shipdate <= DATE '1998-12-01' - INTERVAL '90' DAY GROUP BY
 }
 
 // BenchmarkTextDecision is a statement's whole hot path under
-// routing.explain: when-uncertain when the text stage decides: history
+// estimator.explain: when-uncertain when the text stage decides: history
 // keys, the statement's and shape's history, the text model, its learned
 // offset and the class check (a TPC-DS query of 2 KB; the background
 // EXPLAIN is refused by an unreachable planner, off the timed path).

@@ -12,7 +12,7 @@ import (
 	"github.com/prestroid/prestroid/testing/e2e"
 )
 
-// The text stage (routing.explain: when-uncertain) against the real
+// The text stage (estimator.explain: when-uncertain) against the real
 // binary, its real text model and the real Trino: a statement whose text
 // interval lies inside one class is routed with no EXPLAIN on the hot
 // path; its EXPLAIN still runs on Trino shortly after (in the background),
