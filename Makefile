@@ -1,9 +1,10 @@
 # Prestroid. Quick start: `make run`, then `make test`.
 SHELL := /bin/bash
 GO ?= go
-# The workload queries: ../shared/workloads beside the checkout, else beside
-# the local repository it was cloned from (git clone . /tmp/x); a clone
-# elsewhere sets WORKLOADS=/path/to/shared/workloads.
+# The TPC workload queries (trinodb/trino's benchmark queries, not in the
+# repository; docs/workloads.md): ../shared/workloads beside the checkout,
+# else beside the local repository it was cloned from (git clone . /tmp/x);
+# any other clone sets WORKLOADS=/path/to/workloads.
 ORIGIN_DIR := $(shell git config --get remote.origin.url 2>/dev/null | grep '^/')
 WORKLOADS ?= $(firstword $(wildcard $(CURDIR)/../shared/workloads $(if $(ORIGIN_DIR),$(ORIGIN_DIR)/../shared/workloads)) $(CURDIR)/../shared/workloads)
 TRINO_PORT ?= 8081
@@ -90,6 +91,14 @@ trino-gateway:
 	$(eval PRESTROID_PG_BIN := $(shell scripts/install-postgres.sh))
 	@test -n "$(PRESTROID_GATEWAY_JAR)" && test -n "$(PRESTROID_PG_BIN)" || { echo "Trino Gateway and PostgreSQL are needed by make test (scripts/install-trino-gateway.sh, scripts/install-postgres.sh)"; exit 1; }
 
+# Says how to point at the TPC workload files when they are absent. A
+# warning, not a failure: the tests that read them fail or skip with the
+# same advice, and a narrowed run (TEST_FLAGS='-run …') may not need them.
+.PHONY: workloads
+workloads:
+	@ls $(WORKLOADS)/tpch/*.sql $(WORKLOADS)/tpcds/*.sql >/dev/null 2>&1 || \
+	  echo "warning: no TPC workload files at $(WORKLOADS): run make test WORKLOADS=DIR with a copy of trinodb/trino's benchmark queries; see docs/workloads.md (scripts/check-workloads.sh DIR checks one)" >&2
+
 # Unit tests only: no Trino needed (integration tests skip themselves).
 test-unit unit-test:
 	$(GO) test ./...
@@ -143,7 +152,7 @@ TEST_FLAGS ?=
 # The full suite against a real Trino started by the harness: every Go
 # package (the e2e ones by concern under testing/e2e/) and, at the same
 # time, the trainer's pytest suite (its output follows go test's).
-test: build vet venv ort trainer-venv promtool prometheus helm redis chromium trino-gateway
+test: workloads build vet venv ort trainer-venv promtool prometheus helm redis chromium trino-gateway
 	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	@mkdir -p out
 	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
@@ -154,7 +163,7 @@ test: build vet venv ort trainer-venv promtool prometheus helm redis chromium tr
 	[ $$go -eq 0 ] && [ $$alone -eq 0 ] && [ $$helm -eq 0 ] && [ $$py -eq 0 ]
 
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
-test-e2e: build venv ort redis chromium trino-gateway
+test-e2e: workloads build venv ort redis chromium trino-gateway
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/onnx"
+	"github.com/prestroid/prestroid/internal/workloads"
 )
 
 // BenchmarkRepeatedWorkloadOnTrino replays a dashboard-like workload
@@ -24,7 +25,7 @@ import (
 // varied, through the estimator service with both caches on. It reports the
 // estimate-cache and predicate-vector-cache hit ratios and the EXPLAINs
 // saved. Needs PRESTROID_ORT_LIB, PRESTROID_TRINO_URL and the workloads
-// (PRESTROID_WORKLOADS, default ../../shared/workloads).
+// (PRESTROID_WORKLOADS, default ../../shared/workloads; docs/workloads.md).
 func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 	lib, trino := os.Getenv("PRESTROID_ORT_LIB"), os.Getenv("PRESTROID_TRINO_URL")
 	if lib == "" || trino == "" {
@@ -44,7 +45,7 @@ func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 		}
 	}
 	if len(queries) == 0 {
-		b.Skipf("no workloads in %s", dir)
+		b.Skip(workloads.Missing(dir))
 	}
 	model := os.Getenv("PRESTROID_BENCH_MODEL")
 	if model == "" {

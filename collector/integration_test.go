@@ -19,6 +19,7 @@ import (
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
+	workloadfiles "github.com/prestroid/prestroid/internal/workloads"
 	"github.com/trinodb/trino-go-client/trino"
 )
 
@@ -44,20 +45,15 @@ func openDB(t *testing.T, server string) *sql.DB {
 
 func workloads(t *testing.T) []collector.Template {
 	t.Helper()
-	for _, d := range []string{os.Getenv("PRESTROID_WORKLOADS"), "../../shared/workloads", "/work/shared/workloads"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "tpcds")); err == nil {
-			ts, err := collector.LoadTemplates(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return ts
-		}
+	d, err := workloadfiles.FromEnv("../../shared/workloads", "/work/shared/workloads")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no workloads directory: set PRESTROID_WORKLOADS")
-	return nil
+	ts, err := collector.LoadTemplates(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
 }
 
 // planFunc is the production wiring in miniature: the serving EXPLAIN client

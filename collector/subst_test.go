@@ -2,11 +2,11 @@ package collector
 
 import (
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/prestroid/prestroid/internal/workloads"
 )
 
 var testCols = map[string]map[string]string{
@@ -135,16 +135,11 @@ func TestTokenizeRoundTrips(t *testing.T) {
 
 func workloadsDir(t *testing.T) string {
 	t.Helper()
-	for _, d := range []string{os.Getenv("PRESTROID_WORKLOADS"), "../../shared/workloads", "/work/shared/workloads"} {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "tpcds")); err == nil {
-			return d
-		}
+	d, err := workloads.FromEnv("../../shared/workloads", "/work/shared/workloads")
+	if err != nil {
+		t.Skip(err)
 	}
-	t.Skip("no workloads directory (set PRESTROID_WORKLOADS)")
-	return ""
+	return d
 }
 
 func TestTemplatesFillEveryPlaceholder(t *testing.T) {

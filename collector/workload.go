@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/prestroid/prestroid/internal/workloads"
 )
 
 // Template is one benchmark query file.
@@ -21,8 +23,10 @@ type Template struct {
 	Text    string // file contents with ${...} placeholders
 }
 
-// LoadTemplates reads dir/tpcds/*.sql and dir/tpch/*.sql (the layout of
-// shared/workloads; see its SOURCE.md).
+// LoadTemplates reads dir/tpcds/*.sql and dir/tpch/*.sql: trinodb/trino's
+// benchmark queries, which are not in the repository (docs/workloads.md
+// says where they come from). With none there, the error says how to point
+// at them.
 func LoadTemplates(dir string) ([]Template, error) {
 	var out []Template
 	for _, fam := range []string{"tpcds", "tpch"} {
@@ -41,7 +45,7 @@ func LoadTemplates(dir string) ([]Template, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("collector: no templates under %s", dir)
+		return nil, fmt.Errorf("collector: %w", workloads.Missing(dir))
 	}
 	return out, nil
 }

@@ -27,7 +27,7 @@ func init() {
 func benchEstimate(args []string) int {
 	fs := flag.NewFlagSet("bench estimate", flag.ContinueOnError)
 	trino := fs.String("trino", "http://127.0.0.1:8081", "real Trino coordinator URL")
-	workloads := fs.String("workloads", "../shared/workloads", "directory with tpcds/*.sql and tpch/*.sql")
+	workloads := fs.String("workloads", "../shared/workloads", "directory with tpch/*.sql and tpcds/*.sql: trinodb/trino's benchmark queries (docs/workloads.md)")
 	scale := fs.String("scale", "tiny", "schema the templates are filled with")
 	rounds := fs.Int("rounds", 2, "passes over the workload")
 	model := fs.String("model", "", "model bundle directory (default: the embedded model)")

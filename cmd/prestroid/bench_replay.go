@@ -23,7 +23,7 @@ func init() {
 func benchReplay(args []string) int {
 	fs := flag.NewFlagSet("bench replay", flag.ContinueOnError)
 	trino := fs.String("trino", "http://127.0.0.1:8081", "real Trino coordinator URL")
-	workloads := fs.String("workloads", "../shared/workloads", "directory with tpcds/*.sql and tpch/*.sql")
+	workloads := fs.String("workloads", "../shared/workloads", "directory with tpch/*.sql and tpcds/*.sql: trinodb/trino's benchmark queries (docs/workloads.md)")
 	families := fs.String("families", "tpch", "template families to draw from, comma-separated (empty: all)")
 	scale := fs.String("scale", "tiny", "schema the templates are filled with")
 	domains := fs.String("domains", "data/domains.json", "literal domains of the variant generator")

@@ -45,7 +45,7 @@ func collectFlagSet(f *collectFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("collect", flag.ContinueOnError)
 	fs.StringVar(&f.server, "server", "http://127.0.0.1:8083", "Trino coordinator URL")
 	fs.StringVar(&f.user, "user", "prestroid-collect", "Trino user (X-Trino-User)")
-	fs.StringVar(&f.workloads, "workloads", "../shared/workloads", "directory with tpcds/*.sql and tpch/*.sql")
+	fs.StringVar(&f.workloads, "workloads", "../shared/workloads", "directory with tpch/*.sql and tpcds/*.sql: trinodb/trino's benchmark queries (docs/workloads.md)")
 	fs.StringVar(&f.out, "out", "data/records/collect.jsonl.gz", "record file (appended to; resumable)")
 	fs.StringVar(&f.domains, "domains", "data/domains.json", "column domain cache (created from the server if missing)")
 	fs.Int64Var(&f.seed, "seed", 1, "generator seed")

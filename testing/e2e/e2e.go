@@ -45,6 +45,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/internal/workloads"
 	"github.com/prestroid/prestroid/proxy"
 	_ "github.com/trinodb/trino-go-client/trino"
 )
@@ -177,16 +178,21 @@ func MemoryCopies(t testing.TB, trinoURL, schema string) Tables {
 	return func(bench string) (string, string) { return "memory", bench + "_" + schema }
 }
 
-// LoadWorkloads reads ../shared/workloads (PRESTROID_WORKLOADS) and fills
-// the placeholders for the given tables and scale (SOURCE.md there says how).
+// LoadWorkloads reads $PRESTROID_WORKLOADS (make test sets it to
+// ../shared/workloads beside the checkout, or WORKLOADS=DIR) and fills the
+// placeholders for the given tables and scale (docs/workloads.md says how).
+// Without the files the test fails, saying how to point at them.
 func LoadWorkloads(t testing.TB, at Tables, scale string) []Workload {
 	t.Helper()
-	dir := RequireEnv(t, "PRESTROID_WORKLOADS")
+	dir := os.Getenv(workloads.Env)
+	if dir == "" {
+		t.Fatalf("%s must be set when PRESTROID_TRINO_URL is (make test sets both): %s", workloads.Env, workloads.Hint)
+	}
 	var out []Workload
 	for _, bench := range []string{"tpch", "tpcds"} {
 		files, err := filepath.Glob(filepath.Join(dir, bench, "*.sql"))
 		if err != nil || len(files) == 0 {
-			t.Fatalf("no workload files in %s/%s: %v", dir, bench, err)
+			t.Fatalf("no %s query files in %s (%v): %s", bench, dir, err, workloads.Hint)
 		}
 		sort.Strings(files)
 		database, schema := at(bench)

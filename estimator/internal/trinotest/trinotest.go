@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/prestroid/prestroid/internal/workloads"
 )
 
 // Testdata is estimator/testdata as seen from a stage package's directory:
@@ -46,17 +48,18 @@ type Query struct {
 
 var tpchTrailingSemicolon = regexp.MustCompile(`\s+;\s+$`)
 
-// Workloads reads shared/workloads (or $PRESTROID_WORKLOADS) and fills the
-// placeholders for scale (tiny or sf1) as SOURCE.md says; without them the
-// test skips.
+// Workloads reads $PRESTROID_WORKLOADS (default: ../shared/workloads beside
+// the checkout) and fills the placeholders for scale (tiny or sf1) as
+// docs/workloads.md says; without the files the test skips, saying how to
+// point at them.
 func Workloads(t testing.TB, scale string) []Query {
 	t.Helper()
-	dir := os.Getenv("PRESTROID_WORKLOADS")
+	dir := os.Getenv(workloads.Env)
 	if dir == "" {
 		dir = filepath.Join("..", "..", "..", "shared", "workloads")
 	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("no workloads at %s (set PRESTROID_WORKLOADS)", dir)
+	if _, err := workloads.Find(dir); err != nil {
+		t.Skip(err)
 	}
 	scaleValue := map[string]string{"tiny": "0.01", "sf1": "1"}[scale]
 	var out []Query
@@ -74,7 +77,7 @@ func Workloads(t testing.TB, scale string) []Query {
 		}
 	}
 	if len(out) == 0 {
-		t.Skipf("no workload files in %s", dir)
+		t.Skip(workloads.Missing(dir))
 	}
 	return out
 }
