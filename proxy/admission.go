@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/valyala/fasthttp"
 )
 
@@ -197,7 +198,7 @@ type savedQuery struct {
 	Body      []byte
 	Decision  Decision
 	Cluster   string
-	Estimate  Estimate
+	Estimate  estimate.Estimate
 	Estimated bool
 	TookNanos int64
 	Identity  Identity
@@ -216,7 +217,7 @@ func (s *Server) saveQuery(id string, r *fasthttp.Request, d *decision) []byte {
 		// A number JSON cannot hold (NaN, ±Inf) in the estimate: the query
 		// still runs, placed as decided, without its estimate's details.
 		s.log.Warn("admission: the queued query's estimate cannot be saved; queued without it", "error", err)
-		q.Estimate, q.Estimated = Estimate{}, false
+		q.Estimate, q.Estimated = estimate.Estimate{}, false
 		b, _ = json.Marshal(q)
 	}
 	return s.signer.seal(b, []byte(id))
