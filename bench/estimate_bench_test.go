@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/cache"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/onnx"
@@ -57,7 +58,7 @@ func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 		b.Fatal(err)
 	}
 	vc, _ := cache.NewVectors(0)
-	ec, _ := cache.NewTTL[estimator.CostEstimate](0, time.Hour)
+	ec, _ := cache.NewTTL[estimate.Estimate](0, time.Hour)
 	m, err := bundle.LoadDir(rt, bundle.ModelOptions{PredicateCache: vc})(model)
 	if err != nil {
 		b.Fatal(err)
@@ -83,7 +84,7 @@ func BenchmarkRepeatedWorkloadOnTrino(b *testing.B) {
 		}
 		if !est.Cached {
 			explains++
-			explainTime += time.Duration(est.ExplainMillis * float64(time.Millisecond))
+			explainTime += est.Explain
 		}
 		ec.Wait() // make the Set visible before the next request (ristretto buffers Sets)
 	}

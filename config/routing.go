@@ -66,7 +66,9 @@ type Routing struct {
 	// the query's class: 0.5 routes on the point estimate; higher values
 	// send uncertain estimates (new shapes, the optimizer's) to larger
 	// classes while confident ones (a statement's own history) stay put.
-	// Zero means 0.9. Must lie in (0, 1).
+	// Zero (absent) means DefaultClassQuantile (0.9): FillDefaults sets it,
+	// so no 0 reaches the proxy or the estimator, where a zero class
+	// quantile would mean the median (package estimate). Must lie in (0, 1).
 	ClassQuantile float64 `yaml:"class_quantile"`
 	// Planners names the clusters that may run the estimator's EXPLAINs
 	// (a planning group); the healthy ones share them, the least busy

@@ -3,6 +3,8 @@ package estimator
 import (
 	"encoding/json"
 	"math"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 // basisWire is Basis as bytes that cross the proxy (Estimate.Learn) and,
@@ -12,13 +14,13 @@ import (
 // JSON string, encoding/json would replace every invalid byte with U+FFFD
 // and the history would learn under a key no lookup ever computes.
 type basisWire struct {
-	Exact   []byte   `json:"x,omitempty"`
-	Shape   []byte   `json:"s,omitempty"`
-	LnModel *float64 `json:"m,omitempty"`
-	LnCost  *float64 `json:"c,omitempty"`
-	LnText  *float64 `json:"t,omitempty"`
-	Source  Source   `json:"src"`
-	Pending string   `json:"p,omitempty"`
+	Exact   []byte          `json:"x,omitempty"`
+	Shape   []byte          `json:"s,omitempty"`
+	LnModel *float64        `json:"m,omitempty"`
+	LnCost  *float64        `json:"c,omitempty"`
+	LnText  *float64        `json:"t,omitempty"`
+	Source  estimate.Source `json:"src"`
+	Pending string          `json:"p,omitempty"`
 }
 
 func finite(v float64) *float64 {

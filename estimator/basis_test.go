@@ -4,19 +4,21 @@ import (
 	"math"
 	"net/http"
 	"testing"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 func TestBasisRoundTripsItsUnknowns(t *testing.T) {
 	// Real history keys are SHA-256 digests: bytes that are not UTF-8.
 	exact, shape := HistoryKeys("SELECT count(*) FROM orders WHERE o_orderkey = 7", http.Header{"X-Trino-Catalog": {"tpch"}})
 	for _, b := range []*Basis{
-		{Exact: exact, Shape: shape, LnModel: 0.5, LnCost: math.NaN(), Source: SourceHistory},
-		{Exact: "x:1", Shape: "s:2", LnModel: math.NaN(), LnCost: 1.5, Source: SourceOptimizer},
-		{Exact: "x:3", Shape: "s:4", LnModel: -0.25, LnCost: math.NaN(), Source: SourceModel},
-		{Source: SourceCheap, LnModel: math.NaN(), LnCost: math.NaN()},
+		{Exact: exact, Shape: shape, LnModel: 0.5, LnCost: math.NaN(), Source: estimate.SourceHistory},
+		{Exact: "x:1", Shape: "s:2", LnModel: math.NaN(), LnCost: 1.5, Source: estimate.SourceOptimizer},
+		{Exact: "x:3", Shape: "s:4", LnModel: -0.25, LnCost: math.NaN(), Source: estimate.SourceModel},
+		{Source: estimate.SourceCheap, LnModel: math.NaN(), LnCost: math.NaN()},
 		// Real keys are binary digests, not UTF-8.
-		{Exact: "x:\xff\xfe\x00\x80", Shape: "s:\xc3\x28", LnModel: 1, LnCost: 2, Source: SourceModelResidual},
-		{Exact: "x:5", Shape: "s:6", LnModel: math.NaN(), LnCost: math.NaN(), LnText: -2, Source: SourceText, Pending: "k-7"},
+		{Exact: "x:\xff\xfe\x00\x80", Shape: "s:\xc3\x28", LnModel: 1, LnCost: 2, Source: estimate.SourceModelResidual},
+		{Exact: "x:5", Shape: "s:6", LnModel: math.NaN(), LnCost: math.NaN(), LnText: -2, Source: estimate.SourceText, Pending: "k-7"},
 	} {
 		got := UnmarshalBasis(MarshalBasis(b))
 		same := func(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
@@ -82,14 +83,16 @@ type CascadeOptions struct {
 	// text_stage.go). Zero means ExplainAlways.
 	Explain ExplainMode
 	// ClassBounds are the routing classes' upper bounds in CPU seconds,
-	// increasing (an unbounded last class has none): under
-	// ExplainWhenUncertain the text stage answers only when its interval
-	// lies in one class. Empty means one class (no routing by cost): the
-	// text stage always answers.
+	// one per class in increasing order, 0 for an unbounded last class (as
+	// estimate.Class reads them: the class of an estimate is the one
+	// routing picks): under ExplainWhenUncertain the text stage answers
+	// only when its interval lies in one class. Empty means no routing by
+	// cost: the text stage always answers.
 	ClassBounds []float64
 	// ClassQuantile is the quantile of an estimate that picks its class
 	// (routing.class_quantile), which the text stage's interval must
-	// cover. Zero means 0.9.
+	// cover. Zero means the median, as for every class quantile in code
+	// (package estimate); config fills routing.class_quantile's default.
 	ClassQuantile float64
 }
 
@@ -112,7 +115,7 @@ type Basis struct {
 	// LnModel is ln of the model's raw prediction; LnCost ln(1+Σ cpuCost);
 	// LnText ln of the text stage's raw median.
 	LnModel, LnCost, LnText float64
-	Source                  Source
+	Source                  estimate.Source
 	// Pending names the background EXPLAIN + model of an estimate the text
 	// stage made (text_stage.go): Observe (or Settle) fills LnModel and
 	// LnCost from it when it is done. Empty when none runs; only the
@@ -168,18 +171,24 @@ func historyKeys(sql, fp string, h http.Header) (exact, shape string) {
 // first) below CascadeOptions.ExplainLimit. Statements that are not safe to
 // explain (plan.StatementKind.SafeToExplain) and not cheap get a
 // not-estimated result with the reason and a nil error, without contacting
-// Trino.
-func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string, h http.Header) (*CostEstimate, error) {
+// Trino. An estimate the history can learn from carries its Basis in Learn
+// (MarshalBasis) for Observe once the query completes.
+func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string, h http.Header) (est *estimate.Estimate, err error) {
 	co := &s.opts.Cascade
 	kind := plan.Classify(sql)
 	if plan.Cheap(sql, h.Get("X-Trino-Catalog"), h.Get("X-Trino-Schema")) {
-		return &CostEstimate{Estimated: true, Statement: kind, Source: SourceCheap, CPUSeconds: co.CheapCPUSeconds}, nil
+		return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceCheap, CPUSeconds: co.CheapCPUSeconds}, nil
 	}
 	if ok, why := kind.SafeToExplain(); !ok {
-		return &CostEstimate{Statement: kind, Reason: why}, nil
+		return &estimate.Estimate{Statement: kind.String(), Reason: why}, nil
 	}
 	fp := Fingerprint(sql) // once: the history's shape key and the estimate cache's key
 	var b *Basis
+	defer func() {
+		if est != nil {
+			est.Learn = MarshalBasis(b)
+		}
+	}()
 	// The statement's history (Count 0: none), read once: the history
 	// stage and, before the plan, standIn.
 	var exact history.Stats
@@ -208,7 +217,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	if m != nil && s.opts.Cache != nil {
 		key = estimateKey(m.ID(), fp, h)
 		if e, ok := s.opts.Cache.Get(key); ok {
-			e.Cached, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros = true, 0, 0, 0
+			e.Cached, e.Explain, e.Featurize, e.Infer = true, 0, 0, 0
 			if s.opts.PlanCache != nil {
 				e.Plan, _ = s.opts.PlanCache.Get(key)
 			}
@@ -216,7 +225,7 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 			return &e, nil
 		}
 	}
-	var text *CostEstimate // the text stage's estimate (nil: none, or not consulted)
+	var text *estimate.Estimate // the text stage's estimate (nil: none, or not consulted)
 	if co.Explain != ExplainAlways {
 		if m != nil || s.textHook != nil {
 			if text = s.textEstimate(m, kind, sql, h); text != nil {
@@ -239,14 +248,13 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 			}
 			return sigmaAfter
 		}
-		var pick *CostEstimate
-		for _, c := range []*CostEstimate{s.standIn(kind, b, exact), text} {
+		var pick *estimate.Estimate
+		for _, c := range []*estimate.Estimate{s.standIn(kind, b, exact), text} {
 			if c != nil && co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
 				pick = c
 			}
 		}
 		if pick != nil {
-			pick.Basis = b
 			if b != nil {
 				b.Source = pick.Source
 			}
@@ -260,9 +268,9 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 			return e, nil
 		}
 		if text != nil { // straddles a class bound, but better than failing open
-			text.Basis, text.ExplainSkipped = b, true
+			text.ExplainSkipped = true
 			if b != nil {
-				b.Source = SourceText
+				b.Source = estimate.SourceText
 			}
 			return text, nil
 		}
@@ -280,14 +288,14 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 			b.LnCost = math.Log1p(c)
 		}
 	}
-	explained := func(e *CostEstimate) *CostEstimate {
-		e.Statement, e.Planner = kind, planner
-		e.ExplainMillis = float64(res.Wall.Microseconds()) / 1000
+	explained := func(e *estimate.Estimate) *estimate.Estimate {
+		e.Statement, e.Planner = kind.String(), planner
+		e.Explain = res.Wall
 		e.ExplainQueryID = res.QueryID
 		return e
 	}
 	if merr == nil {
-		var e *CostEstimate
+		var e *estimate.Estimate
 		if s.scoreHook != nil {
 			e, err = s.scoreHook(res.PlanJSON)
 		} else {
@@ -336,9 +344,9 @@ func (e *UnplacedError) Error() string {
 func (e *UnplacedError) Unwrap() error { return e.Err }
 
 // historyEstimate serves a statement from its history.
-func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, sigma float64) *CostEstimate {
-	b.Source = SourceHistory
-	return &CostEstimate{Estimated: true, Statement: kind, Source: SourceHistory, Basis: b,
+func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, sigma float64) *estimate.Estimate {
+	b.Source = estimate.SourceHistory
+	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
 		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
 }
 
@@ -350,7 +358,7 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 // observations (at least one): MaxSpread for reruns of the statement (the
 // run-to-run noise a trusted history may have), ModelSigma for other
 // literals (which may cost more).
-func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats) *CostEstimate {
+func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats) *estimate.Estimate {
 	if b == nil {
 		return nil
 	}
@@ -366,14 +374,14 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats
 	prior = max(prior, sigmaFloor)
 	n, k := float64(st.Count), max(co.Shrink, 1)
 	sigma := math.Sqrt((n*max(st.Var, 0) + k*prior*prior) / (n + k))
-	return &CostEstimate{Estimated: true, Statement: kind, Source: SourceHistory,
+	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
 		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
 }
 
 // cachedPlan gives an estimate made without EXPLAIN the plan of the
 // statement's last EXPLAIN when the plan cache still holds it (for the
 // feedback log's training records; best-effort).
-func (s *Service) cachedPlan(e *CostEstimate, fp string, h http.Header) {
+func (s *Service) cachedPlan(e *estimate.Estimate, fp string, h http.Header) {
 	if s.opts.PlanCache == nil || s.scoreHook != nil {
 		return
 	}
@@ -388,7 +396,7 @@ func (s *Service) cachedPlan(e *CostEstimate, fp string, h http.Header) {
 // busyEstimate stands in for an EXPLAIN the bound refused: the statement's
 // history, however short, else its shape's, with at least the model's
 // uncertainty (other literals may cost more); nil when there is neither.
-func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h http.Header) *CostEstimate {
+func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h http.Header) *estimate.Estimate {
 	if b == nil {
 		return nil
 	}
@@ -406,14 +414,14 @@ func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h h
 // correct turns the model's raw estimate into the cascade's: the global
 // offset (shrunk toward 0), then the shape's residual (shrunk toward the
 // global offset), with the uncertainty of each.
-func (s *Service) correct(e *CostEstimate, b *Basis) {
-	e.ModelCPUSeconds, e.Source = e.CPUSeconds, SourceModel
+func (s *Service) correct(e *estimate.Estimate, b *Basis) {
+	e.ModelCPUSeconds, e.Source = e.CPUSeconds, estimate.SourceModel
 	co := &s.opts.Cascade
 	e.Sigma = co.ModelSigma
 	if b == nil {
 		return
 	}
-	e.Basis, b.Source = b, SourceModel
+	b.Source = estimate.SourceModel
 	if !(e.CPUSeconds > 0) {
 		return
 	}
@@ -421,7 +429,7 @@ func (s *Service) correct(e *CostEstimate, b *Basis) {
 	b.LnModel = lnRaw
 	off, sigma, shaped := s.modelOffset(b)
 	if shaped {
-		e.Source = SourceModelResidual
+		e.Source = estimate.SourceModelResidual
 	}
 	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), sigma
 	b.Source = e.Source
@@ -469,13 +477,13 @@ func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float
 
 // optimizerEstimate maps Trino's cpuCost to seconds with the calibration;
 // nil while it is not fitted (or there is no plan cost).
-func (s *Service) optimizerEstimate(b *Basis) *CostEstimate {
+func (s *Service) optimizerEstimate(b *Basis) *estimate.Estimate {
 	secs, sd, ok := s.calibrated(b)
 	if !ok {
 		return nil
 	}
-	b.Source = SourceOptimizer
-	return &CostEstimate{Estimated: true, Source: SourceOptimizer, Basis: b, OptimizerCPUSeconds: secs,
+	b.Source = estimate.SourceOptimizer
+	return &estimate.Estimate{Estimated: true, Source: estimate.SourceOptimizer, OptimizerCPUSeconds: secs,
 		CPUSeconds: secs, Sigma: max(sd, s.opts.Cascade.ModelSigma)}
 }
 

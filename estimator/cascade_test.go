@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/history"
 )
 
@@ -65,26 +66,26 @@ func (f *fakePlanner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // newCascade serves a cascade over a memory history with the given model
 // stand-in (nil: the model fails).
-func newCascade(t *testing.T, co CascadeOptions, model func(planJSON []byte) (*CostEstimate, error)) *Service {
+func newCascade(t *testing.T, co CascadeOptions, model func(planJSON []byte) (*estimate.Estimate, error)) *Service {
 	t.Helper()
 	s := NewService(nil, ServiceOptions{Workers: 1, History: history.NewMemory(1000), Cascade: co})
 	if model == nil {
-		model = func([]byte) (*CostEstimate, error) { return nil, errors.New("model failed") }
+		model = func([]byte) (*estimate.Estimate, error) { return nil, errors.New("model failed") }
 	}
 	s.scoreHook = model
 	t.Cleanup(s.Close)
 	return s
 }
 
-func constModel(sec float64) func([]byte) (*CostEstimate, error) {
-	return func([]byte) (*CostEstimate, error) {
-		return &CostEstimate{Estimated: true, CPUSeconds: sec, ModelID: "stand-in"}, nil
+func constModel(sec float64) func([]byte) (*estimate.Estimate, error) {
+	return func([]byte) (*estimate.Estimate, error) {
+		return &estimate.Estimate{Estimated: true, CPUSeconds: sec, Model: "stand-in"}, nil
 	}
 }
 
 var alice = http.Header{"X-Trino-User": {"alice"}, "X-Trino-Catalog": {"tpch"}, "X-Trino-Schema": {"tiny"}}
 
-func estimate(t *testing.T, s *Service, planners []string, sql string) *CostEstimate {
+func estimateSQL(t *testing.T, s *Service, planners []string, sql string) *estimate.Estimate {
 	t.Helper()
 	e, err := s.EstimateOn(context.Background(), planners, sql, alice)
 	if err != nil {
@@ -92,6 +93,9 @@ func estimate(t *testing.T, s *Service, planners []string, sql string) *CostEsti
 	}
 	return e
 }
+
+// basisOf is what e hands Observe, as the proxy hands it back.
+func basisOf(e *estimate.Estimate) *Basis { return UnmarshalBasis(e.Learn) }
 
 var defaults = CascadeOptions{CheapCPUSeconds: 0.01, MinCount: 2, MaxSpread: 0.5, Alpha: 0.2, Shrink: 1, ModelSigma: 1, MinCalibration: 5}
 
@@ -101,32 +105,32 @@ func TestCascadeExactRepeatSkipsExplain(t *testing.T) {
 	defer srv.Close()
 	s := newCascade(t, defaults, constModel(2))
 	const q = "SELECT count(*) FROM orders WHERE o_orderkey = 7"
-	for i, want := range []Source{SourceModel, SourceModelResidual} {
-		e := estimate(t, s, []string{srv.URL}, q)
-		if e.Source != want || e.Basis == nil {
+	for i, want := range []estimate.Source{estimate.SourceModel, estimate.SourceModelResidual} {
+		e := estimateSQL(t, s, []string{srv.URL}, q)
+		if e.Source != want || basisOf(e) == nil {
 			t.Fatalf("run %d: source %s, want %s", i+1, e.Source, want)
 		}
-		s.Observe(e.Basis, 8)
+		s.Observe(basisOf(e), 8)
 		s.Flush()
 	}
 	before := f.explains.Load()
-	e := estimate(t, s, []string{srv.URL}, "select count(*)  from orders where o_orderkey = 7 -- again")
-	if e.Source != SourceHistory || math.Abs(e.CPUSeconds-8) > 1e-9 || e.Sigma <= 0 {
+	e := estimateSQL(t, s, []string{srv.URL}, "select count(*)  from orders where o_orderkey = 7 -- again")
+	if e.Source != estimate.SourceHistory || math.Abs(e.CPUSeconds-8) > 1e-9 || e.Sigma <= 0 {
 		t.Fatalf("third run: %s %.4gs σ %.3g; want history, 8s, an interval", e.Source, e.CPUSeconds, e.Sigma)
 	}
 	if n := f.explains.Load() - before; n != 0 {
 		t.Fatalf("an exact repeat with a confident history ran %d EXPLAINs", n)
 	}
 	// New literals: the same shape, explained, corrected by its residual.
-	e = estimate(t, s, []string{srv.URL}, "SELECT count(*) FROM orders WHERE o_orderkey = 8")
-	if e.Source != SourceModelResidual || f.explains.Load() == before || !(e.CPUSeconds > 2) {
+	e = estimateSQL(t, s, []string{srv.URL}, "SELECT count(*) FROM orders WHERE o_orderkey = 8")
+	if e.Source != estimate.SourceModelResidual || f.explains.Load() == before || !(e.CPUSeconds > 2) {
 		t.Fatalf("new literals: %s %.4gs; want model+residual above the raw 2s", e.Source, e.CPUSeconds)
 	}
 	// Another session is another statement.
 	h := alice.Clone()
 	h.Set("X-Trino-Session", "join_distribution_type=BROADCAST")
 	e, err := s.EstimateOn(context.Background(), []string{srv.URL}, q, h)
-	if err != nil || e.Source == SourceHistory {
+	if err != nil || e.Source == estimate.SourceHistory {
 		t.Fatalf("another session: %v %v; want no history", e, err)
 	}
 }
@@ -138,10 +142,10 @@ func TestCascadeNoisyHistoryIsNotTrusted(t *testing.T) {
 	s := newCascade(t, defaults, constModel(2))
 	const q = "SELECT * FROM lineitem WHERE l_orderkey = 1"
 	for _, actual := range []float64{1, 20, 1, 20} { // spread of ln CPU ~1.5
-		s.Observe(estimate(t, s, []string{srv.URL}, q).Basis, actual)
+		s.Observe(basisOf(estimateSQL(t, s, []string{srv.URL}, q)), actual)
 		s.Flush()
 	}
-	if e := estimate(t, s, []string{srv.URL}, q); e.Source != SourceModelResidual {
+	if e := estimateSQL(t, s, []string{srv.URL}, q); e.Source != estimate.SourceModelResidual {
 		t.Fatalf("a statement whose history spreads over 20x: source %s; want the model (with the residual)", e.Source)
 	}
 }
@@ -152,8 +156,8 @@ func TestCascadeCheapStatementsAreNeverExplained(t *testing.T) {
 	defer srv.Close()
 	s := newCascade(t, defaults, constModel(2))
 	for _, q := range []string{"SHOW TABLES", "SELECT * FROM system.runtime.queries", "VALUES 1", "DESCRIBE nation"} {
-		e := estimate(t, s, []string{srv.URL}, q)
-		if e.Source != SourceCheap || !e.Estimated || e.CPUSeconds != 0.01 || e.Basis != nil {
+		e := estimateSQL(t, s, []string{srv.URL}, q)
+		if e.Source != estimate.SourceCheap || !e.Estimated || e.CPUSeconds != 0.01 || basisOf(e) != nil {
 			t.Errorf("%s: %+v; want the cheap constant", q, e)
 		}
 	}
@@ -172,25 +176,25 @@ func TestResidualConvergesOnSyntheticOffset(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		sql  func(i int) string
-		want Source
+		want estimate.Source
 		// q-error ≤ 1.25 from this many queries on: the global offset is
 		// shrunk toward 0 (n/(n+Shrink) of it after n queries: 5^(1/8) =
 		// 1.22 at the 8th), a shape's residual toward the global offset.
 		limit int
 	}{
-		{"new shapes: the global offset", func(i int) string { return fmt.Sprintf("SELECT * FROM t%d", i) }, SourceModel, 7},
-		{"one shape, new literals: the residual", func(i int) string { return fmt.Sprintf("SELECT * FROM t WHERE k = %d", i) }, SourceModelResidual, 4},
+		{"new shapes: the global offset", func(i int) string { return fmt.Sprintf("SELECT * FROM t%d", i) }, estimate.SourceModel, 7},
+		{"one shape, new literals: the residual", func(i int) string { return fmt.Sprintf("SELECT * FROM t WHERE k = %d", i) }, estimate.SourceModelResidual, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var truth float64
-			model := func([]byte) (*CostEstimate, error) {
-				return &CostEstimate{Estimated: true, CPUSeconds: truth / offset}, nil
+			model := func([]byte) (*estimate.Estimate, error) {
+				return &estimate.Estimate{Estimated: true, CPUSeconds: truth / offset}, nil
 			}
 			s := newCascade(t, defaults, model)
 			converged := -1
 			for i := range 30 {
 				truth = 1 + float64(i%7) // the model ranks queries right, only the scale is off
-				e := estimate(t, s, []string{srv.URL}, c.sql(i))
+				e := estimateSQL(t, s, []string{srv.URL}, c.sql(i))
 				q := math.Max(e.CPUSeconds/truth, truth/e.CPUSeconds)
 				if i == 0 && math.Abs(q-offset) > 1e-9 {
 					t.Fatalf("first query: q-error %.3g; want the raw offset %g", q, offset)
@@ -204,7 +208,7 @@ func TestResidualConvergesOnSyntheticOffset(t *testing.T) {
 				if i > 0 && e.Source != c.want {
 					t.Fatalf("query %d: source %s, want %s", i, e.Source, c.want)
 				}
-				s.Observe(e.Basis, truth)
+				s.Observe(basisOf(e), truth)
 				s.Flush()
 			}
 			if converged < 0 || converged > c.limit {
@@ -222,16 +226,16 @@ func TestGlobalOffsetIgnoresNoise(t *testing.T) {
 	srv := httptest.NewServer(&fakePlanner{})
 	defer srv.Close()
 	var raw float64
-	s := newCascade(t, defaults, func([]byte) (*CostEstimate, error) {
-		return &CostEstimate{Estimated: true, CPUSeconds: raw}, nil
+	s := newCascade(t, defaults, func([]byte) (*estimate.Estimate, error) {
+		return &estimate.Estimate{Estimated: true, CPUSeconds: raw}, nil
 	})
 	for i := range 40 {
 		raw = math.Exp(0.5 * float64(1-2*(i%2))) // 1.65 s, 0.61 s, ...: the truth is 1 s
-		e := estimate(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d", i))
-		if e.Source != SourceModel || math.Abs(e.CPUSeconds-raw) > 1e-12 {
+		e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d", i))
+		if e.Source != estimate.SourceModel || math.Abs(e.CPUSeconds-raw) > 1e-12 {
 			t.Fatalf("new shape %d: %s %.4f s; want the model's own %.4f s (no offset learned from noise)", i, e.Source, e.CPUSeconds, raw)
 		}
-		s.Observe(e.Basis, 1)
+		s.Observe(basisOf(e), 1)
 		s.Flush()
 	}
 }
@@ -242,25 +246,25 @@ func TestCascadeFallsThroughEachStage(t *testing.T) {
 		srv := httptest.NewServer(f)
 		defer srv.Close()
 		working := true
-		s := newCascade(t, defaults, func([]byte) (*CostEstimate, error) {
+		s := newCascade(t, defaults, func([]byte) (*estimate.Estimate, error) {
 			if working {
-				return &CostEstimate{Estimated: true, CPUSeconds: 1}, nil
+				return &estimate.Estimate{Estimated: true, CPUSeconds: 1}, nil
 			}
 			return nil, errors.New("model failed")
 		})
 		// Calibration data: actual seconds = cost/1000 (log-linear, slope 1).
 		for i := range 8 {
 			cost := math.Pow(10, 3+float64(i%4))
-			e := estimate(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d /* cost %g */", i, cost))
-			s.Observe(e.Basis, cost/1000)
+			e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d /* cost %g */", i, cost))
+			s.Observe(basisOf(e), cost/1000)
 		}
 		s.Flush()
-		if e := estimate(t, s, []string{srv.URL}, "SELECT * FROM other /* cost 50000 */"); e.Source != SourceModel || math.Abs(e.OptimizerCPUSeconds/50-1) > 0.05 {
+		if e := estimateSQL(t, s, []string{srv.URL}, "SELECT * FROM other /* cost 50000 */"); e.Source != estimate.SourceModel || math.Abs(e.OptimizerCPUSeconds/50-1) > 0.05 {
 			t.Fatalf("a working model: %s, optimizer %.4gs; want the model's estimate with the calibrated optimizer's ≈ 50s beside it", e.Source, e.OptimizerCPUSeconds)
 		}
 		working = false
-		e := estimate(t, s, []string{srv.URL}, "SELECT * FROM fresh /* cost 50000 */")
-		if e.Source != SourceOptimizer || math.Abs(e.CPUSeconds/50-1) > 0.05 || e.Sigma <= 0 || len(e.Plan) == 0 {
+		e := estimateSQL(t, s, []string{srv.URL}, "SELECT * FROM fresh /* cost 50000 */")
+		if e.Source != estimate.SourceOptimizer || math.Abs(e.CPUSeconds/50-1) > 0.05 || e.Sigma <= 0 || len(e.Plan) == 0 {
 			t.Fatalf("got %s %.4gs σ %.3g; want optimizer ≈ 50s with an interval and the plan", e.Source, e.CPUSeconds, e.Sigma)
 		}
 	})
@@ -288,7 +292,7 @@ func TestCascadeFallsThroughEachStage(t *testing.T) {
 		}
 		s.Flush()
 		e, err := s.EstimateOn(context.Background(), []string{srv.URL}, "SELECT * FROM fresh /* cost 50000 */", alice)
-		if err != nil || e.Source != SourceOptimizer || math.Abs(e.CPUSeconds/50-1) > 0.05 {
+		if err != nil || e.Source != estimate.SourceOptimizer || math.Abs(e.CPUSeconds/50-1) > 0.05 {
 			t.Fatalf("after %d runs: %+v %v; want the optimizer's ≈ 50s", defaults.MinCalibration, e, err)
 		}
 	})
@@ -317,7 +321,7 @@ func TestCascadeBoundsExplainsPerPlanner(t *testing.T) {
 	open1 := make(chan struct{})
 	close(open1)
 	f1.block = open1
-	s.Observe(estimate(t, s, planners, "SELECT * FROM known WHERE k = 1").Basis, 4)
+	s.Observe(basisOf(estimateSQL(t, s, planners, "SELECT * FROM known WHERE k = 1")), 4)
 	s.Flush()
 	<-f1.started
 	f1.block = make(chan struct{})
@@ -325,7 +329,7 @@ func TestCascadeBoundsExplainsPerPlanner(t *testing.T) {
 	defer unblock()
 
 	var wg sync.WaitGroup
-	got := make([]*CostEstimate, 2)
+	got := make([]*estimate.Estimate, 2)
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
@@ -343,7 +347,7 @@ func TestCascadeBoundsExplainsPerPlanner(t *testing.T) {
 	}
 	// Both planners are at the bound: no waiting.
 	e, err := s.EstimateOn(context.Background(), planners, "SELECT * FROM known WHERE k = 2", alice)
-	if err != nil || e.Source != SourceHistory || !e.ExplainSkipped || e.CPUSeconds != 4 || e.Sigma < co.ModelSigma {
+	if err != nil || e.Source != estimate.SourceHistory || !e.ExplainSkipped || e.CPUSeconds != 4 || e.Sigma < co.ModelSigma {
 		t.Fatalf("a known shape over the bound: %+v %v; want its history, skipped, with the model's uncertainty", e, err)
 	}
 	if _, err := s.EstimateOn(context.Background(), planners, "SELECT * FROM never_seen", alice); !errors.Is(err, ErrExplainBusy) {
@@ -392,7 +396,7 @@ func BenchmarkCascadeExactRepeat(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				e, err := s.EstimateOn(ctx, []string{"http://127.0.0.1:1"}, q, alice)
-				if err != nil || e.Source != SourceHistory {
+				if err != nil || e.Source != estimate.SourceHistory {
 					b.Fatalf("%v %v", e, err)
 				}
 			}

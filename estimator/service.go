@@ -10,68 +10,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
 )
 
-// CostEstimate is the cost estimate of one statement.
-type CostEstimate struct {
-	// Estimated is false for statements that get no estimate (SET
-	// SESSION, SHOW, DDL...; see Explainable): then Statement and Reason
-	// say why and the cost fields are zero.
-	Estimated bool
-	Statement plan.StatementKind
-	Reason    string
-
-	CPUSeconds float64 // predicted CPU time of the query, seconds
-	Normalized float32 // the model output in [0, 1]
-	ModelID    string
-	Untrained  bool // the model is an untrained fixture: do not trust the number
-
-	ExplainMillis   float64 // EXPLAIN round trip (0 on a cache hit)
-	FeaturizeMicros int64   // plan JSON → tensors
-	InferMicros     int64   // queued + batched inference
-	Cached          bool    // served from the estimate cache
-	ExplainQueryID  string  // the EXPLAIN query's id on Trino
-
-	// Tables is the number of distinct tables the plan scans and
-	// UnknownTables how many of them the model never saw in training.
-	Tables, UnknownTables int
-
-	// Source is the cascade stage that made the estimate and Sigma its
-	// uncertainty: the standard deviation of ln CPU seconds around
-	// ln CPUSeconds (a log-normal; 0 when none is known). CPUSeconds is the
-	// median.
-	Source Source
-	Sigma  float64
-	// ModelCPUSeconds is the model's own prediction before the cascade's
-	// corrections (0 when the model did not run).
-	ModelCPUSeconds float64
-	// OptimizerCPUSeconds is Trino's plan cost mapped to seconds by this
-	// deployment's optimizer calibration, when an EXPLAIN ran on the hot
-	// path and the calibration is fitted (0 otherwise): what the optimizer
-	// stage would have said, reported beside the model's number.
-	OptimizerCPUSeconds float64
-	// Planner is the server that ran the EXPLAIN ("" when none ran);
-	// ExplainSkipped is set when every planner was at its EXPLAIN bound.
-	Planner        string
-	ExplainSkipped bool
-	// Basis is what Observe needs to learn from the query's outcome; nil
-	// when the statement is not learned from (cheap, not estimated, or no
-	// history configured).
-	Basis *Basis `json:"-"`
-	// Plan is the EXPLAIN JSON the estimate was made from. Never kept in
-	// the estimate cache (plans can be megabytes); a cache hit has it only
-	// from ServiceOptions.PlanCache.
-	Plan []byte `json:"-"`
-}
-
 // EstimateCache caches estimates by EstimateKey, with a TTL. Best-effort;
-// cached values are never modified. cache.TTL[CostEstimate] fits.
+// cached values are never modified. cache.TTL[estimate.Estimate] fits.
 type EstimateCache interface {
-	Get(key string) (CostEstimate, bool)
-	Set(key string, e CostEstimate)
+	Get(key string) (estimate.Estimate, bool)
+	Set(key string, e estimate.Estimate)
 }
 
 // PlanCache caches EXPLAIN plans by EstimateKey (best-effort; cached plans
@@ -128,7 +77,7 @@ type Service struct {
 	inflight sync.Map
 	// scoreHook, when set (tests only), stands in for the model: the raw
 	// estimate of a plan.
-	scoreHook func(planJSON []byte) (*CostEstimate, error)
+	scoreHook func(planJSON []byte) (*estimate.Estimate, error)
 	// textHook, when set (tests only), stands in for the text model: its
 	// quantiles and the CPU seconds at each.
 	textHook func(sql string) (quantiles, seconds []float64)
@@ -219,12 +168,12 @@ func (s *Service) acquire() (*bundle.Model, error) {
 // Estimate estimates sql for the caller described by h (read only; its
 // X-Trino-* headers and Authorization go to the EXPLAIN), planning on the
 // Trino coordinator at server: EstimateOn with one planner.
-func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Header) (*CostEstimate, error) {
+func (s *Service) Estimate(ctx context.Context, server, sql string, h http.Header) (*estimate.Estimate, error) {
 	return s.EstimateOn(ctx, []string{server}, sql, h)
 }
 
 // EstimatePlan estimates an EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) plan.
-func (s *Service) EstimatePlan(ctx context.Context, planJSON []byte) (*CostEstimate, error) {
+func (s *Service) EstimatePlan(ctx context.Context, planJSON []byte) (*estimate.Estimate, error) {
 	m, err := s.acquire()
 	if err != nil {
 		return nil, err
@@ -233,7 +182,7 @@ func (s *Service) EstimatePlan(ctx context.Context, planJSON []byte) (*CostEstim
 	return s.estimatePlan(ctx, m, planJSON)
 }
 
-func (s *Service) estimatePlan(ctx context.Context, m *bundle.Model, planJSON []byte) (*CostEstimate, error) {
+func (s *Service) estimatePlan(ctx context.Context, m *bundle.Model, planJSON []byte) (*estimate.Estimate, error) {
 	t0 := time.Now()
 	f, err := m.Featurize(planJSON)
 	if err != nil {
@@ -245,11 +194,11 @@ func (s *Service) estimatePlan(ctx context.Context, m *bundle.Model, planJSON []
 		return nil, err
 	}
 	t2 := time.Now()
-	e := &CostEstimate{
-		Estimated: true, Statement: plan.StmtQuery,
+	e := &estimate.Estimate{
+		Estimated: true, Statement: plan.StmtQuery.String(),
 		CPUSeconds: m.CPUSeconds(y), Normalized: y,
-		ModelID: m.ID(), Untrained: m.Manifest().Untrained(),
-		FeaturizeMicros: t1.Sub(t0).Microseconds(), InferMicros: t2.Sub(t1).Microseconds(),
+		Model: m.ID(), Untrained: m.Manifest().Untrained(),
+		Featurize: t1.Sub(t0), Infer: t2.Sub(t1),
 		Tables: f.Tables, UnknownTables: f.UnknownTables,
 	}
 	f.Release() // answered: no worker reads f any more

@@ -40,7 +40,7 @@ func TestServiceDoesNotExplainUnsafeStatements(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e.Estimated || e.Statement != tc.kind || !strings.Contains(e.Reason, tc.reason) || e.CPUSeconds != 0 {
+			if e.Estimated || e.Statement != tc.kind.String() || !strings.Contains(e.Reason, tc.reason) || e.CPUSeconds != 0 {
 				t.Errorf("got %+v, want not estimated, %s, reason containing %q", e, tc.kind, tc.reason)
 			}
 		})

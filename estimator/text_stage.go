@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
@@ -87,7 +88,7 @@ type Background struct {
 	ModelCPUSeconds float64
 	Plan            []byte
 	Planner         string
-	ExplainMillis   float64
+	Explain         time.Duration
 	Err             error
 	lnModel, lnCost float64
 }
@@ -200,15 +201,12 @@ func TextContext(h http.Header) featurize.TextContext {
 	return tc
 }
 
-// z is the standard normal's q-quantile.
-func z(q float64) float64 { return math.Sqrt2 * math.Erfinv(2*q-1) }
-
 // textEstimate runs the text model: nil without one (or when it fails).
 // The estimate is the log-normal whose median is the model's middle
 // quantile and whose Sigma is the wider of its two sides, so that the
 // estimate's quantiles at the model's outer ones cover the model's
 // interval.
-func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header) *CostEstimate {
+func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header) *estimate.Estimate {
 	var qs, secs []float64
 	id := ""
 	if s.textHook != nil {
@@ -240,13 +238,13 @@ func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql str
 	sigma := 0.0
 	if lo := len(qs) - 1; lo > 0 {
 		if qs[0] < 0.5 && secs[0] > 0 {
-			sigma = math.Max(sigma, math.Log(med/secs[0])/-z(qs[0]))
+			sigma = math.Max(sigma, math.Log(med/secs[0])/-estimate.NormalQuantile(qs[0]))
 		}
 		if qs[lo] > 0.5 && secs[lo] > 0 {
-			sigma = math.Max(sigma, math.Log(secs[lo]/med)/z(qs[lo]))
+			sigma = math.Max(sigma, math.Log(secs[lo]/med)/estimate.NormalQuantile(qs[lo]))
 		}
 	}
-	return &CostEstimate{Estimated: true, Statement: kind, Source: SourceText, ModelID: id,
+	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceText, Model: id,
 		CPUSeconds: med, Sigma: max(sigma, sigmaFloor)}
 }
 
@@ -255,7 +253,7 @@ func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql str
 // shape's residual (as correct does for the model), and records the raw
 // median in b (when not nil) so that the query's outcome teaches both.
 // Without the shape's residuals e keeps at least the model's own spread.
-func (s *Service) correctText(e *CostEstimate, b *Basis) {
+func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
 	if b == nil {
 		return
 	}
@@ -285,7 +283,7 @@ func (s *Service) correctText(e *CostEstimate, b *Basis) {
 //     √(σ² + sigmaAfter²). Under a cautious quantile (0.9) a query whose
 //     interval straddles a bound but lies mostly above it goes to the
 //     upper class whatever its plan says, and is not explained for nothing.
-func (co *CascadeOptions) decides(e *CostEstimate, sigmaAfter func() float64) bool {
+func (co *CascadeOptions) decides(e *estimate.Estimate, sigmaAfter func() float64) bool {
 	switch co.Explain {
 	case ExplainNever:
 		return true
@@ -295,10 +293,11 @@ func (co *CascadeOptions) decides(e *CostEstimate, sigmaAfter func() float64) bo
 	}
 	cq := co.ClassQuantile
 	if !(cq > 0 && cq < 1) {
-		cq = 0.9
+		cq = 0.5 // zero: the median, as in estimate.Estimate.Quantile
 	}
-	zlo, zhi := z(min(0.1, 1-cq)), z(max(0.9, cq))
-	class := func(x float64) int { return classIndex(co.ClassBounds, x) }
+	z := estimate.NormalQuantile
+	zlo, zhi := z(min(estimate.IntervalQuantile, 1-cq)), z(max(1-estimate.IntervalQuantile, cq))
+	class := func(x float64) int { return estimate.Class(co.ClassBounds, x) }
 	if class(e.CPUSeconds*math.Exp(zlo*e.Sigma)) == class(e.CPUSeconds*math.Exp(zhi*e.Sigma)) {
 		return true
 	}
@@ -309,17 +308,6 @@ func (co *CascadeOptions) decides(e *CostEstimate, sigmaAfter func() float64) bo
 	own := class(e.CPUSeconds * math.Exp(z(cq)*e.Sigma))
 	wide, k := math.Hypot(e.Sigma, after), math.Exp(z(cq)*after)
 	return class(e.CPUSeconds*math.Exp(zlo*wide)*k) == own && class(e.CPUSeconds*math.Exp(zhi*wide)*k) == own
-}
-
-// classIndex is the class of x seconds: the first whose bound is at least
-// x; len(bounds) is the unbounded class above them.
-func classIndex(bounds []float64, x float64) int {
-	for i, b := range bounds {
-		if x <= b {
-			return i
-		}
-	}
-	return len(bounds)
 }
 
 // goBackground runs f on a goroutine that Close waits for; false (f not
@@ -412,11 +400,11 @@ func (s *Service) runBehind(m *bundle.Model, planner, sql string, h http.Header,
 		r.Err = err
 		return r
 	}
-	r.Plan, r.ExplainMillis = res.PlanJSON, float64(res.Wall.Microseconds())/1000
+	r.Plan, r.Explain = res.PlanJSON, res.Wall
 	if c, err := plan.TotalCPUCost(res.PlanJSON); err == nil {
 		r.lnCost = math.Log1p(c)
 	}
-	var e *CostEstimate
+	var e *estimate.Estimate
 	if s.scoreHook != nil {
 		e, err = s.scoreHook(res.PlanJSON)
 	} else if m != nil {
@@ -428,8 +416,8 @@ func (s *Service) runBehind(m *bundle.Model, planner, sql string, h http.Header,
 		r.Err = err
 		return r
 	}
-	e.Statement, e.Planner = kind, planner
-	e.ExplainMillis, e.ExplainQueryID = r.ExplainMillis, res.QueryID
+	e.Statement, e.Planner = kind.String(), planner
+	e.Explain, e.ExplainQueryID = r.Explain, res.QueryID
 	if key != "" {
 		s.opts.Cache.Set(key, *e)
 		if s.opts.PlanCache != nil {

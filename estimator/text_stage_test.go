@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 // The text stage's unit tests: the fake planner of cascade_test.go, the
@@ -30,7 +32,7 @@ func textModel(sql string) (qs, secs []float64) {
 }
 
 // classes: small up to 1 s, medium up to 10 s, large above.
-var classes = []float64{1, 10}
+var classes = []float64{1, 10, 0}
 
 func newTextCascade(t *testing.T, mode ExplainMode, model float64) *Service {
 	co := defaults
@@ -59,35 +61,35 @@ func TestTextStageChoosesByModeAndInterval(t *testing.T) {
 	for _, c := range []struct {
 		mode ExplainMode
 		sql  string
-		want Source
+		want estimate.Source
 	}{
-		{ExplainAlways, inside, SourceModel},
-		{ExplainAlways, straddles, SourceModel},
-		{ExplainWhenUncertain, inside, SourceText},
-		{ExplainWhenUncertain, straddles, SourceModel},
-		{ExplainWhenUncertain, noText, SourceModel},
-		{ExplainNever, inside, SourceText},
-		{ExplainNever, straddles, SourceText},
-		{ExplainNever, noText, SourceModel},
+		{ExplainAlways, inside, estimate.SourceModel},
+		{ExplainAlways, straddles, estimate.SourceModel},
+		{ExplainWhenUncertain, inside, estimate.SourceText},
+		{ExplainWhenUncertain, straddles, estimate.SourceModel},
+		{ExplainWhenUncertain, noText, estimate.SourceModel},
+		{ExplainNever, inside, estimate.SourceText},
+		{ExplainNever, straddles, estimate.SourceText},
+		{ExplainNever, noText, estimate.SourceModel},
 	} {
 		f := &fakePlanner{}
 		srv := httptest.NewServer(f)
 		s := newTextCascade(t, c.mode, 0.5)
-		e := estimate(t, s, []string{srv.URL}, c.sql)
+		e := estimateSQL(t, s, []string{srv.URL}, c.sql)
 		if e.Source != c.want {
 			t.Errorf("%s, %q: source %s, want %s", c.mode, c.sql, e.Source, c.want)
 		}
 		hot := e.Planner != ""
-		if wantHot := c.want != SourceText; hot != wantHot {
+		if wantHot := c.want != estimate.SourceText; hot != wantHot {
 			t.Errorf("%s, %q: EXPLAIN on the hot path %v, want %v", c.mode, c.sql, hot, wantHot)
 		}
-		if c.want == SourceText {
+		if c.want == estimate.SourceText {
 			lo, hi := e.CPUSeconds*math.Exp(-1.2816*e.Sigma), e.CPUSeconds*math.Exp(1.2816*e.Sigma)
 			if math.Abs(e.CPUSeconds-textMid(c.sql)) > 1e-9 || lo > textLo(c.sql)+1e-9 || hi < textHi(c.sql)-1e-9 {
 				t.Errorf("%s, %q: text estimate %.3g [%.3g, %.3g] does not carry the model's quantiles", c.mode, c.sql, e.CPUSeconds, lo, hi)
 			}
-			if e.Basis == nil || e.Basis.Pending == "" || e.Basis.Source != SourceText {
-				t.Errorf("%s: a text estimate must carry its background EXPLAIN's token: %+v", c.mode, e.Basis)
+			if basisOf(e) == nil || basisOf(e).Pending == "" || basisOf(e).Source != estimate.SourceText {
+				t.Errorf("%s: a text estimate must carry its background EXPLAIN's token: %+v", c.mode, basisOf(e))
 			}
 			// The EXPLAIN still runs, off the hot path.
 			waitFor(t, "the background EXPLAIN", func() bool { return f.explains.Load() == 1 })
@@ -112,7 +114,7 @@ func sigma(v float64) func() float64 { return func() float64 { return v } }
 // uncertainty) would be routed by its 0.9 quantile to the same class for
 // every value the interval finds plausible.
 func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
-	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: []float64{1}, ClassQuantile: 0.9}
+	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: []float64{1, 0}, ClassQuantile: 0.9}
 	for _, c := range []struct {
 		secs, sigma, after float64
 		want               bool
@@ -124,18 +126,18 @@ func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
 		{0.5, 0.5, 0.3, true},  // 0.26–0.95 s: in the small class
 		{8, 2, 0.3, false},     // too wide: 0.6–103 s
 	} {
-		e := &CostEstimate{CPUSeconds: c.secs, Sigma: c.sigma}
+		e := &estimate.Estimate{CPUSeconds: c.secs, Sigma: c.sigma}
 		if got := co.decides(e, sigma(c.after)); got != c.want {
 			t.Errorf("%.1f s, σ %.1f, σ after %.1f: decides = %v, want %v", c.secs, c.sigma, c.after, got, c.want)
 		}
 	}
 	// An interval inside one class decides without the model's
 	// uncertainty: the history is not read for it.
-	if !co.decides(&CostEstimate{CPUSeconds: 0.5, Sigma: 0.5}, func() float64 { t.Fatal("sigmaAfter read"); return 0 }) {
+	if !co.decides(&estimate.Estimate{CPUSeconds: 0.5, Sigma: 0.5}, func() float64 { t.Fatal("sigmaAfter read"); return 0 }) {
 		t.Error("0.26–0.95 s lies in the small class")
 	}
 	co.ClassQuantile = 0.5 // routed by the median: the plan's estimate is not lifted, so it could go small
-	if co.decides(&CostEstimate{CPUSeconds: 1.6, Sigma: 0.5}, sigma(0.3)) {
+	if co.decides(&estimate.Estimate{CPUSeconds: 1.6, Sigma: 0.5}, sigma(0.3)) {
 		t.Error("at the 0.5 quantile the plan could place 1.6 s (σ 0.5) small: it must be explained")
 	}
 }
@@ -145,7 +147,7 @@ func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
 // end is not is explained.
 func TestTextStageCoversTheClassQuantile(t *testing.T) {
 	co := CascadeOptions{Explain: ExplainWhenUncertain, ClassBounds: classes, ClassQuantile: 0.9}
-	e := &CostEstimate{CPUSeconds: 0.3, Sigma: math.Log(0.9/0.3) / 1.2816} // 90%: 0.9 s, 99%: 1.6 s
+	e := &estimate.Estimate{CPUSeconds: 0.3, Sigma: math.Log(0.9/0.3) / 1.2816} // 90%: 0.9 s, 99%: 1.6 s
 	if !co.decides(e, sigma(0)) {
 		t.Fatal("at the 0.9 quantile the interval lies in the small class")
 	}
@@ -169,11 +171,11 @@ func TestBackgroundExplainReachesObserve(t *testing.T) {
 		srv := httptest.NewServer(f)
 		s := newTextCascade(t, ExplainWhenUncertain, 0.5)
 		const q = "SELECT sum(o_totalprice) FROM orders WHERE o_custkey = 4 -- text 0.05 0.1 0.2 cost 1000"
-		e := estimate(t, s, []string{srv.URL}, q) // answered while the EXPLAIN is blocked: not waiting for it
-		if e.Source != SourceText || e.Basis == nil || e.Basis.Pending == "" {
-			t.Fatalf("source %s, basis %+v: want text with a pending background EXPLAIN", e.Source, e.Basis)
+		e := estimateSQL(t, s, []string{srv.URL}, q) // answered while the EXPLAIN is blocked: not waiting for it
+		if e.Source != estimate.SourceText || basisOf(e) == nil || basisOf(e).Pending == "" {
+			t.Fatalf("source %s, basis %+v: want text with a pending background EXPLAIN", e.Source, basisOf(e))
 		}
-		learn := UnmarshalBasis(MarshalBasis(e.Basis)) // as it crosses the proxy
+		learn := basisOf(e) // as it crosses the proxy
 		const actual = 2.0
 		if finishFirst {
 			close(f.block)
@@ -206,8 +208,8 @@ func TestBackgroundExplainReachesObserve(t *testing.T) {
 		// what its shape taught.
 		s.opts.Cascade.MinCount = 9           // keep the history from answering
 		s.opts.Cascade.Explain = ExplainNever // the corrected interval may straddle 1 s
-		e = estimate(t, s, []string{srv.URL}, "SELECT sum(o_totalprice) FROM orders WHERE o_custkey = 5 -- text 0.05 0.1 0.2")
-		if e.Source != SourceText || e.CPUSeconds <= 0.1 {
+		e = estimateSQL(t, s, []string{srv.URL}, "SELECT sum(o_totalprice) FROM orders WHERE o_custkey = 5 -- text 0.05 0.1 0.2")
+		if e.Source != estimate.SourceText || e.CPUSeconds <= 0.1 {
 			t.Fatalf("finish first %v: next run %s %.3g s; want text corrected upward toward 2 s", finishFirst, e.Source, e.CPUSeconds)
 		}
 		srv.Close()
@@ -227,13 +229,13 @@ func TestTextStageOverTheExplainBound(t *testing.T) {
 	s.textHook = textModel
 	go s.EstimateOn(context.Background(), []string{srv.URL}, "SELECT 1 FROM nation -- text 0.3 2 9", alice)
 	<-f.started // the one slot is taken
-	e := estimate(t, s, []string{srv.URL}, "SELECT 2 FROM region -- text 0.3 2 9")
-	if e.Source != SourceText || !e.ExplainSkipped {
+	e := estimateSQL(t, s, []string{srv.URL}, "SELECT 2 FROM region -- text 0.3 2 9")
+	if e.Source != estimate.SourceText || !e.ExplainSkipped {
 		t.Fatalf("over the bound: %s skipped=%v; want text, explain-skipped", e.Source, e.ExplainSkipped)
 	}
-	e = estimate(t, s, []string{srv.URL}, "SELECT 3 FROM region -- text 0.05 0.1 0.2")
-	if e.Source != SourceText || e.Basis.Pending != "" || s.BackgroundStats().Skipped != 1 {
-		t.Fatalf("no slot for the background EXPLAIN: %s pending %q stats %+v; want skipped", e.Source, e.Basis.Pending, s.BackgroundStats())
+	e = estimateSQL(t, s, []string{srv.URL}, "SELECT 3 FROM region -- text 0.05 0.1 0.2")
+	if e.Source != estimate.SourceText || basisOf(e).Pending != "" || s.BackgroundStats().Skipped != 1 {
+		t.Fatalf("no slot for the background EXPLAIN: %s pending %q stats %+v; want skipped", e.Source, basisOf(e).Pending, s.BackgroundStats())
 	}
 	close(f.block)
 }
@@ -264,19 +266,19 @@ func TestHistoryStandsInBeforeThePlan(t *testing.T) {
 		f := &fakePlanner{}
 		srv := httptest.NewServer(f)
 		s := newTextCascade(t, mode, 0.5)
-		run := func(sql string, actual float64) *CostEstimate {
+		run := func(sql string, actual float64) *estimate.Estimate {
 			t.Helper()
-			e := estimate(t, s, []string{srv.URL}, sql)
-			s.Observe(e.Basis, actual)
+			e := estimateSQL(t, s, []string{srv.URL}, sql)
+			s.Observe(basisOf(e), actual)
 			s.Flush()
 			waitFor(t, "the observation", func() bool {
-				st, ok := s.learn.get(e.Basis.Exact)
+				st, ok := s.learn.get(basisOf(e).Exact)
 				return ok && st.Count > 0
 			})
 			return e
 		}
 		for _, sql := range []string{first, near} {
-			if e := run(sql, map[string]float64{first: 0.2, near: 0.8}[sql]); e.Source != SourceModel || e.Planner == "" {
+			if e := run(sql, map[string]float64{first: 0.2, near: 0.8}[sql]); e.Source != estimate.SourceModel || e.Planner == "" {
 				t.Fatalf("%s: first run %s (planner %q); want the model after a hot EXPLAIN", mode, e.Source, e.Planner)
 			}
 		}
@@ -294,15 +296,15 @@ func TestHistoryStandsInBeforeThePlan(t *testing.T) {
 			{nearLit, false, 0},
 		} {
 			before := f.explains.Load()
-			e := estimate(t, s, []string{srv.URL}, c.sql)
+			e := estimateSQL(t, s, []string{srv.URL}, c.sql)
 			if mode == ExplainAlways || !c.standsIn {
-				if e.Source == SourceHistory || e.Planner == "" || f.explains.Load() != before+1 {
+				if e.Source == estimate.SourceHistory || e.Planner == "" || f.explains.Load() != before+1 {
 					t.Errorf("%s, %q: source %s planner %q; want the EXPLAIN on the hot path", mode, c.sql, e.Source, e.Planner)
 				}
 				continue
 			}
-			if e.Source != SourceHistory || e.Planner != "" || e.Basis == nil || e.Basis.Pending == "" || e.Basis.Source != SourceHistory {
-				t.Errorf("%s, %q: source %s planner %q basis %+v; want history, no hot EXPLAIN, a background one", mode, c.sql, e.Source, e.Planner, e.Basis)
+			if e.Source != estimate.SourceHistory || e.Planner != "" || basisOf(e) == nil || basisOf(e).Pending == "" || basisOf(e).Source != estimate.SourceHistory {
+				t.Errorf("%s, %q: source %s planner %q basis %+v; want history, no hot EXPLAIN, a background one", mode, c.sql, e.Source, e.Planner, basisOf(e))
 				continue
 			}
 			if math.Abs(e.CPUSeconds-0.2) > 1e-9 || math.Abs(e.Sigma-c.wantSigma) > 1e-3 {

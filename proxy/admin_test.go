@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 // headerEstimator records the caller headers its estimates were asked with.
@@ -18,11 +20,11 @@ type headerEstimator struct {
 	seen []http.Header
 }
 
-func (e *headerEstimator) Estimate(_ context.Context, q Query) (Estimate, error) {
+func (e *headerEstimator) Estimate(_ context.Context, q Query) (estimate.Estimate, error) {
 	e.mu.Lock()
 	e.seen = append(e.seen, q.Header)
 	e.mu.Unlock()
-	return Estimate{Estimated: true, CPUSeconds: 1, Model: "m"}, nil
+	return estimate.Estimate{Estimated: true, CPUSeconds: 1, Model: "m"}, nil
 }
 
 const testAdminToken = "an-admin-token-of-32-bytes-long!"

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/valyala/fasthttp"
@@ -25,7 +26,7 @@ type savedQuery struct {
 	Body      []byte
 	Decision  Decision
 	Cluster   string
-	Estimate  Estimate
+	Estimate  estimate.Estimate
 	Estimated bool
 	TookNanos int64
 	Identity  frontdoor.Identity
@@ -44,7 +45,7 @@ func (s *Server) saveQuery(id string, r *fasthttp.Request, d *decision) []byte {
 		// A number JSON cannot hold (NaN, ±Inf) in the estimate: the query
 		// still runs, placed as decided, without its estimate's details.
 		s.log.Warn("admission: the queued query's estimate cannot be saved; queued without it", "error", err)
-		q.Estimate, q.Estimated = Estimate{}, false
+		q.Estimate, q.Estimated = estimate.Estimate{}, false
 		b, _ = json.Marshal(q)
 	}
 	return s.signer.Seal(b, []byte(id))

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
@@ -38,7 +39,7 @@ func TestSavedQueryKeepsItsEstimateAndIdentity(t *testing.T) {
 	req.Header.Set("X-Trino-User", "alice")
 	req.SetBodyString("SELECT count(*) FROM tpch.tiny.nation")
 	d := &decision{Decision: Decision{Kind: KindRouted, Cluster: "default", Class: "small"}, cluster: here.clusters[0],
-		est: Estimate{Estimated: true, CPUSeconds: 2.5, Source: SourceModel, Sigma: 0.4, Learn: learn}, estimate: true,
+		est: estimate.Estimate{Estimated: true, CPUSeconds: 2.5, Source: estimate.SourceModel, Sigma: 0.4, Learn: learn}, estimate: true,
 		identity: frontdoor.Identity{User: "alice", Verified: true, Source: "basic"}}
 
 	for _, on := range []*Server{here, there} {
@@ -51,7 +52,7 @@ func TestSavedQueryKeepsItsEstimateAndIdentity(t *testing.T) {
 		if string(out.Body()) != string(req.Body()) || string(out.Header.Peek("X-Trino-User")) != "alice" {
 			t.Errorf("request: body %q, user %q", out.Body(), out.Header.Peek("X-Trino-User"))
 		}
-		if !got.estimate || got.est.CPUSeconds != 2.5 || got.est.Source != SourceModel || got.est.Sigma != 0.4 ||
+		if !got.estimate || got.est.CPUSeconds != 2.5 || got.est.Source != estimate.SourceModel || got.est.Sigma != 0.4 ||
 			!bytes.Equal(got.est.Learn, learn) {
 			t.Errorf("estimate %+v (estimated %v)", got.est, got.estimate)
 		}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 // The web console's memory (console_http.go serves it): a bounded ring of
@@ -29,7 +31,7 @@ type decisionRecord struct {
 	Kind      DecisionKind
 	Queued    bool // it waited for admission
 	Estimated bool
-	Estimate  Estimate
+	Estimate  estimate.Estimate
 	Took      time.Duration // deciding, estimate included
 
 	// Set when the last page passed (zero Finished until then).

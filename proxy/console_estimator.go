@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 // The console's estimator view: what the estimator reports of itself
@@ -112,8 +114,8 @@ func (s *Server) consoleEstimator(recs []decisionRecord) consoleEstimatorView {
 		v.Drift.UnseenShare = &r
 	}
 
-	bySource := map[Source]*consoleSource{}
-	qs := map[Source][]float64{}
+	bySource := map[estimate.Source]*consoleSource{}
+	qs := map[estimate.Source][]float64{}
 	minutes := map[int64][]float64{}
 	for i := len(recs) - 1; i >= 0; i-- { // oldest first
 		r := &recs[i]

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/admission/admissiontest"
 	"github.com/prestroid/prestroid/proxy/protocol"
@@ -20,7 +21,7 @@ import (
 
 func ringRecord(r *decisionRing, id, cluster string, cpu float64, at time.Time) uint64 {
 	c := &Completed{Cluster: cluster, User: "alice", Decision: "routed: class small", Kind: KindRouted, Class: "small",
-		Estimated: cpu > 0, Estimate: Estimate{Estimated: cpu > 0, CPUSeconds: cpu, Source: SourceModel, Plan: []byte(`{"big":"plan"}`)}}
+		Estimated: cpu > 0, Estimate: estimate.Estimate{Estimated: cpu > 0, CPUSeconds: cpu, Source: estimate.SourceModel, Plan: []byte(`{"big":"plan"}`)}}
 	return r.add(id, c, &decision{took: time.Millisecond}, at)
 }
 
@@ -100,7 +101,7 @@ func TestDecisionRing(t *testing.T) {
 // and one per query finished, without allocating.
 func TestDecisionRingAllocatesNothing(t *testing.T) {
 	r := newDecisionRing(128, []string{"a"})
-	c := &Completed{Cluster: "a", User: "alice", Estimated: true, Estimate: Estimate{CPUSeconds: 1}, State: "FINISHED"}
+	c := &Completed{Cluster: "a", User: "alice", Estimated: true, Estimate: estimate.Estimate{CPUSeconds: 1}, State: "FINISHED"}
 	d := &decision{}
 	now := time.Now()
 	if n := testing.AllocsPerRun(1000, func() {
@@ -113,7 +114,7 @@ func TestDecisionRingAllocatesNothing(t *testing.T) {
 
 func BenchmarkDecisionRing(b *testing.B) {
 	r := newDecisionRing(2000, []string{"a"})
-	c := &Completed{Cluster: "a", User: "alice", Estimated: true, Estimate: Estimate{CPUSeconds: 1}, State: "FINISHED"}
+	c := &Completed{Cluster: "a", User: "alice", Estimated: true, Estimate: estimate.Estimate{CPUSeconds: 1}, State: "FINISHED"}
 	d := &decision{}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

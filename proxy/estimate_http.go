@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
@@ -58,7 +59,7 @@ type EstimateJSON struct {
 }
 
 // NewEstimateJSON renders an estimate as the endpoint does.
-func NewEstimateJSON(e Estimate) EstimateJSON {
+func NewEstimateJSON(e estimate.Estimate) EstimateJSON {
 	out := EstimateJSON{Estimated: e.Estimated, Reason: e.Reason, Model: e.Model, Cached: e.Cached,
 		ExplainMS: float64(e.Explain.Microseconds()) / 1000, FeaturizeUS: e.Featurize.Microseconds(), InferUS: e.Infer.Microseconds()}
 	if e.Estimated {
@@ -72,9 +73,9 @@ func NewEstimateJSON(e Estimate) EstimateJSON {
 
 // estimateFor estimates sql as the caller whose headers are h, within
 // Options.EstimateTimeout, planning on the default cluster.
-func (s *Server) estimateFor(sql string, h http.Header) (Estimate, error) {
+func (s *Server) estimateFor(sql string, h http.Header) (estimate.Estimate, error) {
 	if s.opts.Estimator == nil {
-		return Estimate{}, errors.New("proxy: no estimator configured")
+		return estimate.Estimate{}, errors.New("proxy: no estimator configured")
 	}
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()

@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
@@ -31,7 +32,7 @@ type Completed struct {
 	Kind      DecisionKind
 	Class     string
 	Estimated bool
-	Estimate  Estimate
+	Estimate  estimate.Estimate
 	State     string
 	ErrorName string
 	ErrorType string
@@ -94,7 +95,7 @@ func (s *Server) recordDecision(d *decision) {
 		e := d.est
 		s.metrics.estimates.WithLabelValues(e.Source.String()).Inc()
 		s.metrics.estimateSeconds.Observe((e.Explain + e.Featurize + e.Infer).Seconds())
-		if e.explained() {
+		if e.Explained() {
 			s.metrics.explainSeconds.Observe(e.Explain.Seconds())
 		}
 		if e.Planner != "" {
@@ -103,7 +104,7 @@ func (s *Server) recordDecision(d *decision) {
 		if e.ExplainSkipped {
 			s.metrics.explainSkipped.Inc()
 		}
-		if e.explained() || e.Cached { // the model (or its cache) answered
+		if e.Explained() || e.Cached { // the model (or its cache) answered
 			result := "miss"
 			if e.Cached {
 				result = "hit"

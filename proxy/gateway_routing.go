@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
@@ -119,9 +120,9 @@ var noAnalysisWarned atomic.Bool
 // text (in the X-Prestroid-Decision forms of the proxy: "routed: group
 // G", "estimated" (no groups configured), "not-estimated: REASON",
 // "fail-open: REASON", "no-estimator") and the estimate it acted on.
-func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *GatewayResponse) (string, Estimate) {
+func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *GatewayResponse) (string, estimate.Estimate) {
 	p := req.TrinoQueryProperties
-	var none Estimate
+	var none estimate.Estimate
 	switch {
 	case s.opts.Estimator == nil:
 		return "no-estimator", none
@@ -172,10 +173,11 @@ func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *Gat
 	}
 	// The group as the routing policy picks a class: by the estimate's
 	// ClassQuantile.
-	g, ok := routingGroupFor(s.opts.RoutingGroups, e.Quantile(s.opts.ClassQuantile))
-	if !ok {
+	gi := estimate.ClassOf(s.opts.RoutingGroups, routingGroupBound, e.Quantile(s.opts.ClassQuantile))
+	if gi < 0 {
 		return "estimated", e
 	}
+	g := s.opts.RoutingGroups[gi]
 	resp.RoutingGroup = &g.Name
 	if s.opts.ClassTag != "" {
 		class := g.Class
@@ -191,16 +193,5 @@ func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *Gat
 	return "routed: group " + g.Name, e
 }
 
-// routingGroupFor returns the first group whose bound holds cpu (the last
-// group when cpu exceeds every bound; false when there are none).
-func routingGroupFor(groups []RoutingGroup, cpu float64) (RoutingGroup, bool) {
-	for _, g := range groups {
-		if g.MaxCPUSeconds <= 0 || cpu <= g.MaxCPUSeconds {
-			return g, true
-		}
-	}
-	if len(groups) > 0 {
-		return groups[len(groups)-1], true
-	}
-	return RoutingGroup{}, false
-}
+// routingGroupBound is a group's upper bound for estimate.ClassOf.
+func routingGroupBound(g RoutingGroup) float64 { return g.MaxCPUSeconds }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 // recordingEstimator is fixedEstimator that remembers the queries it was
@@ -23,12 +25,12 @@ type recordingEstimator struct {
 	seen []Query
 }
 
-func (r *recordingEstimator) Estimate(ctx context.Context, q Query) (Estimate, error) {
+func (r *recordingEstimator) Estimate(ctx context.Context, q Query) (estimate.Estimate, error) {
 	r.mu.Lock()
 	r.seen = append(r.seen, q)
 	r.mu.Unlock()
 	if strings.HasPrefix(q.SQL, "SELEC ") {
-		return Estimate{}, errors.New("explain: line 1:1: mismatched input 'SELEC'")
+		return estimate.Estimate{}, errors.New("explain: line 1:1: mismatched input 'SELEC'")
 	}
 	return r.fixedEstimator.Estimate(ctx, q)
 }

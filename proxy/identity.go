@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
@@ -111,11 +112,11 @@ func authErrorOf(resp *fasthttp.Response) *frontdoor.AuthError {
 // IdentityVerified mode, given what its estimate did (est, err from the
 // estimator; est is meaningful only when err is nil). It returns the
 // identity, or an *AuthError / ErrUnverified that ends the request.
-func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id frontdoor.Identity, est Estimate, estErr error) (frontdoor.Identity, error) {
+func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id frontdoor.Identity, est estimate.Estimate, estErr error) (frontdoor.Identity, error) {
 	h := &ctx.Request.Header
 	key := frontdoor.CredentialKey(c.name, h, id)
 	switch {
-	case estErr == nil && est.Estimated && est.explained():
+	case estErr == nil && est.Estimated && est.Explained():
 		// The cluster just ran this request's EXPLAIN with its credentials
 		// (not a cheap, history or text estimate, nor a cached one: those
 		// ran none).
@@ -210,7 +211,7 @@ func (s *Server) rewriteChallenge(ctx *fasthttp.RequestCtx, c *cluster, v string
 // IdentityVerified mode, with c the cluster that planned the query (or
 // holds its transaction); est and estErr are the estimate's result (zero
 // and nil when there was none).
-func (s *Server) identityOf(ctx *fasthttp.RequestCtx, c *cluster, est Estimate, estErr error) (frontdoor.Identity, error) {
+func (s *Server) identityOf(ctx *fasthttp.RequestCtx, c *cluster, est estimate.Estimate, estErr error) (frontdoor.Identity, error) {
 	id, err := s.identityOf1(ctx, c, est, estErr)
 	var ae *frontdoor.AuthError
 	switch {
@@ -223,7 +224,7 @@ func (s *Server) identityOf(ctx *fasthttp.RequestCtx, c *cluster, est Estimate, 
 	return id, err
 }
 
-func (s *Server) identityOf1(ctx *fasthttp.RequestCtx, c *cluster, est Estimate, estErr error) (frontdoor.Identity, error) {
+func (s *Server) identityOf1(ctx *fasthttp.RequestCtx, c *cluster, est estimate.Estimate, estErr error) (frontdoor.Identity, error) {
 	id := s.claimedIdentity(&ctx.Request.Header)
 	var ae *frontdoor.AuthError
 	if errors.As(estErr, &ae) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/valyala/fasthttp"
@@ -99,25 +100,25 @@ func submit(t *testing.T, base string, h map[string]string, sql string) (pg, *ht
 // an *AuthError carrying the cluster's answer.
 type authEstimator struct{ calls atomic.Int64 }
 
-func (e *authEstimator) Estimate(ctx context.Context, q Query) (Estimate, error) {
+func (e *authEstimator) Estimate(ctx context.Context, q Query) (estimate.Estimate, error) {
 	e.calls.Add(1)
 	if q.Header.Get("Authorization") != basic("alice", "secret") {
 		h := http.Header{}
 		h.Add("WWW-Authenticate", `Basic realm="Trino"`)
-		return Estimate{}, fmt.Errorf("estimator: EXPLAIN: %w", &frontdoor.AuthError{StatusCode: 401, Header: h, Body: []byte("Unauthorized")})
+		return estimate.Estimate{}, fmt.Errorf("estimator: EXPLAIN: %w", &frontdoor.AuthError{StatusCode: 401, Header: h, Body: []byte("Unauthorized")})
 	}
 	if strings.HasPrefix(q.SQL, "SHOW") {
-		return Estimate{Reason: "not explained"}, nil
+		return estimate.Estimate{Reason: "not explained"}, nil
 	}
-	return Estimate{Estimated: true, CPUSeconds: 1, Model: "m"}, nil
+	return estimate.Estimate{Estimated: true, CPUSeconds: 1, Model: "m"}, nil
 }
 
 // noExplainEstimator answers every statement from a stage that runs no
 // EXPLAIN, whatever the credentials.
-type noExplainEstimator struct{ src Source }
+type noExplainEstimator struct{ src estimate.Source }
 
-func (e noExplainEstimator) Estimate(context.Context, Query) (Estimate, error) {
-	return Estimate{Estimated: true, CPUSeconds: 1, Source: e.src}, nil
+func (e noExplainEstimator) Estimate(context.Context, Query) (estimate.Estimate, error) {
+	return estimate.Estimate{Estimated: true, CPUSeconds: 1, Source: e.src}, nil
 }
 
 func TestVerifiedIdentity(t *testing.T) {
@@ -218,7 +219,7 @@ func TestVerifiedIdentity(t *testing.T) {
 		}
 	})
 	t.Run("an estimate made without an EXPLAIN (cheap, history, text) does not verify: a probe does", func(t *testing.T) {
-		for _, src := range []Source{SourceCheap, SourceHistory, SourceText} {
+		for _, src := range []estimate.Source{estimate.SourceCheap, estimate.SourceHistory, estimate.SourceText} {
 			up := newAuthStub(t)
 			est := noExplainEstimator{src}
 			base, _ := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified, Estimator: est})

@@ -1,6 +1,10 @@
 package proxy
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/prestroid/prestroid/estimate"
+)
 
 // A routing policy places one new query from plain values: the estimate,
 // who sent the query, and the clusters' states. It sees no request and no
@@ -45,7 +49,7 @@ const (
 // value: a policy may read it but not keep its slices.
 type Input struct {
 	Outcome  Outcome
-	Estimate Estimate
+	Estimate estimate.Estimate
 	// User is the query's identity (Identity.User: X-Trino-User, or in
 	// identity: verified mode the user the cluster accepted); Group the user's group (Options.Admission's
 	// GroupHeader or UserGroups, else the user); Source X-Trino-Source;
@@ -229,21 +233,9 @@ func (LeastLoaded) Pick(class string, cs []ClusterState) int {
 	return best
 }
 
-// ClassOf is the first step of routing by cost: the index of the first
-// class whose MaxCPUSeconds is at least cpu (0 is unbounded), the last
-// class when cpu exceeds every bound, or -1 when there are no classes.
-func ClassOf(classes []CostClass, cpu float64) int {
-	for i, c := range classes {
-		if c.MaxCPUSeconds <= 0 || cpu <= c.MaxCPUSeconds {
-			return i
-		}
-	}
-	return len(classes) - 1
-}
-
 // CostPolicy routes by predicted CPU time: the class from the estimate
-// (ClassOf), a cluster within the class (Picker), and when the class has no
-// healthy cluster the Fallback policy. Queries without an estimate go to
+// (estimate.ClassOf), a cluster within the class (Picker), and when the
+// class has no healthy cluster the Fallback policy. Queries without an estimate go to
 // the default cluster.
 type CostPolicy struct {
 	// Classes in increasing order of MaxCPUSeconds. Empty means no
@@ -262,7 +254,8 @@ type CostPolicy struct {
 	// it, an uncertain estimate (a new shape, the optimizer's) goes to a
 	// larger class than its median would, while a confident one (a
 	// statement's own history, with a small Sigma) stays where its median
-	// puts it. Zero means 0.5; Options.ClassQuantile's default is 0.9.
+	// puts it. Zero means the median, as for every class quantile in code
+	// (package estimate); config fills routing.class_quantile's default.
 	Quantile float64
 }
 
@@ -284,8 +277,11 @@ func (p *CostPolicy) Select(in Input) Decision {
 	if len(p.Classes) == 0 {
 		return Decision{Kind: KindEstimated, Cluster: def}
 	}
-	return p.place(in, ClassOf(p.Classes, in.Estimate.Quantile(p.Quantile)))
+	return p.place(in, estimate.ClassOf(p.Classes, costClassBound, in.Estimate.Quantile(p.Quantile)))
 }
+
+// costClassBound is a class's upper bound for estimate.ClassOf.
+func costClassBound(c CostClass) float64 { return c.MaxCPUSeconds }
 
 // place puts a query of class index ci on a cluster: shadow, routed or
 // fallback.

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 // Table tests of the routing policies over plain values: no server, no
@@ -29,8 +31,8 @@ func states(t *testing.T, specs ...string) []ClusterState {
 	return cs
 }
 
-func estimated(cpu float64) (Outcome, Estimate) {
-	return Estimated, Estimate{Estimated: true, CPUSeconds: cpu}
+func estimated(cpu float64) (Outcome, estimate.Estimate) {
+	return Estimated, estimate.Estimate{Estimated: true, CPUSeconds: cpu}
 }
 
 func TestCostPolicy(t *testing.T) {
@@ -38,7 +40,7 @@ func TestCostPolicy(t *testing.T) {
 		name     string
 		policy   CostPolicy
 		outcome  Outcome
-		est      Estimate
+		est      estimate.Estimate
 		clusters []string
 		want     Decision
 		header   string
@@ -60,7 +62,7 @@ func TestCostPolicy(t *testing.T) {
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindFailOpen, Cluster: "a", Reason: ReasonEstimateOverBudget}, header: "fail-open: estimate over budget"},
 		{name: "a statement the model does not score goes to the default cluster with its reason",
-			policy: CostPolicy{Classes: twoClasses}, outcome: NotEstimated, est: Estimate{Reason: "SET SESSION"},
+			policy: CostPolicy{Classes: twoClasses}, outcome: NotEstimated, est: estimate.Estimate{Reason: "SET SESSION"},
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindNotEstimated, Cluster: "a", Reason: "SET SESSION"}, header: "not-estimated: SET SESSION"},
 		{name: "with no classes an estimated query goes to the default cluster",
@@ -149,32 +151,32 @@ func TestCostPolicy(t *testing.T) {
 		// its median, picks the class (bound 10 s).
 		{name: "an uncertain estimate whose median fits the small class goes large at the 0.9 quantile",
 			policy: CostPolicy{Classes: twoClasses, Quantile: 0.9}, outcome: Estimated,
-			est:      Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: SourceModel}, // q90 = 5·e^1.28 = 18 s
+			est:      estimate.Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: estimate.SourceModel}, // q90 = 5·e^1.28 = 18 s
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindRouted, Cluster: "b", Class: "large"}, header: "routed: class large"},
 		{name: "a confident history estimate with the same median stays small at the 0.9 quantile",
 			policy: CostPolicy{Classes: twoClasses, Quantile: 0.9}, outcome: Estimated,
-			est:      Estimate{Estimated: true, CPUSeconds: 5, Sigma: 0.1, Source: SourceHistory}, // q90 = 5.7 s
+			est:      estimate.Estimate{Estimated: true, CPUSeconds: 5, Sigma: 0.1, Source: estimate.SourceHistory}, // q90 = 5.7 s
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
 		{name: "quantile 0.5 routes the uncertain estimate on its median",
 			policy: CostPolicy{Classes: twoClasses, Quantile: 0.5}, outcome: Estimated,
-			est:      Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: SourceModel},
+			est:      estimate.Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: estimate.SourceModel},
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
 		{name: "no quantile set routes on the median",
 			policy: CostPolicy{Classes: twoClasses}, outcome: Estimated,
-			est:      Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: SourceModel},
+			est:      estimate.Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: estimate.SourceModel},
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
 		{name: "a low quantile can move a large median into the small class",
 			policy: CostPolicy{Classes: twoClasses, Quantile: 0.1}, outcome: Estimated,
-			est:      Estimate{Estimated: true, CPUSeconds: 20, Sigma: 1, Source: SourceOptimizer}, // q10 = 5.6 s
+			est:      estimate.Estimate{Estimated: true, CPUSeconds: 20, Sigma: 1, Source: estimate.SourceOptimizer}, // q10 = 5.6 s
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
 		{name: "an estimate without an interval is its point at any quantile",
 			policy: CostPolicy{Classes: twoClasses, Quantile: 0.99}, outcome: Estimated,
-			est:      Estimate{Estimated: true, CPUSeconds: 9, Source: SourceCheap},
+			est:      estimate.Estimate{Estimated: true, CPUSeconds: 9, Source: estimate.SourceCheap},
 			clusters: []string{"a:small:up:0", "b:large:up:0"},
 			want:     Decision{Kind: KindRouted, Cluster: "a", Class: "small"}, header: "routed: class small"},
 	}
@@ -315,7 +317,7 @@ func TestDecisionString(t *testing.T) {
 
 func BenchmarkCostPolicySelect(b *testing.B) {
 	p := &CostPolicy{Classes: threeClasses}
-	in := Input{Outcome: Estimated, Estimate: Estimate{Estimated: true, CPUSeconds: 50}, User: "alice",
+	in := Input{Outcome: Estimated, Estimate: estimate.Estimate{Estimated: true, CPUSeconds: 50}, User: "alice",
 		Clusters: []ClusterState{{Name: "s", Class: "small", Healthy: true, Default: true},
 			{Name: "m1", Class: "medium", Healthy: true, Load: 3}, {Name: "m2", Class: "medium", Healthy: true, Load: 1},
 			{Name: "l", Class: "large", Healthy: true}}}
@@ -333,7 +335,7 @@ func BenchmarkRulePolicySelect(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in := Input{Outcome: Estimated, Estimate: Estimate{Estimated: true, CPUSeconds: 1}, User: "alice", ClientTags: []string{"a", "b"},
+	in := Input{Outcome: Estimated, Estimate: estimate.Estimate{Estimated: true, CPUSeconds: 1}, User: "alice", ClientTags: []string{"a", "b"},
 		Clusters: []ClusterState{{Name: "s", Class: "small", Healthy: true, Default: true}, {Name: "l", Class: "large", Healthy: true}}}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -344,7 +346,7 @@ func BenchmarkRulePolicySelect(b *testing.B) {
 }
 
 func TestEstimateQuantiles(t *testing.T) {
-	e := Estimate{CPUSeconds: 10, Sigma: 0.5}
+	e := estimate.Estimate{CPUSeconds: 10, Sigma: 0.5}
 	if got := e.Quantile(0.5); math.Abs(got-10) > 1e-9 {
 		t.Errorf("median %g, want 10", got)
 	}
@@ -353,7 +355,7 @@ func TestEstimateQuantiles(t *testing.T) {
 	if math.Abs(lo-10*math.Exp(-1.2815516*0.5)) > 1e-4 || math.Abs(hi-10*math.Exp(1.2815516*0.5)) > 1e-4 {
 		t.Errorf("interval [%g, %g]", lo, hi)
 	}
-	if got := (Estimate{CPUSeconds: 3}).Quantile(0.9); got != 3 {
+	if got := (estimate.Estimate{CPUSeconds: 3}).Quantile(0.9); got != 3 {
 		t.Errorf("no sigma: quantile %g, want the point 3", got)
 	}
 	for _, q := range []float64{0, 1, -1, math.NaN()} {
@@ -361,13 +363,13 @@ func TestEstimateQuantiles(t *testing.T) {
 			t.Errorf("quantile %g: %g, want the point", q, got)
 		}
 	}
-	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 1.25, Sigma: 0.05, Source: SourceHistory, ExplainSkipped: true})); got != "history; cpu=1.25; lo=1.172; hi=1.333; explain-skipped" {
+	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 1.25, Sigma: 0.05, Source: estimate.SourceHistory, ExplainSkipped: true})); got != "history; cpu=1.25; lo=1.172; hi=1.333; explain-skipped" {
 		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
-	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5" {
+	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: estimate.SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5" {
 		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
-	if got := string(appendEstimate(nil, Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, Source: SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7" {
+	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, Source: estimate.SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7" {
 		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
@@ -35,7 +36,7 @@ const (
 type decision struct {
 	Decision
 	cluster  *cluster
-	est      Estimate
+	est      estimate.Estimate
 	estimate bool   // est holds a model estimate
 	admitID  string // the admission id, when admission control admitted it
 	// identity is who the query counts against (identity.go): admission,
@@ -101,7 +102,7 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		}
 		// Not estimated (the EXPLAIN would run outside the transaction),
 		// but it counts against the budgets as its identity.
-		id, err := s.identityOf(ctx, c, Estimate{}, nil)
+		id, err := s.identityOf(ctx, c, estimate.Estimate{}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +110,7 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 	}
 	def := s.defaultCluster()
 	in := s.policyInput(&ctx.Request.Header, def)
-	var est Estimate
+	var est estimate.Estimate
 	var estErr error
 	if s.opts.Estimator != nil {
 		est, estErr = s.estimate(ctx, def)
@@ -138,7 +139,7 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 			s.log.Warn("estimate failed; failing open", "error", err)
 			// Only what the estimator wants back with the outcome
 			// (Estimate.Learn) survives a failure.
-			in.Estimate = Estimate{Learn: est.Learn}
+			in.Estimate = estimate.Estimate{Learn: est.Learn}
 		}
 	}
 	id, err := s.identityOf(ctx, def, est, estErr)
@@ -197,7 +198,7 @@ func userGroup(h *fasthttp.RequestHeader, o *admission.Options, user string) str
 // estimate asks the estimator as the calling user, within the budget,
 // planning on def or another healthy cluster (the estimator spreads and
 // bounds its EXPLAINs over Query.Planners).
-func (s *Server) estimate(ctx *fasthttp.RequestCtx, def *cluster) (Estimate, error) {
+func (s *Server) estimate(ctx *fasthttp.RequestCtx, def *cluster) (estimate.Estimate, error) {
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()
 	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: protocol.CallerHeaders(&ctx.Request.Header),
@@ -274,7 +275,7 @@ func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 		switch {
 		case d.est.Cached:
 			st = append(st, ", estimate-cache;desc=hit"...)
-		case !d.est.explained(): // no EXPLAIN: cheap, history or text
+		case !d.est.Explained(): // no EXPLAIN: cheap, history or text
 			st = append(st, ", estimate;desc="...)
 			st = append(st, d.est.Source.String()...)
 		default:
@@ -294,7 +295,7 @@ func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 //
 //	history; cpu=1.25; lo=1.16; hi=1.34
 //	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12
-func appendEstimate(b []byte, e Estimate) []byte {
+func appendEstimate(b []byte, e estimate.Estimate) []byte {
 	lo, hi := e.Interval()
 	b = append(b, e.Source.String()...)
 	b = append(b, "; cpu="...)

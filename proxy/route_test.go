@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
@@ -22,24 +23,24 @@ import (
 // the proxy's own unit tests (the real model is tested end to end).
 type fixedEstimator struct{ calls atomic.Int64 }
 
-func (f *fixedEstimator) Estimate(ctx context.Context, q Query) (Estimate, error) {
+func (f *fixedEstimator) Estimate(ctx context.Context, q Query) (estimate.Estimate, error) {
 	f.calls.Add(1)
 	switch {
 	case strings.Contains(q.SQL, "fail"):
-		return Estimate{}, errors.New("explain failed")
+		return estimate.Estimate{}, errors.New("explain failed")
 	case strings.Contains(q.SQL, "stall"):
 		<-ctx.Done()
-		return Estimate{}, ctx.Err()
+		return estimate.Estimate{}, ctx.Err()
 	case strings.HasPrefix(q.SQL, "SET"):
-		return Estimate{Reason: "SET SESSION"}, nil
+		return estimate.Estimate{Reason: "SET SESSION"}, nil
 	case strings.Contains(q.SQL, "busy"):
-		return Estimate{}, fmt.Errorf("every planner busy: %w", ErrEstimatorBusy)
+		return estimate.Estimate{}, fmt.Errorf("every planner busy: %w", ErrEstimatorBusy)
 	case strings.Contains(q.SQL, "history"):
 		// A confident history estimate, no EXPLAIN: 5 s ± a little.
-		return Estimate{Estimated: true, CPUSeconds: 5, Sigma: 0.05, Source: SourceHistory}, nil
+		return estimate.Estimate{Estimated: true, CPUSeconds: 5, Sigma: 0.05, Source: estimate.SourceHistory}, nil
 	case strings.Contains(q.SQL, "uncertain"):
 		// A new shape's model estimate: median 5 s, wide interval.
-		return Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: SourceModel, Model: "test-model",
+		return estimate.Estimate{Estimated: true, CPUSeconds: 5, Sigma: 1, Source: estimate.SourceModel, Model: "test-model",
 			ModelCPUSeconds: 4, Planner: q.Planners[len(q.Planners)-1]}, nil
 	}
 	var cpu float64
@@ -48,9 +49,9 @@ func (f *fixedEstimator) Estimate(ctx context.Context, q Query) (Estimate, error
 		cpu, _ = parseFloat(f)
 	}
 	if q.Header.Get("X-Trino-User") == "" {
-		return Estimate{}, errors.New("no caller identity")
+		return estimate.Estimate{}, errors.New("no caller identity")
 	}
-	return Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}, nil
+	return estimate.Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}, nil
 }
 
 func parseFloat(s string) (float64, error) {
@@ -133,6 +134,7 @@ func TestCostRouting(t *testing.T) {
 	p := routingProxy(t, Options{
 		Clusters:  []ClusterConfig{{Name: "small", URL: small.URL, Class: "small"}, {Name: "large", URL: large.URL, Class: "large"}},
 		Estimator: est, Classes: classes, EstimateTimeout: 200 * time.Millisecond, ClassTag: "cost:",
+		ClassQuantile: 0.9,
 	})
 	for _, tc := range []struct {
 		name, sql, cluster, decision, estimate string

@@ -120,8 +120,10 @@ type Options struct {
 	Planners []string
 	// ClassQuantile is the quantile of each estimate that picks its class
 	// (CostPolicy.Quantile): 0.5 routes on the point estimate, higher
-	// values send uncertain estimates to larger classes. Zero means
-	// config.DefaultClassQuantile (0.9); it must lie in (0, 1).
+	// values send uncertain estimates to larger classes. Zero means the
+	// median, as for every class quantile in code (package estimate);
+	// config fills routing.class_quantile's default. Otherwise it must lie
+	// in (0, 1).
 	ClassQuantile float64
 	// Fallback is the policy when a class has no healthy cluster:
 	// FallbackLarger (the default when empty), FallbackDefault, FallbackAny.
@@ -302,10 +304,7 @@ func New(o Options) (*Server, error) {
 			return nil, fmt.Errorf("proxy: planner %q is not a configured cluster", p)
 		}
 	}
-	if o.ClassQuantile == 0 {
-		o.ClassQuantile = config.DefaultClassQuantile
-	}
-	if !(o.ClassQuantile > 0 && o.ClassQuantile < 1) {
+	if o.ClassQuantile != 0 && !(o.ClassQuantile > 0 && o.ClassQuantile < 1) {
 		return nil, fmt.Errorf("proxy: class quantile %g: want a value in (0, 1)", o.ClassQuantile)
 	}
 	switch o.Fallback {

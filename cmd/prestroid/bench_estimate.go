@@ -57,7 +57,7 @@ func runBenchEstimate(trino, workloads, scale string, rounds int, model, ortLib 
 			if err != nil {
 				return 0, err
 			}
-			return time.Duration(e.FeaturizeMicros+e.InferMicros) * time.Microsecond, nil
+			return e.Featurize + e.Infer, nil
 		},
 	})
 }

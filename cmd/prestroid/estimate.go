@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/proxy"
 )
@@ -106,7 +107,7 @@ func estimateConfig(model, ortLib string, timeout time.Duration) *config.Config 
 }
 
 // estimateOne estimates the saved plan file, or sql on server as h.
-func estimateOne(svc *estimator.Service, plan, server, sql string, h http.Header, timeout time.Duration) (*estimator.CostEstimate, error) {
+func estimateOne(svc *estimator.Service, plan, server, sql string, h http.Header, timeout time.Duration) (*estimate.Estimate, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if plan != "" {
@@ -147,8 +148,8 @@ func callerHeader(user, catalog, schema, password string, session []string) (htt
 }
 
 // printEstimate prints e as a line or as the --json object.
-func printEstimate(e *estimator.CostEstimate, asJSON bool) error {
-	out := proxy.NewEstimateJSON(toProxyEstimate(e))
+func printEstimate(e *estimate.Estimate, asJSON bool) error {
+	out := proxy.NewEstimateJSON(*e)
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -158,12 +159,12 @@ func printEstimate(e *estimator.CostEstimate, asJSON bool) error {
 		fmt.Println("not estimated:", e.Reason)
 		return nil
 	}
-	if e.Source == estimator.SourceCheap {
+	if e.Source == estimate.SourceCheap {
 		fmt.Printf("%.3f CPU seconds (CPU_TIME=%s)  cheap by nature: no EXPLAIN\n", e.CPUSeconds, out.CPUTime)
 		return nil
 	}
 	fmt.Printf("%.3f CPU seconds (CPU_TIME=%s)  model %s  explain %.1f ms  featurize %d µs  infer %d µs\n",
-		e.CPUSeconds, out.CPUTime, e.ModelID, e.ExplainMillis, e.FeaturizeMicros, e.InferMicros)
+		e.CPUSeconds, out.CPUTime, e.Model, float64(e.Explain)/float64(time.Millisecond), e.Featurize.Microseconds(), e.Infer.Microseconds())
 	if e.Untrained {
 		fmt.Println("warning: the model is UNTRAINED (random weights); the number means nothing")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
@@ -20,8 +21,8 @@ func TestFeedbackLogWritesCollectorRecordsAndRotates(t *testing.T) {
 	for i, id := range []string{"q1", "q2", "q3"} {
 		f.Record(proxy.Completed{
 			QueryID: id, Cluster: "large", User: "alice", SQL: "SELECT 1", Decision: "routed: class large", Class: "large",
-			Estimated: true, Estimate: proxy.Estimate{CPUSeconds: 2.5, Model: "m1", Plan: []byte(`{"0":{}}`),
-				Source: proxy.SourceModelResidual, Sigma: 0.5, ModelCPUSeconds: 2},
+			Estimated: true, Estimate: estimate.Estimate{CPUSeconds: 2.5, Model: "m1", Plan: []byte(`{"0":{}}`),
+				Source: estimate.SourceModelResidual, Sigma: 0.5, ModelCPUSeconds: 2},
 			State: "FINISHED", Stats: protocol.PageStats{CPUTimeMillis: int64(1000 * (i + 1))},
 			Session:   []string{"join_distribution_type=BROADCAST,query_max_run_time=1h"},
 			Submitted: time.Now(), Finished: time.Now(),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/training"
@@ -34,7 +35,7 @@ func TestTrainReadsFeedbackLogs(t *testing.T) {
 	for i, sql := range sqls {
 		f.Record(proxy.Completed{
 			QueryID: "q" + string(rune('1'+i)), Cluster: "small", User: "alice", SQL: sql, Decision: "estimated",
-			Estimated: true, Estimate: proxy.Estimate{CPUSeconds: 1.5, Model: "m1", Plan: plan},
+			Estimated: true, Estimate: estimate.Estimate{CPUSeconds: 1.5, Model: "m1", Plan: plan},
 			State: "FINISHED", Stats: protocol.PageStats{CPUTimeMillis: int64(700 * (i + 1))},
 			Submitted: time.Now(), Finished: time.Now(),
 		})

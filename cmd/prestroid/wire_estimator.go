@@ -15,6 +15,7 @@ import (
 
 	"github.com/prestroid/prestroid/cache"
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/history"
@@ -36,7 +37,7 @@ type estimatorAdapter struct {
 
 var _ proxy.Estimator = estimatorAdapter{}
 
-func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Estimate, error) {
+func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (estimate.Estimate, error) {
 	// Statements that must not be explained (CREATE TABLE AS: see
 	// plan.StatementKind.SafeToExplain) come back not estimated, with the reason.
 	planners := q.Planners
@@ -48,19 +49,19 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (proxy.Es
 	if errors.As(err, &he) && (he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden) {
 		// Trino refused the caller's credentials: the proxy relays this
 		// answer and gives the query no estimate, queue slot or route.
-		return proxy.Estimate{}, &frontdoor.AuthError{StatusCode: he.StatusCode, Header: he.Header, Body: []byte(he.Body)}
+		return estimate.Estimate{}, &frontdoor.AuthError{StatusCode: he.StatusCode, Header: he.Header, Body: []byte(he.Body)}
 	}
 	if errors.Is(err, estimator.ErrExplainBusy) {
-		return proxy.Estimate{}, fmt.Errorf("%w: %w", proxy.ErrEstimatorBusy, err)
+		return estimate.Estimate{}, fmt.Errorf("%w: %w", proxy.ErrEstimatorBusy, err)
 	}
 	var ue *estimator.UnplacedError
 	if errors.As(err, &ue) {
-		return proxy.Estimate{Learn: estimator.MarshalBasis(ue.Basis)}, err // fails open; the outcome still teaches the calibration
+		return estimate.Estimate{Learn: estimator.MarshalBasis(ue.Basis)}, err // fails open; the outcome still teaches the calibration
 	}
 	if err != nil {
-		return proxy.Estimate{}, err
+		return estimate.Estimate{}, err
 	}
-	return toProxyEstimate(e), nil
+	return *e, nil
 }
 
 // Record learns from a completed query (proxy.FeedbackSink): the
@@ -113,29 +114,6 @@ func (fs feedbackSinks) Record(c proxy.Completed) {
 	}
 }
 
-// proxySources maps the estimator's cascade stages onto the proxy's.
-var proxySources = map[estimator.Source]proxy.Source{
-	estimator.SourceNone: proxy.SourceNone, estimator.SourceCheap: proxy.SourceCheap,
-	estimator.SourceHistory: proxy.SourceHistory, estimator.SourceModelResidual: proxy.SourceModelResidual,
-	estimator.SourceModel: proxy.SourceModel, estimator.SourceOptimizer: proxy.SourceOptimizer,
-	estimator.SourceText: proxy.SourceText,
-}
-
-func toProxyEstimate(e *estimator.CostEstimate) proxy.Estimate {
-	pe := proxy.Estimate{
-		Estimated: e.Estimated, Reason: e.Reason, CPUSeconds: e.CPUSeconds, Model: e.ModelID,
-		Explain:   time.Duration(e.ExplainMillis * float64(time.Millisecond)),
-		Featurize: time.Duration(e.FeaturizeMicros) * time.Microsecond,
-		Infer:     time.Duration(e.InferMicros) * time.Microsecond,
-		Cached:    e.Cached,
-		Tables:    e.Tables, UnknownTables: e.UnknownTables, Plan: e.Plan,
-		Source: proxySources[e.Source], Sigma: e.Sigma, ModelCPUSeconds: e.ModelCPUSeconds, OptimizerCPUSeconds: e.OptimizerCPUSeconds,
-		Planner: e.Planner, ExplainSkipped: e.ExplainSkipped,
-	}
-	pe.Learn = estimator.MarshalBasis(e.Basis)
-	return pe
-}
-
 // errHistory marks a failure to open the configured history store.
 var errHistory = errors.New("estimator.history")
 
@@ -176,11 +154,10 @@ func historyStore(h config.History) string {
 func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptions {
 	h := e.History
 	mode, _ := estimator.ParseExplainMode(e.Explain) // config.Validate refused anything else
+	// One bound per class, 0 for an unbounded last one (estimate.Class).
 	var bounds []float64
 	for _, c := range r.Classes {
-		if c.MaxCPUSeconds > 0 {
-			bounds = append(bounds, c.MaxCPUSeconds)
-		}
+		bounds = append(bounds, c.MaxCPUSeconds)
 	}
 	return estimator.CascadeOptions{
 		CheapCPUSeconds: e.CheapCPUSeconds, ExplainLimit: max(e.ExplainConcurrency, 0),
@@ -302,7 +279,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 	}
 	if e.CacheTTL >= 0 {
 		ttl := time.Duration(e.CacheTTL) // positive: FillDefaults filled a zero one
-		ec, err := cache.NewTTL[estimator.CostEstimate](int64(e.CacheEntries), ttl)
+		ec, err := cache.NewTTL[estimate.Estimate](int64(e.CacheEntries), ttl)
 		if err != nil {
 			return nil, nil, serviceStats{}, err
 		}

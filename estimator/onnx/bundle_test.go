@@ -302,7 +302,7 @@ func TestRefusedReloadKeepsServing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("estimate after a refused reload: %v", err)
 	}
-	if after.ModelID != before.ModelID || after.Normalized != before.Normalized {
+	if after.Model != before.Model || after.Normalized != before.Normalized {
 		t.Fatalf("after a refused reload: %+v, before %+v", after, before)
 	}
 
@@ -311,7 +311,7 @@ func TestRefusedReloadKeepsServing(t *testing.T) {
 	editManifest(t, dir, func(m map[string]any) { m["model_id"] = "fixture-reloaded" })
 	waitFor("the new model", func() bool { return svc.Model().ID() == "fixture-reloaded" })
 	e, err := svc.EstimatePlan(context.Background(), plan)
-	if err != nil || e.ModelID != "fixture-reloaded" || e.Normalized != before.Normalized {
+	if err != nil || e.Model != "fixture-reloaded" || e.Normalized != before.Normalized {
 		t.Fatalf("after reload: %+v, %v", e, err)
 	}
 	cancel()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
@@ -157,7 +158,7 @@ func BenchmarkTextDecision(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	co := estimator.CascadeOptions{Explain: estimator.ExplainWhenUncertain, ClassBounds: []float64{100}, ClassQuantile: 0.9,
+	co := estimator.CascadeOptions{Explain: estimator.ExplainWhenUncertain, ClassBounds: []float64{100, 0}, ClassQuantile: 0.9,
 		ModelSigma: 1, MaxSpread: 0.5, Shrink: 1, MinCount: 2}
 	svc := estimator.NewService(m, estimator.ServiceOptions{Explain: &plan.ExplainClient{}, ExplainTimeout: time.Millisecond,
 		History: history.NewMemory(1000), Cascade: co})
@@ -167,7 +168,7 @@ func BenchmarkTextDecision(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		e, err := svc.EstimateOn(context.Background(), planners, string(sql), h)
-		if err != nil || e.Source != estimator.SourceText {
+		if err != nil || e.Source != estimate.SourceText {
 			b.Fatalf("%v %+v", err, e)
 		}
 	}
