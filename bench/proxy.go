@@ -121,7 +121,9 @@ func realTrino(w io.Writer, o ProxyOptions, client *http.Client, quiet *slog.Log
 }
 
 func startBenchProxy(upstream string, log *slog.Logger) (string, func(), error) {
-	s, err := proxy.New(proxy.Options{Clusters: []proxy.ClusterConfig{{Name: "default", URL: upstream}}, Logger: log})
+	o := proxy.Defaults()
+	o.Clusters, o.Logger = []proxy.ClusterConfig{{Name: "default", URL: upstream}}, log
+	s, err := proxy.New(o)
 	if err != nil {
 		return "", nil, err
 	}

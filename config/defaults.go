@@ -75,9 +75,10 @@ const (
 	// (256 MiB) defaults.
 	DefaultMaxQueuedQueryBytes = 4 << 20
 	DefaultMaxQueueBytes       = 256 << 20
-	// DefaultIdleRelease is how long an admitted query may go unseen on
-	// any page before its budget is freed (a client that went away; Trino
-	// abandons a query after 5 minutes without polls).
+	// DefaultIdleRelease is Admission.IdleRelease's default: how long an
+	// admitted query may go unseen on any page before its budget is freed
+	// (a client that went away; Trino abandons a query after 5 minutes
+	// without polls).
 	DefaultIdleRelease = 6 * time.Minute
 	// DefaultLease, DefaultRedisPrefix, DefaultRedisDown and
 	// DefaultReplicas are Admission.Lease's, RedisPrefix's, RedisDown's and
@@ -184,6 +185,7 @@ func (c *Config) FillDefaults() {
 	if c.Admission.MaxQueueBytes == 0 {
 		c.Admission.MaxQueueBytes = DefaultMaxQueueBytes
 	}
+	setDuration(&c.Admission.IdleRelease, DefaultIdleRelease)
 	setDuration(&c.Admission.Lease, DefaultLease)
 	setString(&c.Admission.RedisPrefix, DefaultRedisPrefix)
 	setString(&c.Admission.RedisDown, DefaultRedisDown)

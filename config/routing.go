@@ -121,6 +121,10 @@ type Admission struct {
 	// past either fails at once with a Trino error.
 	MaxQueuedQueryBytes int   `yaml:"max_queued_query_bytes"`
 	MaxQueueBytes       int64 `yaml:"max_queue_bytes"`
+	// IdleRelease frees the budget of an admitted query not seen on any
+	// page for this long (a client that went away). Zero means 6m (Trino
+	// abandons a query after 5 minutes without polls).
+	IdleRelease Duration `yaml:"idle_release"`
 
 	// Redis is the URL of the Redis that holds the budgets, the queue and
 	// the rate limits' buckets for every replica configured with it:
@@ -246,7 +250,7 @@ func (c *Config) validateRouting() error {
 		"admission.group_max_queries": float64(a.GroupMaxQueries), "admission.group_max_cpu_seconds": a.GroupMaxCPUSeconds,
 		"admission.queue_size": float64(a.QueueSize), "admission.max_wait": float64(a.MaxWait),
 		"admission.max_queued_query_bytes": float64(a.MaxQueuedQueryBytes), "admission.max_queue_bytes": float64(a.MaxQueueBytes),
-		"admission.lease": float64(a.Lease), "admission.replicas": float64(a.Replicas),
+		"admission.lease": float64(a.Lease), "admission.replicas": float64(a.Replicas), "admission.idle_release": float64(a.IdleRelease),
 		"admission.user_rate": a.UserRate, "admission.user_burst": float64(a.UserBurst),
 		"admission.group_rate": a.GroupRate, "admission.group_burst": float64(a.GroupBurst),
 	} {

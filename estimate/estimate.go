@@ -15,7 +15,7 @@
 // estimator.CascadeOptions.ClassQuantile. In code, zero means the median
 // (the point estimate, CPUSeconds), as it does for Quantile. Only the
 // configuration has a default: config fills an absent
-// routing.class_quantile with config.DefaultClassQuantile (0.9) and refuses
+// routing.class_quantile with its default (0.9) and refuses
 // values outside (0, 1), so a loaded configuration never hands 0 on.
 package estimate
 

@@ -35,7 +35,7 @@ func adminProxy(t *testing.T, o Options) (client, admin string) {
 	o.Clusters = []ClusterConfig{{Name: "default", URL: stub.URL}}
 	o.MonitorInterval = -1
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := New(o)
+	s, err := New(withDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}

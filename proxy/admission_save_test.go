@@ -22,8 +22,9 @@ func TestSavedQueryKeepsItsEstimateAndIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	newServer := func() *Server {
-		s, err := New(Options{Signer: sg, Admission: &admission.Options{MaxQueries: 1},
-			Clusters: []ClusterConfig{{Name: "default", URL: "http://127.0.0.1:1"}}})
+		s, err := New(withDefaults(Options{Signer: sg, Admission: &admission.Options{MaxQueries: 1},
+			Clusters: []ClusterConfig{{Name: "default", URL: "http://127.0.0.1:1"}}}))
+
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,8 +46,9 @@ func statefulStub(t *testing.T) (*stubTrino, *atomic.Int64) {
 
 func admissionProxy(t *testing.T, upstream string, signer *protocol.Signer, a *admission.Options) (string, *Server) {
 	t.Helper()
-	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: upstream}}, Signer: signer, MonitorInterval: -1,
-		Admission: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: upstream}}, Signer: signer, MonitorInterval: -1,
+		Admission: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +211,9 @@ func (s sink) Record(c Completed) { s.got <- c }
 func TestFeedbackAndMetrics(t *testing.T) {
 	stub, _ := statefulStub(t)
 	fb := sink{got: make(chan Completed, 4)}
-	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
-		Estimator: &fixedEstimator{}, Feedback: fb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
+		Estimator: &fixedEstimator{}, Feedback: fb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+
 	if err != nil {
 		t.Fatal(err)
 	}

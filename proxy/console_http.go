@@ -14,7 +14,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/proxy/admission"
 )
 
@@ -55,11 +54,8 @@ func isConsole(path string) bool {
 // newConsoleRing is the ring of Options.ConsoleDecisions records (nil:
 // the console is off).
 func newConsoleRing(n int, clusters []*cluster) *decisionRing {
-	if n < 0 {
+	if n <= 0 {
 		return nil
-	}
-	if n == 0 {
-		n = config.DefaultConsoleDecisions
 	}
 	names := make([]string, len(clusters))
 	for i, c := range clusters {

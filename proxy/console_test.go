@@ -161,7 +161,7 @@ func consoleProxy(t *testing.T, upstream string, o Options) (client, admin strin
 	o.Clusters = []ClusterConfig{{Name: "default", URL: upstream}}
 	o.MonitorInterval = -1
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := New(o)
+	s, err := New(withDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,9 +484,10 @@ func TestTrinoUIThroughTheProxy(t *testing.T) {
 		})
 	}
 	first, second := ui("first"), ui("second")
-	s, err := New(Options{Clusters: []ClusterConfig{{Name: "first", URL: first.URL, Class: "small"}, {Name: "second", URL: second.URL, Class: "large"}},
+	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "first", URL: first.URL, Class: "small"}, {Name: "second", URL: second.URL, Class: "large"}},
 		Classes: []CostClass{{Name: "small", MaxCPUSeconds: 1}, {Name: "large"}}, Estimator: &fixedEstimator{},
-		MonitorInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		MonitorInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+
 	if err != nil {
 		t.Fatal(err)
 	}

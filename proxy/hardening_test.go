@@ -59,9 +59,10 @@ func (s *syncBuffer) String() string {
 func TestHardening(t *testing.T) {
 	up, posts := statefulStub(t)
 	logs := &syncBuffer{}
-	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, MonitorInterval: -1,
+	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, MonitorInterval: -1,
 		MaxRequestBodyBytes: 4096, Admission: &admission.Options{MaxQueries: 1, MaxQueuedQueryBytes: 2048, MaxQueueBytes: 3000},
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}))
+
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,12 @@ import (
 // hanging probe's timeout; shutdown waits for the monitor.
 func TestHealthProbesDoNotWaitForAHangingCluster(t *testing.T) {
 	live := newCoordinator(t)
-	s, err := New(Options{
+	s, err := New(withDefaults(Options{
 		Clusters:        []ClusterConfig{{Name: "hang", URL: testnet.Hanging(t)}, {Name: "live", URL: live.URL}},
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		MonitorInterval: 50 * time.Millisecond,
-	})
+	}))
+
 	if err != nil {
 		t.Fatal(err)
 	}

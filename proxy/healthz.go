@@ -102,7 +102,7 @@ func (s *Server) readiness() readiness {
 	for _, c := range s.clusters {
 		st := c.state.Load()
 		switch {
-		case st == nil && s.opts.MonitorInterval >= 0:
+		case st == nil && s.opts.MonitorInterval > 0:
 			unchecked = append(unchecked, c.name)
 		case c.healthy():
 			up = append(up, c.name)

@@ -22,8 +22,9 @@ func healthProxy(t *testing.T, urls ...string) (s *Server, client, admin string)
 	for i, u := range urls {
 		cs = append(cs, ClusterConfig{Name: []string{"default", "large"}[i], URL: u})
 	}
-	s, err := New(Options{Clusters: cs, MonitorInterval: 20 * time.Millisecond, MonitorType: MonitorInfo,
-		AdminToken: testAdminToken, AdminSeparate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(withDefaults(Options{Clusters: cs, MonitorInterval: 20 * time.Millisecond, MonitorType: MonitorInfo,
+		AdminToken: testAdminToken, AdminSeparate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +206,9 @@ func TestReadinessClusters(t *testing.T) {
 func TestReadinessListenerAndShutdown(t *testing.T) {
 	t.Parallel()
 	stub := newStub(t, func(w http.ResponseWriter, _ *http.Request, _ string) { io.WriteString(w, `{"starting":false}`) })
-	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+
 	if err != nil {
 		t.Fatal(err)
 	}

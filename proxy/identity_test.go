@@ -61,7 +61,7 @@ func newAuthStub(t *testing.T) *authStub {
 func identityProxy(t *testing.T, o Options) (string, *Server) {
 	t.Helper()
 	o.MonitorInterval, o.Logger = -1, quietLogger()
-	s, err := New(o)
+	s, err := New(withDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func scrape(t *testing.T, o Options) (string, *Server) {
 	t.Helper()
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	o.MonitorInterval = -1
-	s, err := New(o)
+	s, err := New(withDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}

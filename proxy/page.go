@@ -85,7 +85,7 @@ var errPageFailed = errors.New("proxy: page failed upstream after it started str
 // response released) either way, its completion callbacks run only for a
 // whole page (abort is called instead when it failed).
 func (s *Server) sendPage(ctx *fasthttp.RequestCtx, rw *protocol.JSONRewriter, abort func()) error {
-	gz := s.opts.GzipLevel >= 0 && acceptsGzip(&ctx.Request.Header)
+	gz := s.opts.GzipLevel > 0 && acceptsGzip(&ctx.Request.Header)
 	buf := bytebufferpool.Get()
 	_, err := io.CopyN(buf, rw, int64(s.opts.PageBufferBytes)+1)
 	switch {

@@ -25,7 +25,7 @@ func pageProxy(t *testing.T, url string, o Options) (string, *Server) {
 	if o.UpstreamTimeout == 0 {
 		o.UpstreamTimeout = 2 * time.Second
 	}
-	s, err := New(o)
+	s, err := New(withDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,12 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,170 +25,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
-
-// ClusterConfig names one Trino coordinator.
-type ClusterConfig struct {
-	Name  string
-	URL   string // http(s)://host:port
-	Class string // cost class served (one of Options.Classes); empty: none
-}
-
-// Options configure a Server. Zero values are documented per field.
-type Options struct {
-	// Clusters to forward to; the first is the default. Required.
-	Clusters []ClusterConfig
-	// Signer signs route tokens. Nil means a random per-process key.
-	Signer *protocol.Signer
-	// PublicURL is the proxy's base URL as clients see it. Empty means
-	// derived per request from the Host header, which must then be one the
-	// proxy answers to (see AllowedHosts); other requests get 400.
-	PublicURL string
-	// AllowedHosts are further Host header values (host[:port], any case)
-	// that may be written into URIs when PublicURL is empty, besides the
-	// address a connection arrived on and localhost on a loopback
-	// listener. Empty means only those. Ignored when PublicURL is set.
-	AllowedHosts []string
-	// UpstreamTLS configures TLS to https clusters (CA bundle, verification;
-	// see UpstreamTLSConfig). Nil means Go's defaults: the system roots.
-	UpstreamTLS *tls.Config
-	// ForwardedHeaders forwards X-Forwarded-* / Forwarded upstream. False
-	// (the default) strips them: Trino 451+ answers 406 otherwise.
-	ForwardedHeaders bool
-	// UpstreamTimeout bounds one upstream exchange. Zero means 60s.
-	UpstreamTimeout time.Duration
-	// QueryMapSize bounds the query-id → cluster map. Zero means 100000.
-	QueryMapSize int
-	// UpstreamMaxConns bounds the open connections to each cluster; a
-	// request past it waits up to UpstreamTimeout for a free one, then
-	// gets 503 (nothing was sent) without the cluster being marked down.
-	// Zero means 1024.
-	UpstreamMaxConns int
-	// PageBufferBytes is how much of a result page is read before it is
-	// sent (page.go): a page that fails upstream within it is answered
-	// with a well-formed Trino error. Zero means 4 MiB.
-	PageBufferBytes int
-	// GzipLevel is the gzip level of pages sent to clients that accept
-	// gzip (1 fastest … 9 smallest). Zero means 2; negative sends pages
-	// uncompressed.
-	GzipLevel int
-	// MaxRequestBodyBytes bounds request bodies. Zero means 16 MiB.
-	MaxRequestBodyBytes int
-	// MaxHeaderBytes bounds a request's header block. Zero means 64 KiB.
-	MaxHeaderBytes int
-	// Identity is how a new query's identity is established (identity.go):
-	// IdentityHeader ("" means it: X-Trino-User, unauthenticated) or
-	// IdentityVerified (the user the cluster accepted the credentials of).
-	Identity string
-	// IdentityClaim is the JWT claim naming the user of a Bearer token in
-	// IdentityVerified mode (Trino's
-	// http-server.authentication.jwt.principal-field). Empty means "sub".
-	IdentityClaim string
-	// CredentialTTL is how long a credential the cluster accepted is
-	// remembered (by its SHA-256) so later statements need no probe. Zero
-	// means 1 minute.
-	CredentialTTL time.Duration
-	// TokenVerifier, when set, checks Bearer tokens locally (a JWT against
-	// a JWKS) in IdentityVerified mode; a token it refuses is still offered
-	// to the cluster. Nil means the cluster verifies every credential.
-	TokenVerifier frontdoor.TokenVerifier
-	// Logger receives request errors. Nil means slog.Default().
-	Logger *slog.Logger
-
-	// Estimator scores new queries. Nil means no estimation: every query
-	// goes to the default cluster unannotated.
-	Estimator Estimator
-	// RoutingGroups answer Trino Gateway's external routing requests
-	// (POST /v1/routing), in increasing order of MaxCPUSeconds. Empty
-	// means the answer carries only the estimate header.
-	RoutingGroups []RoutingGroup
-	// EstimateTimeout is the time budget of one estimate (EXPLAIN and
-	// model); past it the query fails open. Zero means 2s.
-	EstimateTimeout time.Duration
-	// Classes are the cost classes, in increasing order of MaxCPUSeconds.
-	// Empty means no routing by cost (estimates still annotate queries).
-	Classes []CostClass
-	// Planners names the clusters whose coordinators may run the
-	// estimator's EXPLAINs (Query.Planners: the healthy ones, the default
-	// cluster first when it is one of them). Empty means every cluster.
-	Planners []string
-	// ClassQuantile is the quantile of each estimate that picks its class
-	// (CostPolicy.Quantile): 0.5 routes on the point estimate, higher
-	// values send uncertain estimates to larger classes. Zero means the
-	// median, as for every class quantile in code (package estimate);
-	// config fills routing.class_quantile's default. Otherwise it must lie
-	// in (0, 1).
-	ClassQuantile float64
-	// Fallback is the policy when a class has no healthy cluster:
-	// FallbackLarger (the default when empty), FallbackDefault, FallbackAny.
-	Fallback string
-	// Shadow estimates and reports decisions without acting on them:
-	// queries go to the default cluster, unannotated.
-	Shadow bool
-	// KeepClientEstimate keeps an X-Trino-Resource-Estimate the client
-	// sent; false (the default) replaces it with the model's.
-	KeepClientEstimate bool
-	// ClassTag, when set, adds the client tag ClassTag+class (e.g.
-	// "cost:large") to routed queries, for resource-group selectors.
-	ClassTag string
-	// MonitorInterval is how often cluster health (/v1/info) and load
-	// (see MonitorType) are refreshed. Zero means 3s; negative disables the
-	// monitor (every cluster then counts as healthy and idle).
-	MonitorInterval time.Duration
-	// MonitorUser is the X-Trino-User of the monitor's requests. Empty
-	// means "prestroid".
-	MonitorUser string
-	// MonitorType is where load is read: MonitorMetrics (the default when
-	// empty: Trino's OpenMetrics query-manager gauges), MonitorQueryList
-	// (the whole /v1/query list) or MonitorInfo (no load read).
-	MonitorType string
-	// MonitorMaxBytes bounds each monitor response. Zero means 1 MiB.
-	MonitorMaxBytes int
-	// Admission holds the budgets of in-flight queries. Nil, or all limits
-	// zero, means no admission control.
-	Admission *admission.Options
-	// Feedback receives every completed query (the feedback log). Nil
-	// means none is recorded.
-	Feedback FeedbackSink
-
-	// Rules route queries by who sent them before cost (RulePolicy): the
-	// first matching rule fixes the class. Empty means routing by cost
-	// alone (CostPolicy). Ignored when Selector is set.
-	Rules []RoutingRule
-	// Selector is the routing policy. Nil means a CostPolicy built from
-	// Classes, Fallback and Shadow, wrapped in a RulePolicy when Rules are
-	// set. Shadow still governs annotation and admission either way.
-	Selector Selector
-	// Registry receives the proxy's metrics, served at GET /metrics
-	// together with every other collector registered on it (see
-	// Server.Registry). Nil means the server makes its own; either way
-	// the Go runtime and process collectors are on it (added unless
-	// already there). One Server per registry: a second one's metrics
-	// collide and New fails.
-	Registry *prometheus.Registry
-	// AdminToken, when set, is required on the admin endpoints (/metrics,
-	// /v1/estimate, /v1/routing: admin.go) as "Authorization: Bearer
-	// TOKEN" or X-Prestroid-Admin-Token. Empty means they are open.
-	AdminToken string
-	// AdminSeparate serves the admin endpoints only through ServeAdmin
-	// (their own listener): the client listener answers them 404. False
-	// serves them on the client listener too.
-	AdminSeparate bool
-	// EstimatorStats, when set, is called at each scrape for the
-	// estimator's cache and batcher figures (prestroid_estimator_*) and by
-	// the web console (its model, caches and history). Nil means they are
-	// not exported.
-	EstimatorStats func() EstimatorStats
-	// ConsoleDecisions is how many recent decisions the web console keeps
-	// in memory (console.go; served on the admin surface under
-	// /prestroid/). Zero means config.DefaultConsoleDecisions; negative
-	// turns the console off (404).
-	ConsoleDecisions int
-}
 
 type cluster struct {
 	name        string
@@ -233,84 +71,15 @@ type Server struct {
 	done       chan struct{}
 }
 
-// New validates o and builds a Server.
+// New builds a Server from o, whose settings come filled and validated
+// (OptionsFrom a configuration, or Defaults with fields set on top): New
+// checks only what it must to build the clusters' clients.
 func New(o Options) (*Server, error) {
 	if len(o.Clusters) == 0 {
 		return nil, errors.New("proxy: no clusters configured")
 	}
-	// The defaults live in config (config/defaults.go), the one home.
-	if o.UpstreamTimeout == 0 {
-		o.UpstreamTimeout = config.DefaultUpstreamTimeout
-	}
-	if o.UpstreamMaxConns == 0 {
-		o.UpstreamMaxConns = config.DefaultUpstreamMaxConns
-	}
-	if o.PageBufferBytes == 0 {
-		o.PageBufferBytes = config.DefaultPageBufferBytes
-	}
-	if o.GzipLevel == 0 {
-		o.GzipLevel = config.DefaultGzipLevel
-	}
-	if o.GzipLevel > 9 {
-		return nil, fmt.Errorf("proxy: gzip level %d: want 1 to 9, or negative for none", o.GzipLevel)
-	}
-	if o.QueryMapSize == 0 {
-		o.QueryMapSize = config.DefaultQueryMapSize
-	}
-	if o.MaxRequestBodyBytes == 0 {
-		o.MaxRequestBodyBytes = config.DefaultMaxRequestBodyBytes
-	}
-	if o.MaxHeaderBytes == 0 {
-		o.MaxHeaderBytes = config.DefaultMaxHeaderBytes
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.EstimateTimeout == 0 {
-		o.EstimateTimeout = config.DefaultEstimateTimeout
-	}
-	if o.MonitorInterval == 0 {
-		o.MonitorInterval = config.DefaultMonitorInterval
-	}
-	if o.MonitorUser == "" {
-		o.MonitorUser = config.DefaultMonitorUser
-	}
-	switch o.Identity {
-	case "":
-		o.Identity = config.DefaultIdentity
-	case frontdoor.IdentityHeader, frontdoor.IdentityVerified:
-	default:
-		return nil, fmt.Errorf("proxy: unknown identity mode %q", o.Identity)
-	}
-	if o.IdentityClaim == "" {
-		o.IdentityClaim = config.DefaultIdentityClaim
-	}
-	if o.CredentialTTL == 0 {
-		o.CredentialTTL = config.DefaultCredentialTTL
-	}
-	if o.MonitorType == "" {
-		o.MonitorType = config.DefaultMonitorType
-	}
-	switch o.MonitorType {
-	case MonitorMetrics, MonitorQueryList, MonitorInfo:
-	default:
-		return nil, fmt.Errorf("proxy: unknown monitor type %q", o.MonitorType)
-	}
-	if o.MonitorMaxBytes == 0 {
-		o.MonitorMaxBytes = config.DefaultMonitorMaxBytes
-	}
-	for _, p := range o.Planners {
-		if !slices.ContainsFunc(o.Clusters, func(c ClusterConfig) bool { return c.Name == p }) {
-			return nil, fmt.Errorf("proxy: planner %q is not a configured cluster", p)
-		}
-	}
-	if o.ClassQuantile != 0 && !(o.ClassQuantile > 0 && o.ClassQuantile < 1) {
-		return nil, fmt.Errorf("proxy: class quantile %g: want a value in (0, 1)", o.ClassQuantile)
-	}
-	switch o.Fallback {
-	case "", FallbackLarger, FallbackDefault, FallbackAny:
-	default:
-		return nil, fmt.Errorf("proxy: unknown fallback policy %q", o.Fallback)
 	}
 	classes := map[string]bool{}
 	for _, cc := range o.Classes {

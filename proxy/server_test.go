@@ -49,8 +49,9 @@ func startTestProxy(t *testing.T, urls ...string) string {
 	for i, u := range urls {
 		cs = append(cs, ClusterConfig{Name: []string{"default", "large"}[i], URL: u})
 	}
-	s, err := New(Options{Clusters: cs, UpstreamTimeout: 2 * time.Second, MonitorInterval: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := New(withDefaults(Options{Clusters: cs, UpstreamTimeout: 2 * time.Second, MonitorInterval: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+
 	if err != nil {
 		t.Fatal(err)
 	}

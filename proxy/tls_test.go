@@ -75,7 +75,7 @@ func startTLSProxy(t *testing.T, o Options, certFile, keyFile string) (string, *
 		t.Fatal(err)
 	}
 	o.MonitorInterval, o.Logger = -1, quietLogger()
-	s, err := New(o)
+	s, err := New(withDefaults(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +208,9 @@ func TestUpstreamTLS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, UpstreamTLS: tc2,
-				MonitorInterval: -1, Logger: quietLogger(), UpstreamTimeout: 2 * time.Second})
+			s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, UpstreamTLS: tc2,
+				MonitorInterval: -1, Logger: quietLogger(), UpstreamTimeout: 2 * time.Second}))
+
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,8 +283,9 @@ func TestHostHeader(t *testing.T) {
 		}
 	})
 	t.Run("allowed_hosts admits a name clients use", func(t *testing.T) {
-		s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, AllowedHosts: []string{"Trino.Example.com"},
-			MonitorInterval: -1, Logger: quietLogger()})
+		s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, AllowedHosts: []string{"Trino.Example.com"},
+			MonitorInterval: -1, Logger: quietLogger()}))
+
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,8 +312,9 @@ func TestRedirectToHTTPS(t *testing.T) {
 		{"to the request's host on the TLS port", "", "localhost:%s", "https://localhost:9443/v1/statement?x=1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: "http://127.0.0.1:1"}}, PublicURL: tc.public,
-				MonitorInterval: -1, Logger: quietLogger()})
+			s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: "http://127.0.0.1:1"}}, PublicURL: tc.public,
+				MonitorInterval: -1, Logger: quietLogger()}))
+
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,9 +39,10 @@ func TestReplayedAndTruncatedTokensNeverReachUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{Clusters: []ClusterConfig{{Name: "default", URL: stubs[0].URL}, {Name: "large", URL: stubs[1].URL}},
+	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stubs[0].URL}, {Name: "large", URL: stubs[1].URL}},
 		Signer: signer, UpstreamTimeout: 2 * time.Second, MonitorInterval: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+
 	if err != nil {
 		t.Fatal(err)
 	}

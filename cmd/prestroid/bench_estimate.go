@@ -85,7 +85,8 @@ func startEstimatingProxy(trino, model, ortLib string, tune func(*config.Config)
 	if err != nil {
 		return "", estimatorAdapter{}, nil, err
 	}
-	o := proxyOptions(cfg, signer, quiet)
+	o := proxy.OptionsFrom(cfg)
+	o.Signer, o.Logger = signer, quiet
 	closeEstimator, err := wireEstimator(cfg, &o, quiet)
 	if err != nil {
 		return "", estimatorAdapter{}, nil, err

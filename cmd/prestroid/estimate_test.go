@@ -56,7 +56,8 @@ func estimatingProxy(t *testing.T, lib, trino string) string {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	signer, _ := protocol.NewSigner(nil)
-	o := proxyOptions(cfg, signer, logger)
+	o := proxy.OptionsFrom(cfg)
+	o.Signer, o.Logger = signer, logger
 	closeEstimator, err := wireEstimator(cfg, &o, logger)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +270,8 @@ func TestHistoryFileHeldByAnotherProcessIsAnError(t *testing.T) {
 	cfg.FillDefaults()
 	signer, _ := protocol.NewSigner(nil)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	o := proxyOptions(cfg, signer, logger)
+	o := proxy.OptionsFrom(cfg)
+	o.Signer, o.Logger = signer, logger
 	if os.Getenv("PRESTROID_ORT_LIB") == "" {
 		t.Skip("PRESTROID_ORT_LIB not set: the estimator would be off before the history is opened")
 	}

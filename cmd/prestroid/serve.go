@@ -19,7 +19,6 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/internal/jwtauth"
 	"github.com/prestroid/prestroid/proxy"
-	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
@@ -269,7 +268,8 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 	if cfg.RouteSecret == "" {
 		logger.Warn("no route_secret configured: using a random one; URIs of running queries will not survive a restart and replicas cannot share queries")
 	}
-	o := proxyOptions(cfg, signer, logger)
+	o := proxy.OptionsFrom(cfg)
+	o.Signer, o.Logger = signer, logger
 	if o.UpstreamTLS, err = frontdoor.UpstreamTLSConfig(cfg.UpstreamTLS.CAFile, cfg.UpstreamTLS.InsecureSkipVerify); err != nil {
 		return nil, nil, err
 	}
@@ -303,77 +303,6 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 	}
 	srv, err := proxy.New(o)
 	return srv, closeFeedback, err
-}
-
-// proxyOptions maps the configuration onto the proxy's options; the
-// estimator is wired separately.
-func proxyOptions(cfg *config.Config, signer *protocol.Signer, logger *slog.Logger) proxy.Options {
-	clusters := make([]proxy.ClusterConfig, len(cfg.Clusters))
-	for i, c := range cfg.Clusters {
-		clusters[i] = proxy.ClusterConfig{Name: c.Name, URL: c.URL, Class: c.Class}
-	}
-	classes := make([]proxy.CostClass, len(cfg.Routing.Classes))
-	for i, c := range cfg.Routing.Classes {
-		classes[i] = proxy.CostClass{Name: c.Name, MaxCPUSeconds: c.MaxCPUSeconds}
-	}
-	r, a := cfg.Routing, cfg.Admission
-	rules := make([]proxy.RoutingRule, len(r.Rules))
-	for i, ru := range r.Rules {
-		rules[i] = proxy.RoutingRule{Name: ru.Name, User: ru.User, Group: ru.Group, Source: ru.Source, ClientTags: ru.ClientTags, Class: ru.Class}
-	}
-	return proxy.Options{
-		Clusters:            clusters,
-		Signer:              signer,
-		PublicURL:           cfg.PublicURL,
-		AllowedHosts:        cfg.AllowedHosts,
-		Identity:            cfg.Identity,
-		IdentityClaim:       cfg.IdentityClaim,
-		CredentialTTL:       time.Duration(cfg.CredentialTTL),
-		ForwardedHeaders:    cfg.ForwardedHeaders,
-		UpstreamTimeout:     time.Duration(cfg.UpstreamTimeout),
-		QueryMapSize:        cfg.QueryMapSize,
-		UpstreamMaxConns:    cfg.UpstreamMaxConns,
-		PageBufferBytes:     cfg.PageBufferBytes,
-		GzipLevel:           cfg.GzipLevel,
-		MaxRequestBodyBytes: cfg.MaxRequestBodyBytes,
-		MaxHeaderBytes:      cfg.MaxHeaderBytes,
-		Logger:              logger,
-		AdminToken:          cfg.AdminToken,
-		AdminSeparate:       cfg.AdminListen != "",
-		Classes:             classes,
-		Fallback:            r.Fallback,
-		Rules:               rules,
-		Shadow:              r.Shadow,
-		EstimateTimeout:     time.Duration(r.EstimateTimeout),
-		KeepClientEstimate:  r.KeepClientEstimate,
-		ClassTag:            r.ClassTag,
-		ClassQuantile:       r.ClassQuantile,
-		Planners:            r.Planners,
-		MonitorInterval:     time.Duration(r.MonitorInterval),
-		MonitorUser:         r.MonitorUser,
-		MonitorType:         r.MonitorType,
-		MonitorMaxBytes:     r.MonitorMaxBytes,
-		ConsoleDecisions:    cfg.Console.Decisions,
-		Admission: &admission.Options{
-			MaxQueries: a.MaxQueries, MaxCPUSeconds: a.MaxCPUSeconds,
-			UserMaxQueries: a.UserMaxQueries, UserMaxCPUSeconds: a.UserMaxCPUSeconds,
-			GroupMaxQueries: a.GroupMaxQueries, GroupMaxCPUSeconds: a.GroupMaxCPUSeconds,
-			UserGroups: a.UserGroups, GroupHeader: a.GroupHeader,
-			QueueSize: a.QueueSize, MaxWait: time.Duration(a.MaxWait),
-			MaxQueuedQueryBytes: a.MaxQueuedQueryBytes, MaxQueueBytes: a.MaxQueueBytes,
-			Redis: redisAdmission(a),
-			Rate:  admission.RateLimits{UserRate: a.UserRate, UserBurst: a.UserBurst, GroupRate: a.GroupRate, GroupBurst: a.GroupBurst},
-		},
-	}
-}
-
-// redisAdmission is the shared admission store's settings; nil without
-// admission.redis.
-func redisAdmission(a config.Admission) *admission.RedisOptions {
-	if a.Redis == "" {
-		return nil
-	}
-	return &admission.RedisOptions{URL: a.Redis, Prefix: a.RedisPrefix, Lease: time.Duration(a.Lease), Down: a.RedisDown, Replicas: a.Replicas}
 }
 
 // logDeprecations warns once at startup of each deprecated key cfg still

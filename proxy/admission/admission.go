@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prestroid/prestroid/config"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -27,7 +26,11 @@ import (
 // lease runs out), and a queued query that any replica may poll and submit.
 // The glue below is the same for both.
 
-// Options are the budgets; a zero limit means unlimited.
+// Options are the budgets and the bounds of the queue, built from the
+// admission section of a configuration (OptionsFrom), whose defaults
+// config fills: the stores take them as they are. A zero budget means
+// unlimited; a zero bound on waiting (QueueSize, MaxWait,
+// MaxQueuedQueryBytes, MaxQueueBytes) means no query may wait that much.
 type Options struct {
 	MaxQueries        int     // in-flight queries, all users
 	MaxCPUSeconds     float64 // in-flight predicted CPU seconds, all users
@@ -39,24 +42,24 @@ type Options struct {
 	GroupMaxCPUSeconds float64
 	UserGroups         map[string]string
 	GroupHeader        string
-	// QueueSize bounds the waiting queries; zero means 1000. Past it a new
-	// query fails at once with a Trino error.
+	// QueueSize bounds the waiting queries (admission.queue_size). Past it a
+	// new query fails at once with a Trino error.
 	QueueSize int
-	// MaxWait is how long a query may wait; zero means 10 minutes.
+	// MaxWait is how long a query may wait (admission.max_wait).
 	MaxWait time.Duration
 	// MaxQueuedQueryBytes bounds the request (headers and SQL) a query
 	// keeps while it waits; a larger one that would have to wait fails at
-	// once (Trino refuses query text over 1,000,000 characters anyway).
-	// Zero means 4 MiB.
+	// once (Trino refuses query text over 1,000,000 characters anyway;
+	// admission.max_queued_query_bytes).
 	MaxQueuedQueryBytes int
 	// MaxQueueBytes bounds the bytes held by all waiting queries of this
 	// replica's memory store together; past it a query that would have to
-	// wait fails at once, like a full queue. Zero means 256 MiB. (With
+	// wait fails at once, like a full queue (admission.max_queue_bytes). (With
 	// Redis the waiting requests live in Redis, bounded per query only.)
 	MaxQueueBytes int64
 	// IdleRelease frees the budget of an admitted query not seen on any
-	// page for this long (a client that went away); zero means 6 minutes
-	// (Trino abandons a query after 5 minutes without polls).
+	// page for this long (a client that went away; admission.idle_release);
+	// zero frees it at the next sweep.
 	IdleRelease time.Duration
 	// Redis, when set, holds the budgets and the queue in Redis, shared by
 	// every replica configured with the same Redis and Redis.Prefix. Nil
@@ -161,12 +164,6 @@ func (e ErrQueueBytes) Error() string { return e.msg }
 // queries hold already (-1: not counted by this store).
 func tooBigToQueue(o *Options, e *Entry, held int64) error {
 	maxOne, maxAll := int64(o.MaxQueuedQueryBytes), o.MaxQueueBytes
-	if maxOne == 0 {
-		maxOne = config.DefaultMaxQueuedQueryBytes
-	}
-	if maxAll == 0 {
-		maxAll = config.DefaultMaxQueueBytes
-	}
 	if e.Bytes > maxOne {
 		return ErrQueueBytes{fmt.Sprintf("the query must wait for admission, and its request (%d bytes) is over the %d bytes a waiting query may hold", e.Bytes, maxOne)}
 	}

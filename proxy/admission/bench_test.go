@@ -21,7 +21,7 @@ func BenchmarkAdmission(b *testing.B) {
 				srv := redistest.Start(b)
 				o.Redis = &RedisOptions{URL: "redis://" + srv.Addr}
 			}
-			st, err := NewStore(o, testMetrics(), nil)
+			st, err := NewStore(withDefaults(o), testMetrics(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -55,7 +55,7 @@ func BenchmarkRateLimit(b *testing.B) {
 				srv := redistest.Start(b)
 				o.Redis = &RedisOptions{URL: "redis://" + srv.Addr}
 			}
-			rl, err := NewRateLimiter(o, nil, testMetrics(), nil)
+			rl, err := NewRateLimiter(withDefaults(o), nil, testMetrics(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

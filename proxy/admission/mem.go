@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/prestroid/prestroid/config"
 )
 
 // memStore is the in-process admission store: budgets per replica, and a
@@ -58,15 +56,6 @@ type Usage struct {
 }
 
 func newMemStore(o Options) *memStore {
-	if o.QueueSize == 0 {
-		o.QueueSize = config.DefaultQueueSize
-	}
-	if o.MaxWait == 0 {
-		o.MaxWait = config.DefaultMaxWait
-	}
-	if o.IdleRelease == 0 {
-		o.IdleRelease = config.DefaultIdleRelease
-	}
 	return &memStore{o: o, queued: map[string]*ticket{}, byUser: map[string][]*ticket{},
 		inflight: map[string]*ticket{}, ended: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*Usage{}, perGroup: map[string]*Usage{}}
 }

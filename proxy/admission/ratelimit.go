@@ -11,8 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
-
-	"github.com/prestroid/prestroid/config"
 )
 
 // Rate limits on new queries (POST /v1/statement), per user and per group:
@@ -80,11 +78,7 @@ func NewRateLimiter(o Options, store Store, m Metrics, log *slog.Logger) (*RateL
 			return nil, errBadRedisURL
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.MaxRetries = time.Second, time.Second, time.Second, -1
-		prefix := o.Redis.Prefix
-		if prefix == "" {
-			prefix = config.DefaultRedisPrefix
-		}
-		rl.rdb, rl.keys = redis.NewClient(opt), []string{prefix}
+		rl.rdb, rl.keys = redis.NewClient(opt), []string{o.Redis.Prefix}
 		// Outage handling is the admission store's when there is one; a
 		// rate limiter alone keeps its own.
 		rl.shared = shared

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/prestroid/prestroid/config"
 )
 
 // RedisOptions configures the shared admission store.
@@ -22,15 +20,15 @@ type RedisOptions struct {
 	// URL is redis://[[user]:password@]host:port[/db] (rediss:// for TLS).
 	// Required. It may hold a password: it is never logged.
 	URL string
-	// Prefix starts every key. Empty means "prestroid:".
+	// Prefix starts every key (admission.redis_prefix).
 	Prefix string
-	// Lease is how long a slot is held without renewal. Zero means 30s.
+	// Lease is how long a slot is held without renewal (admission.lease).
 	Lease time.Duration
-	// Down is what to do while Redis is unreachable: RedisDownLocal (the
-	// default when empty) or RedisDownOpen.
+	// Down is what to do while Redis is unreachable: RedisDownLocal or
+	// RedisDownOpen (admission.redis_down).
 	Down string
 	// Replicas divides the budgets while Redis is unreachable (Down
-	// local). Zero means 1.
+	// local; admission.replicas). Zero means 1: not divided.
 	Replicas int
 }
 
@@ -136,25 +134,8 @@ func newRedisStore(o Options, m Metrics, log *slog.Logger) (*redisStore, error) 
 		return nil, errBadRedisURL
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, time.Second, time.Second
-	opt.MaxRetries = -1 // one try: a failure trips the fallback
-	if r.Prefix == "" {
-		r.Prefix = config.DefaultRedisPrefix
-	}
-	if r.Lease == 0 {
-		r.Lease = config.DefaultLease
-	}
-	if r.Replicas <= 0 {
-		r.Replicas = config.DefaultReplicas
-	}
-	if o.QueueSize == 0 {
-		o.QueueSize = config.DefaultQueueSize
-	}
-	if o.MaxWait == 0 {
-		o.MaxWait = config.DefaultMaxWait
-	}
-	if o.IdleRelease == 0 {
-		o.IdleRelease = config.DefaultIdleRelease
-	}
+	opt.MaxRetries = -1             // one try: a failure trips the fallback
+	r.Replicas = max(r.Replicas, 1) // zero: the budgets are not divided
 	if log == nil {
 		log = slog.Default()
 	}

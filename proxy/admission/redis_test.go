@@ -161,7 +161,7 @@ func TestSharedAdmissionRedisPassword(t *testing.T) {
 		var logs strings.Builder
 		o := Options{MaxQueries: 1, Redis: &RedisOptions{URL: "redis://:wrong-pw-77@" + rs.Addr}}
 		o.Redis.Prefix = "pw:"
-		st, err := NewStore(o, testMetrics(), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		st, err := NewStore(withDefaults(o), testMetrics(), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/internal/fillzero"
 	"github.com/prestroid/prestroid/testing/redistest"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,7 +20,7 @@ func storeFor(t *testing.T, o *Options) Store {
 	if o.Redis != nil {
 		o.Redis.Prefix = "t" + rand.Text() + ":" // a store of its own
 	}
-	st, err := NewStore(*o, testMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := NewStore(withDefaults(*o), testMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func TestAdmissionBudgets(t *testing.T) {
 // A cancelled query's client reads why on its next poll, also with the
 // in-memory store (as Redis keeps the reason), until the sweep forgets it.
 func TestMemStoreKeepsEndedQueries(t *testing.T) {
-	a := newMemStore(Options{MaxQueries: 1})
+	a := newMemStore(withDefaults(Options{MaxQueries: 1}))
 	ctx := context.Background()
 	first, second := mkEntry("alice", 1), mkEntry("bob", 1)
 	if ok, _ := a.Enter(ctx, first); !ok {
@@ -166,4 +168,18 @@ func shared(srv *redistest.Server, lease time.Duration, o Options) *Options {
 func testMetrics() Metrics {
 	return Metrics{StoreErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "errors"}),
 		StoreFallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fallback"})}
+}
+
+// withDefaults is o with every setting it leaves zero taken from a
+// configuration that sets nothing (the redis_* ones too when o has Redis).
+func withDefaults(o Options) Options {
+	var c config.Config
+	c.Admission.Redis = "redis://defaults"
+	c.FillDefaults()
+	d := *OptionsFrom(c.Admission)
+	if o.Redis == nil {
+		d.Redis = nil
+	}
+	fillzero.Fill(&o, d)
+	return o
 }

@@ -45,6 +45,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/internal/fillzero"
 	"github.com/prestroid/prestroid/internal/workloads"
 	"github.com/prestroid/prestroid/proxy"
 	_ "github.com/trinodb/trino-go-client/trino"
@@ -72,9 +73,11 @@ func RequireEnv(t testing.TB, name string) string {
 }
 
 // StartProxy runs an in-process proxy in front of the given clusters and
-// returns its base URL. It is shut down in Cleanup.
+// returns its base URL; what o leaves zero is a configuration's default
+// (proxy.Defaults). It is shut down in Cleanup.
 func StartProxy(t testing.TB, o proxy.Options) (string, *proxy.Server) {
 	t.Helper()
+	fillzero.Fill(&o, proxy.Defaults())
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
