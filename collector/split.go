@@ -12,7 +12,7 @@ import (
 
 // Split is the fixed train/validation/test assignment by template: every
 // query of a template lands in the same part, so the test set measures
-// generalisation to unseen query shapes (DESIGN.md §3, "Split 8/1/1 by query
+// generalisation to unseen query shapes (docs/design.md §3, "Split 8/1/1 by query
 // template").
 type Split struct {
 	Seed       int64             `json:"seed"`

@@ -128,7 +128,7 @@ const (
 	DefaultHistoryRedisTimeout = 50 * time.Millisecond
 
 	// ORTVersion is the ONNX Runtime release the binary is built against
-	// (DESIGN §8); Estimator.ORTLib's default path names it.
+	// (docs/design.md §8); Estimator.ORTLib's default path names it.
 	ORTVersion = "1.30.0"
 )
 

@@ -97,7 +97,7 @@ type Estimator struct {
 	History History `yaml:"history"`
 }
 
-// History configures the estimate cascade's history store (DESIGN §5.1):
+// History configures the estimate cascade's history store (docs/design.md §5.1):
 // per statement and per shape, the recency-weighted log CPU time of
 // completed queries, and the residuals and calibrations learned from them.
 type History struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Routing configures what the proxy does with cost estimates (DESIGN §5).
+// Routing configures what the proxy does with cost estimates (docs/design.md §5).
 // The zero value estimates nothing more than the estimator is asked to and
 // routes every query to the first cluster.
 type Routing struct {

@@ -25,7 +25,7 @@ import (
 )
 
 // Source says which stage of the estimator's cascade made an estimate
-// (DESIGN §5.1). Its String is the label in the X-Prestroid-Estimate
+// (docs/design.md §5.1). Its String is the label in the X-Prestroid-Estimate
 // header, /v1/estimate, the console, the feedback record and the metrics:
 // the labels are a format and never change.
 type Source uint8

@@ -19,7 +19,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/plan"
 )
 
-// The estimate cascade (DESIGN §5.1): where each number comes from.
+// The estimate cascade (docs/design.md §5.1): where each number comes from.
 //
 //	cheap           SHOW, DESCRIBE, queries of system.* / information_schema / VALUES: a constant, no EXPLAIN
 //	history         the same statement (normalized text, catalog, schema, session) ran before with a

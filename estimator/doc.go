@@ -1,4 +1,4 @@
-// Package estimator is the estimate service (DESIGN §2, §5.1): classify →
+// Package estimator is the estimate service (docs/design.md §2, §5.1): classify →
 // EXPLAIN as the caller → featurize → micro-batched inference, with the
 // estimate cache key and bundle hot reload. The pipeline's stages live in
 // sub-packages, each importing only those before it:

@@ -188,7 +188,7 @@ func syntheticQueryID() string {
 }
 
 // redactPath keeps an URI's shape for logs but drops route tokens, slugs and
-// segment handles, which are bearer capabilities (trino-protocol.md §1.1):
+// segment handles, which are bearer capabilities (docs/design.md §6):
 // /r/{token}/v1/statement/executing/{id}/{slug}/{n} logs as
 // /v1/statement/executing/{id}/….
 func redactPath(p string) string {

@@ -10,7 +10,7 @@ import (
 
 // FeedbackSink receives every query whose last page passed through the
 // proxy, with what the proxy decided and Trino's final statistics: live
-// traffic as training data (DESIGN §5, "Feedback"). Record must not block
+// traffic as training data (docs/design.md §5, "Feedback"). Record must not block
 // for long; cmd/prestroid wires it to the collector's record writer.
 type FeedbackSink interface {
 	Record(c Completed)

@@ -1,4 +1,4 @@
-// Package training is the training pipeline (DESIGN §2–§4) as a library:
+// Package training is the training pipeline (docs/design.md §2–§4) as a library:
 // Go does every featurization step (the same code as serving); Python (the
 // trainer/ package) does Word2Vec, PyTorch training, ONNX export and the
 // bundle. `prestroid train` parses its flags into a Config and calls Run.
@@ -74,7 +74,7 @@ type Config struct {
 	ScaleSplit string
 
 	// N, K, C are the sub-tree node limit, the sub-trees per query and
-	// the convolution depth (DESIGN §2.4); Pf the predicate vector size
+	// the convolution depth (docs/design.md §2.4); Pf the predicate vector size
 	// (Word2Vec dimension).
 	N, K, C, Pf int
 

@@ -15,7 +15,7 @@ import (
 )
 
 // EvalConfig is one evaluation of a model bundle and the baselines on the
-// test split (DESIGN §3; `prestroid eval`). Go featurizes the records with
+// test split (docs/design.md §3; `prestroid eval`). Go featurizes the records with
 // the bundle's own vocabularies and vectors (the serving path); Python
 // (trainer.eval) runs the ONNX model, fits the baselines on the
 // train/validation splits of the same records and writes eval.json and

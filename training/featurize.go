@@ -30,7 +30,7 @@ func Featurize(cfg *Config) error {
 	}
 	// The Word2Vec corpus: the training split's predicates only (serving
 	// sees no test predicates either), one sentence per PRED node; join
-	// criteria are not PRED nodes in the default encoding (DESIGN §2.2).
+	// criteria are not PRED nodes in the default encoding (docs/design.md §2.2).
 	sentences := 0
 	err = writeFile(filepath.Join(cfg.Workdir, "corpus.txt"), func(w io.Writer) error {
 		for _, q := range qs {

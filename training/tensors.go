@@ -88,7 +88,7 @@ func Tensors(cfg *Config) error {
 	if err := enc.Sampler.Validate(); err != nil {
 		return err
 	}
-	// The global mean PRED vector (DESIGN §2.3's last fallback): the mean of
+	// The global mean PRED vector (docs/design.md §2.3's last fallback): the mean of
 	// the training queries' PRED vectors, encoded over whole trees.
 	vecs.Global = GlobalPredVector(enc, trainRoots)
 	info := tensorInfo{N: cfg.N, K: cfg.K, C: cfg.C, Pf: vecs.Dim, Global: vecs.Global,
@@ -192,7 +192,7 @@ func writeFullChunks(cfg *Config, enc *featurize.Encoder, part string, qs []*Que
 }
 
 // GlobalPredVector is the mean of the non-zero PRED vectors of the trees
-// (the bundle's last-resort fallback vector, DESIGN §2.3).
+// (the bundle's last-resort fallback vector, docs/design.md §2.3).
 func GlobalPredVector(enc *featurize.Encoder, roots []*featurize.OTPNode) []float32 {
 	sum := make([]float64, enc.Dim)
 	n := 0

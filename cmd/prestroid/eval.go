@@ -1,7 +1,7 @@
 package main
 
 // prestroid eval: flag parsing for training.Eval (metrics of a model bundle
-// and of the baselines on the test split, DESIGN §3).
+// and of the baselines on the test split, docs/design.md §3).
 
 import (
 	"flag"

@@ -1,5 +1,5 @@
 // Package featurize turns a plan into the cost model's input tensors, the
-// same code for training and serving (DESIGN §2.2–2.5):
+// same code for training and serving (docs/design.md §2.2–2.5):
 //
 //	BuildOTP, Stats, RenderOTP    plan → Operator-Table-Predicate tree;    otp.go, vocab.go
 //	OTPNode.Walk / WalkDepth      the one walker over it

@@ -33,7 +33,7 @@ func (k OTPKind) String() string {
 	return "∅"
 }
 
-// OTPNode is a node of the Operator-Table-Predicate binary tree (DESIGN §2.2).
+// OTPNode is a node of the Operator-Table-Predicate binary tree (docs/design.md §2.2).
 // OPR nodes have exactly two non-nil children; TBL, PRED and ∅ nodes have
 // none. Trees returned by BuildOTP must not be modified (nodes are allocated
 // in one block and may be shared by callers).

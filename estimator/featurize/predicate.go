@@ -17,7 +17,7 @@ const (
 	PredNot
 )
 
-// Pred is a parsed predicate (DESIGN §2.3): a tree of AND / OR / NOT over
+// Pred is a parsed predicate (docs/design.md §2.3): a tree of AND / OR / NOT over
 // clauses. A clause keeps its column names and its comparison operator and
 // drops values and literal types:
 //

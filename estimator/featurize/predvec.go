@@ -9,7 +9,7 @@ import (
 )
 
 // PredicateVectors supplies predicate token vectors (the Word2Vec model,
-// DESIGN §2.3). Vector returns the element-wise mean of the tokens' vectors
+// docs/design.md §2.3). Vector returns the element-wise mean of the tokens' vectors
 // and ok = true only when every token is known. Implementations must be safe
 // for concurrent use and must not keep or modify tokens; the returned slice
 // is only read.
@@ -111,7 +111,7 @@ func LoadWord2VecText(r io.Reader) (*MapVectors, error) {
 }
 
 // predEncoder encodes PRED nodes of one query with the fallback chain of
-// DESIGN §2.3.
+// docs/design.md §2.3.
 type predEncoder struct {
 	vecs  PredicateVectors
 	cache PredicateCache

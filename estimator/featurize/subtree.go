@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// SubTree is one sampled sub-tree (DESIGN §2.4), nodes in breadth-first
+// SubTree is one sampled sub-tree (docs/design.md §2.4), nodes in breadth-first
 // order: Nodes[0] is the sub-tree's root (tensor slot 1; slot i+1 holds
 // Nodes[i]).
 type SubTree struct {
@@ -46,7 +46,7 @@ func (c SamplerConfig) Validate() error {
 	return nil
 }
 
-// SampleSubTrees runs the sub-tree sampler (DESIGN §2.4, the paper's
+// SampleSubTrees runs the sub-tree sampler (docs/design.md §2.4, the paper's
 // Algorithm 1) on an O-T-P tree and returns the first K sub-trees (all of
 // them when K ≤ 0). Padding to K happens in the tensor encoder.
 //

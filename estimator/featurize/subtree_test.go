@@ -41,7 +41,7 @@ func allNodes(root *OTPNode) []*OTPNode {
 	return out
 }
 
-// checkSampler verifies the DESIGN §2.4 invariants for one tree and config.
+// checkSampler verifies the docs/design.md §2.4 invariants for one tree and config.
 func checkSampler(t *testing.T, root *OTPNode, cfg SamplerConfig) {
 	t.Helper()
 	cfg.K = 0

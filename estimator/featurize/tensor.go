@@ -40,7 +40,7 @@ const (
 	SlotEmpty int8 = 4 // an ∅ node (occupies a slot; ids 0, zero vector)
 )
 
-// Features are one query's model inputs (DESIGN §2.5): K sub-trees of Slots
+// Features are one query's model inputs (docs/design.md §2.5): K sub-trees of Slots
 // slots each (Slots = N + 1: slot 0 is the all-zero "no node" slot that
 // missing children point to, slot 1 the sub-tree's root, then the sub-tree's
 // nodes in breadth-first order, then unused slots). Arrays are flat in C
@@ -161,7 +161,7 @@ func FromPlan(planJSON []byte, enc func(*OTPNode) (*Features, error)) (*Features
 	return withOTP(p, enc)
 }
 
-// Encode samples the first K sub-trees of root (DESIGN §2.4) and encodes
+// Encode samples the first K sub-trees of root (docs/design.md §2.4) and encodes
 // them, padding with empty sub-trees up to K.
 func (e *Encoder) Encode(root *OTPNode) (*Features, error) {
 	if e.Sampler.K < 1 {

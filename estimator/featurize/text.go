@@ -7,7 +7,7 @@ import (
 	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
-// The text stage's input (DESIGN §5.2, the cascade's microsecond stage): the
+// The text stage's input (docs/design.md §5.1, the cascade's microsecond stage): the
 // statement's SQL text and its session, without a plan, as a hashed bag of
 // tokens. The same code writes the training matrix and the serving vector.
 //

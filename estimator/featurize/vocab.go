@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// Vocabulary ids shared by every vocabulary (DESIGN §2.5).
+// Vocabulary ids shared by every vocabulary (docs/design.md §2.5).
 const (
 	IDNone    int32 = 0 // no node, ∅, or a node of another kind
 	IDUnknown int32 = 1 // a name not seen when the vocabulary was built

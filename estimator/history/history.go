@@ -1,7 +1,7 @@
 // Package history keeps what the proxy has observed of completed queries:
 // recency-weighted statistics of log CPU time per exact statement and per
 // statement shape, and the residuals and calibrations the estimate cascade
-// learns (estimator/cascade.go, DESIGN §5.1).
+// learns (estimator/cascade.go, docs/design.md §5.1).
 //
 // A Store maps a string key to Stats. Three implementations: Memory (one
 // replica, lost on restart), Bolt (an embedded go.etcd.io/bbolt file that

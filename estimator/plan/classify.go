@@ -7,7 +7,7 @@ import (
 	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
-// StatementKind classifies a SQL statement (DESIGN §2.1): which statements get
+// StatementKind classifies a SQL statement (docs/design.md §2.1): which statements get
 // an EXPLAIN and an estimate.
 type StatementKind int
 

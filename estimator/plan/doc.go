@@ -1,4 +1,4 @@
-// Package plan is the first stage of the estimator's pipeline (DESIGN §2.1):
+// Package plan is the first stage of the estimator's pipeline (docs/design.md §2.1):
 // which statements get an EXPLAIN, the EXPLAIN itself, and the plan it
 // returns.
 //

@@ -1,7 +1,7 @@
 // Package callerhdr is the one rule for which of a caller's request headers
 // go with the EXPLAIN that Prestroid runs on the caller's behalf.
 //
-// The EXPLAIN must run as the caller, in the caller's session (DESIGN §2.1):
+// The EXPLAIN must run as the caller, in the caller's session (docs/design.md §2.1):
 // user, credentials, catalog, schema, path, session properties, roles,
 // prepared statements, client tags and info all travel as X-Trino-* headers
 // or Authorization. Two X-Trino-* headers must not:

@@ -13,7 +13,7 @@ import (
 
 // Identity: who a new query counts against. Admission (budgets, the fair
 // queue), routing rules and metrics key on Identity.User and nothing else
-// (DESIGN §5.2).
+// (docs/design.md §5.2).
 //
 // Options.Identity chooses how it is established:
 //   - IdentityHeader (the default): X-Trino-User as the client sent it, an

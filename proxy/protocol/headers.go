@@ -96,7 +96,7 @@ func CopyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
 }
 
 // CallerHeaders is the caller's identity and session that an estimate's
-// EXPLAIN carries (DESIGN §2.1), for routing estimates and the estimate
+// EXPLAIN carries (docs/design.md §2.1), for routing estimates and the estimate
 // endpoints alike: the end-to-end headers of in (hop-by-hop ones and those
 // named in Connection dropped first) that callerhdr.Forward lets through,
 // every value of a repeated header in order. The result is a fresh copy

@@ -59,7 +59,7 @@ def test_no_node_slot_and_votes_matter():
 
 
 def _reference_forward(m, op, table, left, right, vote, pred, est=None, plan=None):
-    """DESIGN §3 written plainly: one-hot features, per-sub-tree gathers,
+    """docs/design.md §3 written plainly: one-hot features, per-sub-tree gathers,
     ReLU(W_top x_i + W_left x_l + W_right x_r + b), slot 0 kept at zero,
     votes, max-pool, dense head."""
     B, K, S = op.shape

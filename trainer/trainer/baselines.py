@@ -1,4 +1,4 @@
-"""Baselines of DESIGN §3, all fitted on the training split, tuned on the
+"""Baselines of docs/design.md §3, all fitted on the training split, tuned on the
 validation split, predicting ln(CPU seconds) for any list of queries.
 
 Each takes the query dicts of queries.jsonl (written by the Go featurizer:

@@ -1,4 +1,4 @@
-"""Metrics shared by training and evaluation (DESIGN §3).
+"""Metrics shared by training and evaluation (docs/design.md §3).
 
 All take ln(CPU seconds) arrays: y (actual) and p (predicted), plus the
 normalization (lo, hi) of the training set.

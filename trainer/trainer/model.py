@@ -1,4 +1,4 @@
-"""The Tree-CNN cost model (DESIGN §3; the paper's Prestroid).
+"""The Tree-CNN cost model (docs/design.md §3; the paper's Prestroid).
 
 Input per query: K sub-trees of S slots (TENSORS.md). A node's features are
 [one-hot operator | one-hot table | predicate vector | estimate vector]; id 0

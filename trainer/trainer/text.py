@@ -1,4 +1,4 @@
-"""The text stage's model (DESIGN §5.2): quantiles of ln(CPU seconds) from the
+"""The text stage's model (docs/design.md §5.1): quantiles of ln(CPU seconds) from the
 statement's SQL text and session alone, no plan, for the cascade's
 microsecond stage (route at once when the interval lies inside one class).
 

@@ -1,4 +1,4 @@
-"""Word2Vec predicate token vectors (DESIGN §2.3, the paper's §4.2).
+"""Word2Vec predicate token vectors (docs/design.md §2.3, the paper's §4.2).
 
 Input: one sentence per line (a PRED node's tokens: columns and comparison
 operators, values stripped), written by `prestroid train` (step featurize).

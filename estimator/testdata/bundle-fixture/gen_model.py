@@ -1,6 +1,6 @@
 """Python half of the test bundle fixture (see gen.sh): an UNTRAINED model.
 
-Builds model.onnx by hand with the onnx helper API: the DESIGN §3 network
+Builds model.onnx by hand with the onnx helper API: the docs/design.md §3 network
 (three tree-convolution layers as gather + matmul, bit mask by vote, max
 pooling per sub-tree, two dense ReLU layers with batch norm between them,
 sigmoid output) with random weights from a fixed seed. Then runs the golden

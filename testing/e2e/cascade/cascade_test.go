@@ -1,4 +1,4 @@
-// Package cascade tests the estimate cascade end to end (DESIGN §5.1): the
+// Package cascade tests the estimate cascade end to end (docs/design.md §5.1): the
 // real binary with its real model in front of the harness's real Trino. An
 // exact repeat with a confident history is placed without an EXPLAIN, the
 // history survives a restart of the proxy, it stays within its bound, and a
