@@ -31,7 +31,7 @@ import (
 //	                from the SQL text and session alone; the narrower of those whose interval
 //	                lies in one class (any, under never) answers: no EXPLAIN on the hot path,
 //	                the EXPLAIN + model run in the background for the history and the feedback
-//	                record (text_stage.go)
+//	                record (stage_text.go, background.go)
 //	model+residual  the same shape (literal-insensitive fingerprint): EXPLAIN + the model, corrected by
 //	                the shape's observed log residual, shrunk toward the global offset with few runs
 //	model           a new shape: EXPLAIN + the model, corrected by the deployment's global offset
@@ -45,6 +45,117 @@ import (
 // history (source history, with the model's uncertainty), else from the
 // text stage whatever its interval, or fails with ErrExplainBusy. Every
 // estimate carries its Source and Sigma.
+//
+// Each stage is a file (stage_*.go) and one value in stages, run in that
+// order by EstimateOn: it reads what the stages before it left in the
+// request and answers (an estimate, or an error: the cascade ends there)
+// or passes to the next, leaving in the request what the stages after it
+// need. The table's rows map onto them: cheap (cheapStage), history
+// (historyStage), a cached model estimate (cacheStage), history and text
+// before the plan (textStage), the EXPLAIN and, over the bound, its
+// stand-ins (explainStage), model+residual and model (modelStage),
+// optimizer and none (optimizerStage).
+var stages = []stage{cheapStage{}, historyStage{}, cacheStage{}, textStage{}, explainStage{}, modelStage{}, optimizerStage{}}
+
+// A stage is one step of the cascade. run answers with an estimate or an
+// error, either of which ends the cascade, or passes with (nil, nil).
+type stage interface {
+	run(s *Service, r *request) (*estimate.Estimate, error)
+}
+
+// request is one statement on its way through the cascade: what
+// EstimateOn was given, read only, and what each stage leaves for the
+// stages after it. It lives for one EstimateOn call: nothing keeps it
+// after, but for the Basis of an UnplacedError (which points into it).
+type request struct {
+	ctx      context.Context
+	planners []string
+	sql      string
+	h        http.Header // read only; its X-Trino-* headers and Authorization go to the EXPLAIN
+
+	// kind is the statement's kind (cheapStage).
+	kind plan.StatementKind
+	// fp is the statement's Fingerprint, "" until fingerprint computes it.
+	fp string
+	// b is what the history learns from the query's outcome (historyStage;
+	// it points at basis): nil without a history, or for EXECUTE, whose
+	// text does not say what runs. exact is the statement's own history,
+	// read once (Count 0: none).
+	b     *Basis
+	basis Basis
+	exact history.Stats
+	// m is the model, held until the cascade ends (cacheStage): nil when
+	// the scoreHook stands in for it (tests), or with merr saying why.
+	// merr is also the model's failure on the plan (modelStage).
+	m    *bundle.Model
+	merr error
+	// key is the estimate cache's key (cacheStage; "" without a cache or
+	// a model).
+	key string
+	// text is the text model's estimate (textStage; nil: none, or not
+	// consulted).
+	text *estimate.Estimate
+	// planner ran the hot-path EXPLAIN whose result is res (explainStage).
+	planner string
+	res     *plan.ExplainResult
+}
+
+// fingerprint is the statement's Fingerprint, computed once: the
+// history's shape key and the estimate cache's key.
+func (r *request) fingerprint() string {
+	if r.fp == "" {
+		r.fp = Fingerprint(r.sql)
+	}
+	return r.fp
+}
+
+// explained stamps e with the hot-path EXPLAIN it was made from.
+func (r *request) explained(e *estimate.Estimate) *estimate.Estimate {
+	e.Statement, e.Planner = r.kind.String(), r.planner
+	e.Explain, e.ExplainQueryID = r.res.Wall, r.res.QueryID
+	return e
+}
+
+// release gives back the model cacheStage took.
+func (r *request) release() {
+	if r.m != nil {
+		r.m.Release()
+	}
+}
+
+// EstimateOn runs the cascade for sql in the caller's session h, planning
+// (when an EXPLAIN is needed) on the least busy of planners (ties: the
+// first) below CascadeOptions.ExplainLimit. Statements that are not safe to
+// explain (plan.StatementKind.SafeToExplain) and not cheap get a
+// not-estimated result with the reason and a nil error, without contacting
+// Trino. An estimate the history can learn from carries its Basis in Learn
+// (MarshalBasis) for Observe once the query completes. It runs the stages
+// in order until one answers.
+func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string, h http.Header) (*estimate.Estimate, error) {
+	r := &request{ctx: ctx, planners: planners, sql: sql, h: h}
+	defer r.release()
+	return s.cascade(r, stages)
+}
+
+// cascade runs the stages in order on r until one answers; the answer
+// carries r's Basis in Learn.
+func (s *Service) cascade(r *request, stages []stage) (*estimate.Estimate, error) {
+	for _, st := range stages {
+		e, err := st.run(s, r)
+		switch {
+		case err != nil:
+			return nil, err
+		case e != nil:
+			e.Learn = MarshalBasis(r.b)
+			return e, nil
+		}
+	}
+	return nil, errNoAnswer
+}
+
+// errNoAnswer would mean that no stage answered; the optimizer stage, the
+// last, always does.
+var errNoAnswer = errors.New("estimator: no stage of the cascade answered")
 
 // CascadeOptions tune the cascade. The zero value is usable; each field's
 // zero meaning is given (config/defaults.go holds the served defaults).
@@ -80,7 +191,7 @@ type CascadeOptions struct {
 	// 4096; past it, observations are dropped (and counted).
 	QueueSize int
 	// Explain says when an EXPLAIN runs on the hot path (estimator.explain,
-	// text_stage.go). Zero means ExplainAlways.
+	// stage_text.go). Zero means ExplainAlways.
 	Explain ExplainMode
 	// ClassBounds are the routing classes' upper bounds in CPU seconds,
 	// one per class in increasing order, 0 for an unbounded last class (as
@@ -117,7 +228,7 @@ type Basis struct {
 	LnModel, LnCost, LnText float64
 	Source                  estimate.Source
 	// Pending names the background EXPLAIN + model of an estimate the text
-	// stage made (text_stage.go): Observe (or Settle) fills LnModel and
+	// stage made (background.go): Observe (or Settle) fills LnModel and
 	// LnCost from it when it is done. Empty when none runs; only the
 	// replica that made the estimate knows it.
 	Pending string
@@ -154,178 +265,19 @@ func historyKeys(sql, fp string, h http.Header) (exact, shape string) {
 		}
 	}
 	slices.Sort(props)
-	digest := func(text string) string {
-		d := sha256.New()
-		d.Write([]byte(text))
+	norm := Normalize(sql)
+	// One buffer holds each digest's input: the text, then each of ctx
+	// and props after a 0 byte.
+	buf := make([]byte, 0, max(len(norm), len(fp))+64)
+	key := func(prefix, text string) string {
+		buf = append(buf[:0], text...)
 		for _, s := range append(ctx, props...) {
-			d.Write([]byte{0})
-			d.Write([]byte(s))
+			buf = append(append(buf, 0), s...)
 		}
-		return string(d.Sum(nil))
+		sum := sha256.Sum256(buf)
+		return prefix + string(sum[:])
 	}
-	return keyExact + digest(Normalize(sql)), keyShape + digest(fp)
-}
-
-// EstimateOn runs the cascade for sql in the caller's session h, planning
-// (when an EXPLAIN is needed) on the least busy of planners (ties: the
-// first) below CascadeOptions.ExplainLimit. Statements that are not safe to
-// explain (plan.StatementKind.SafeToExplain) and not cheap get a
-// not-estimated result with the reason and a nil error, without contacting
-// Trino. An estimate the history can learn from carries its Basis in Learn
-// (MarshalBasis) for Observe once the query completes.
-func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string, h http.Header) (est *estimate.Estimate, err error) {
-	co := &s.opts.Cascade
-	kind := plan.Classify(sql)
-	if plan.Cheap(sql, h.Get("X-Trino-Catalog"), h.Get("X-Trino-Schema")) {
-		return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceCheap, CPUSeconds: co.CheapCPUSeconds}, nil
-	}
-	if ok, why := kind.SafeToExplain(); !ok {
-		return &estimate.Estimate{Statement: kind.String(), Reason: why}, nil
-	}
-	fp := Fingerprint(sql) // once: the history's shape key and the estimate cache's key
-	var b *Basis
-	defer func() {
-		if est != nil {
-			est.Learn = MarshalBasis(b)
-		}
-	}()
-	// The statement's history (Count 0: none), read once: the history
-	// stage and, before the plan, standIn.
-	var exact history.Stats
-	if s.learn != nil && kind != plan.StmtExecute { // EXECUTE's text does not say what runs
-		b = &Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}
-		b.Exact, b.Shape = historyKeys(sql, fp, h)
-		if x, ok := s.learn.get(b.Exact); ok {
-			exact = x
-		}
-		if exact.Count >= uint64(max(co.MinCount, 1)) && exact.Spread() <= co.MaxSpread {
-			e := s.historyEstimate(kind, b, exact, exact.Spread())
-			s.cachedPlan(e, fp, h)
-			return e, nil
-		}
-	}
-	var m *bundle.Model
-	var merr error
-	if s.scoreHook == nil {
-		if m, merr = s.acquire(); merr == nil {
-			defer m.Release()
-		} else if b == nil {
-			return nil, merr // no model and no calibration to fall back on: skip the EXPLAIN
-		}
-	}
-	var key string
-	if m != nil && s.opts.Cache != nil {
-		key = estimateKey(m.ID(), fp, h)
-		if e, ok := s.opts.Cache.Get(key); ok {
-			e.Cached, e.Explain, e.Featurize, e.Infer = true, 0, 0, 0
-			if s.opts.PlanCache != nil {
-				e.Plan, _ = s.opts.PlanCache.Get(key)
-			}
-			s.correct(&e, b)
-			return &e, nil
-		}
-	}
-	var text *estimate.Estimate // the text stage's estimate (nil: none, or not consulted)
-	if co.Explain != ExplainAlways {
-		if m != nil || s.textHook != nil {
-			if text = s.textEstimate(m, kind, sql, h); text != nil {
-				s.correctText(text, b)
-			}
-		}
-		// Before the plan: the statement's short history or its shape's
-		// (other literals) and the text model; the narrower of those whose
-		// class the plan could not change routes the query at once. After
-		// the plan the model's estimate would carry the model's uncertainty
-		// on this shape (correct), read from the history only when an
-		// interval straddles a bound.
-		sigmaAfter := math.NaN()
-		after := func() float64 {
-			if math.IsNaN(sigmaAfter) {
-				sigmaAfter = co.ModelSigma
-				if b != nil {
-					_, sigmaAfter, _ = s.modelOffset(b)
-				}
-			}
-			return sigmaAfter
-		}
-		var pick *estimate.Estimate
-		for _, c := range []*estimate.Estimate{s.standIn(kind, b, exact), text} {
-			if c != nil && co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
-				pick = c
-			}
-		}
-		if pick != nil {
-			if b != nil {
-				b.Source = pick.Source
-			}
-			s.explainBehind(m, planners, sql, h, kind, key, b)
-			return pick, nil
-		}
-	}
-	planner, release := s.explainSlot(planners)
-	if release == nil {
-		if e := s.busyEstimate(kind, b, fp, h); e != nil {
-			return e, nil
-		}
-		if text != nil { // straddles a class bound, but better than failing open
-			text.ExplainSkipped = true
-			if b != nil {
-				b.Source = estimate.SourceText
-			}
-			return text, nil
-		}
-		return nil, ErrExplainBusy
-	}
-	ectx, cancel := context.WithTimeout(ctx, s.opts.ExplainTimeout)
-	res, err := s.opts.Explain.Explain(ectx, planner, sql, h)
-	cancel()
-	release()
-	if err != nil {
-		return nil, err
-	}
-	if b != nil {
-		if c, err := plan.TotalCPUCost(res.PlanJSON); err == nil {
-			b.LnCost = math.Log1p(c)
-		}
-	}
-	explained := func(e *estimate.Estimate) *estimate.Estimate {
-		e.Statement, e.Planner = kind.String(), planner
-		e.Explain = res.Wall
-		e.ExplainQueryID = res.QueryID
-		return e
-	}
-	if merr == nil {
-		var e *estimate.Estimate
-		if s.scoreHook != nil {
-			e, err = s.scoreHook(res.PlanJSON)
-		} else {
-			e, err = s.estimatePlan(ctx, m, res.PlanJSON)
-		}
-		if err == nil {
-			explained(e)
-			if key != "" {
-				s.opts.Cache.Set(key, *e)
-				if s.opts.PlanCache != nil {
-					s.opts.PlanCache.Set(key, res.PlanJSON)
-				}
-			}
-			e.Plan = res.PlanJSON
-			s.correct(e, b)
-			e.OptimizerCPUSeconds, _, _ = s.calibrated(b)
-			return e, nil
-		}
-		merr = err
-	}
-	if e := s.optimizerEstimate(b); e != nil {
-		explained(e).Plan = res.PlanJSON
-		return e, nil
-	}
-	if b != nil && !math.IsNaN(b.LnCost) {
-		// Nothing places this query (fail open), but its plan's cost and,
-		// once it completes, its CPU time teach the optimizer calibration.
-		return nil, &UnplacedError{Err: merr, Basis: b}
-	}
-	return nil, merr
+	return key(keyExact, norm), key(keyShape, fp)
 }
 
 // UnplacedError is the cascade's failure when the model is unavailable or
@@ -342,98 +294,6 @@ func (e *UnplacedError) Error() string {
 }
 
 func (e *UnplacedError) Unwrap() error { return e.Err }
-
-// historyEstimate serves a statement from its history.
-func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, sigma float64) *estimate.Estimate {
-	b.Source = estimate.SourceHistory
-	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
-		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
-}
-
-// standIn is the pre-plan stage's history estimate (estimator.explain
-// when-uncertain or never): the statement's own runs (exact, as EstimateOn
-// read them) when they are too few (or too spread) to answer alone, else
-// its shape's (the same query with other literals), nil when there are
-// neither. Its Sigma shrinks the observed spread toward a prior by Shrink
-// observations (at least one): MaxSpread for reruns of the statement (the
-// run-to-run noise a trusted history may have), ModelSigma for other
-// literals (which may cost more).
-func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats) *estimate.Estimate {
-	if b == nil {
-		return nil
-	}
-	co := &s.opts.Cascade
-	st, prior := exact, co.MaxSpread
-	if st.Count == 0 {
-		shape, ok := s.learn.get(b.Shape)
-		if !ok || shape.Count == 0 {
-			return nil
-		}
-		st, prior = shape, co.ModelSigma
-	}
-	prior = max(prior, sigmaFloor)
-	n, k := float64(st.Count), max(co.Shrink, 1)
-	sigma := math.Sqrt((n*max(st.Var, 0) + k*prior*prior) / (n + k))
-	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
-		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
-}
-
-// cachedPlan gives an estimate made without EXPLAIN the plan of the
-// statement's last EXPLAIN when the plan cache still holds it (for the
-// feedback log's training records; best-effort).
-func (s *Service) cachedPlan(e *estimate.Estimate, fp string, h http.Header) {
-	if s.opts.PlanCache == nil || s.scoreHook != nil {
-		return
-	}
-	m, err := s.acquire()
-	if err != nil {
-		return
-	}
-	defer m.Release()
-	e.Plan, _ = s.opts.PlanCache.Get(estimateKey(m.ID(), fp, h))
-}
-
-// busyEstimate stands in for an EXPLAIN the bound refused: the statement's
-// history, however short, else its shape's, with at least the model's
-// uncertainty (other literals may cost more); nil when there is neither.
-func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h http.Header) *estimate.Estimate {
-	if b == nil {
-		return nil
-	}
-	for _, k := range []string{b.Exact, b.Shape} {
-		if st, ok := s.learn.get(k); ok {
-			e := s.historyEstimate(kind, b, st, math.Max(st.Spread(), s.opts.Cascade.ModelSigma))
-			e.ExplainSkipped = true
-			s.cachedPlan(e, fp, h)
-			return e
-		}
-	}
-	return nil
-}
-
-// correct turns the model's raw estimate into the cascade's: the global
-// offset (shrunk toward 0), then the shape's residual (shrunk toward the
-// global offset), with the uncertainty of each.
-func (s *Service) correct(e *estimate.Estimate, b *Basis) {
-	e.ModelCPUSeconds, e.Source = e.CPUSeconds, estimate.SourceModel
-	co := &s.opts.Cascade
-	e.Sigma = co.ModelSigma
-	if b == nil {
-		return
-	}
-	b.Source = estimate.SourceModel
-	if !(e.CPUSeconds > 0) {
-		return
-	}
-	lnRaw := math.Log(e.CPUSeconds)
-	b.LnModel = lnRaw
-	off, sigma, shaped := s.modelOffset(b)
-	if shaped {
-		e.Source = estimate.SourceModelResidual
-	}
-	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), sigma
-	b.Source = e.Source
-}
 
 // modelOffset is offset for the plan model's estimates of b's shape.
 func (s *Service) modelOffset(b *Basis) (off, sigma float64, shaped bool) {
@@ -473,59 +333,6 @@ func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float
 		shaped = true
 	}
 	return off, math.Sqrt(sigma2), shaped
-}
-
-// optimizerEstimate maps Trino's cpuCost to seconds with the calibration;
-// nil while it is not fitted (or there is no plan cost).
-func (s *Service) optimizerEstimate(b *Basis) *estimate.Estimate {
-	secs, sd, ok := s.calibrated(b)
-	if !ok {
-		return nil
-	}
-	b.Source = estimate.SourceOptimizer
-	return &estimate.Estimate{Estimated: true, Source: estimate.SourceOptimizer, OptimizerCPUSeconds: secs,
-		CPUSeconds: secs, Sigma: max(sd, s.opts.Cascade.ModelSigma)}
-}
-
-// calibrated maps the plan cost in b to CPU seconds with the optimizer
-// calibration and gives the fit's residual spread; ok is false while the
-// calibration is not fitted (or there is no plan cost).
-func (s *Service) calibrated(b *Basis) (secs, sd float64, ok bool) {
-	if b == nil || math.IsNaN(b.LnCost) {
-		return 0, 0, false
-	}
-	c, ok := s.learn.get(keyOptimizer)
-	if !ok || c.Count < uint64(s.opts.Cascade.MinCalibration) {
-		return 0, 0, false
-	}
-	a, slope, sd, ok := c.Line()
-	if !ok {
-		return 0, 0, false
-	}
-	return math.Exp(a + slope*b.LnCost), sd, true
-}
-
-// explainSlot takes an EXPLAIN slot on the least busy planner below the
-// bound; release is nil when every planner is at it.
-func (s *Service) explainSlot(planners []string) (planner string, release func()) {
-	limit := int64(s.opts.Cascade.ExplainLimit)
-	for range 3 { // a lost race tries again, then gives up
-		var best *atomic.Int64
-		for _, p := range planners {
-			v, _ := s.inflight.LoadOrStore(p, new(atomic.Int64))
-			n := v.(*atomic.Int64)
-			if (limit <= 0 || n.Load() < limit) && (best == nil || n.Load() < best.Load()) {
-				best, planner = n, p
-			}
-		}
-		if best == nil {
-			return "", nil
-		}
-		if cur := best.Load(); (limit <= 0 || cur < limit) && best.CompareAndSwap(cur, cur+1) {
-			return planner, func() { best.Add(-1) }
-		}
-	}
-	return "", nil
 }
 
 // Observe learns from a completed query: its statement's and shape's

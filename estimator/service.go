@@ -82,7 +82,7 @@ type Service struct {
 	// quantiles and the CPU seconds at each.
 	textHook func(sql string) (quantiles, seconds []float64)
 
-	// The text stage's background EXPLAINs (text_stage.go).
+	// The text stage's background EXPLAINs (background.go).
 	pending                     pendingSet
 	bgCtx                       context.Context
 	bgCancel                    context.CancelFunc

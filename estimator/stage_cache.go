@@ -1,0 +1,38 @@
+package estimator
+
+import (
+	"github.com/prestroid/prestroid/estimate"
+)
+
+// cacheStage takes the model for the stages after it (request.m, held
+// until the cascade ends) and answers from the estimate cache: the same
+// model's raw estimate of the statement's shape in the same session
+// (estimateKey), corrected by what the history has learned since
+// (correct), with the plan cache's plan. Without a model (request.merr)
+// the cascade fails here unless the history can learn from an EXPLAIN
+// (a Basis): with no model and no calibration to fall back on, no EXPLAIN
+// is worth running. With the scoreHook (tests) no model is taken and no
+// cache read.
+type cacheStage struct{}
+
+func (cacheStage) run(s *Service, r *request) (*estimate.Estimate, error) {
+	if s.scoreHook == nil {
+		if r.m, r.merr = s.acquire(); r.merr != nil && r.b == nil {
+			return nil, r.merr
+		}
+	}
+	if r.m == nil || s.opts.Cache == nil {
+		return nil, nil
+	}
+	r.key = estimateKey(r.m.ID(), r.fingerprint(), r.h)
+	e, ok := s.opts.Cache.Get(r.key)
+	if !ok {
+		return nil, nil
+	}
+	e.Cached, e.Explain, e.Featurize, e.Infer = true, 0, 0, 0
+	if s.opts.PlanCache != nil {
+		e.Plan, _ = s.opts.PlanCache.Get(r.key)
+	}
+	s.correct(&e, r.b)
+	return &e, nil
+}

@@ -1,0 +1,74 @@
+package estimator
+
+import (
+	"context"
+	"math"
+	"sync/atomic"
+
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/plan"
+)
+
+// explainStage runs the statement's EXPLAIN on the hot path, as the
+// caller, on the least busy planner below the EXPLAIN bound (explainSlot),
+// and leaves its result for the stages after it (request.planner and res;
+// the plan's summed cpuCost in the Basis, for the optimizer calibration).
+// An EXPLAIN that fails ends the cascade with its error (fail open). Over
+// the bound on every planner it never waits: it answers from the
+// statement's or its shape's history (busyEstimate), else with the text
+// stage's estimate whatever its interval, else fails with ErrExplainBusy.
+type explainStage struct{}
+
+func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
+	planner, release := s.explainSlot(r.planners)
+	if release == nil {
+		if e := s.busyEstimate(r.kind, r.b, r.fingerprint(), r.h); e != nil {
+			return e, nil
+		}
+		if r.text != nil { // straddles a class bound, but better than failing open
+			r.text.ExplainSkipped = true
+			if r.b != nil {
+				r.b.Source = estimate.SourceText
+			}
+			return r.text, nil
+		}
+		return nil, ErrExplainBusy
+	}
+	ectx, cancel := context.WithTimeout(r.ctx, s.opts.ExplainTimeout)
+	res, err := s.opts.Explain.Explain(ectx, planner, r.sql, r.h)
+	cancel()
+	release()
+	if err != nil {
+		return nil, err
+	}
+	r.planner, r.res = planner, res
+	if r.b != nil {
+		if c, err := plan.TotalCPUCost(res.PlanJSON); err == nil {
+			r.b.LnCost = math.Log1p(c)
+		}
+	}
+	return nil, nil
+}
+
+// explainSlot takes an EXPLAIN slot on the least busy planner below the
+// bound; release is nil when every planner is at it.
+func (s *Service) explainSlot(planners []string) (planner string, release func()) {
+	limit := int64(s.opts.Cascade.ExplainLimit)
+	for range 3 { // a lost race tries again, then gives up
+		var best *atomic.Int64
+		for _, p := range planners {
+			v, _ := s.inflight.LoadOrStore(p, new(atomic.Int64))
+			n := v.(*atomic.Int64)
+			if (limit <= 0 || n.Load() < limit) && (best == nil || n.Load() < best.Load()) {
+				best, planner = n, p
+			}
+		}
+		if best == nil {
+			return "", nil
+		}
+		if cur := best.Load(); (limit <= 0 || cur < limit) && best.CompareAndSwap(cur, cur+1) {
+			return planner, func() { best.Add(-1) }
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,106 @@
+package estimator
+
+import (
+	"math"
+	"net/http"
+
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/history"
+	"github.com/prestroid/prestroid/estimator/plan"
+)
+
+// historyStage sets up what the query's outcome teaches the history
+// (request.b) and reads the statement's own history once (request.exact).
+// It answers when that record is confident (at least MinCount runs,
+// spread at most MaxSpread): the recency-weighted CPU time, no EXPLAIN,
+// with the plan of the statement's last EXPLAIN when the plan cache still
+// holds it. Without a history, or for EXECUTE (its text does not say what
+// runs), it passes with no Basis.
+type historyStage struct{}
+
+func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
+	if s.learn == nil || r.kind == plan.StmtExecute {
+		return nil, nil
+	}
+	co := &s.opts.Cascade
+	r.basis = Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}
+	r.b = &r.basis
+	r.b.Exact, r.b.Shape = historyKeys(r.sql, r.fingerprint(), r.h)
+	if x, ok := s.learn.get(r.b.Exact); ok {
+		r.exact = x
+	}
+	if r.exact.Count >= uint64(max(co.MinCount, 1)) && r.exact.Spread() <= co.MaxSpread {
+		e := s.historyEstimate(r.kind, r.b, r.exact, r.exact.Spread())
+		s.cachedPlan(e, r.fingerprint(), r.h)
+		return e, nil
+	}
+	return nil, nil
+}
+
+// historyEstimate serves a statement from its history.
+func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, sigma float64) *estimate.Estimate {
+	b.Source = estimate.SourceHistory
+	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
+		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
+}
+
+// standIn is the pre-plan stage's history estimate (estimator.explain
+// when-uncertain or never): the statement's own runs (exact, as historyStage
+// read them) when they are too few (or too spread) to answer alone, else
+// its shape's (the same query with other literals), nil when there are
+// neither. Its Sigma shrinks the observed spread toward a prior by Shrink
+// observations (at least one): MaxSpread for reruns of the statement (the
+// run-to-run noise a trusted history may have), ModelSigma for other
+// literals (which may cost more).
+func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats) *estimate.Estimate {
+	if b == nil {
+		return nil
+	}
+	co := &s.opts.Cascade
+	st, prior := exact, co.MaxSpread
+	if st.Count == 0 {
+		shape, ok := s.learn.get(b.Shape)
+		if !ok || shape.Count == 0 {
+			return nil
+		}
+		st, prior = shape, co.ModelSigma
+	}
+	prior = max(prior, sigmaFloor)
+	n, k := float64(st.Count), max(co.Shrink, 1)
+	sigma := math.Sqrt((n*max(st.Var, 0) + k*prior*prior) / (n + k))
+	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
+		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
+}
+
+// cachedPlan gives an estimate made without EXPLAIN the plan of the
+// statement's last EXPLAIN when the plan cache still holds it (for the
+// feedback log's training records; best-effort).
+func (s *Service) cachedPlan(e *estimate.Estimate, fp string, h http.Header) {
+	if s.opts.PlanCache == nil || s.scoreHook != nil {
+		return
+	}
+	m, err := s.acquire()
+	if err != nil {
+		return
+	}
+	defer m.Release()
+	e.Plan, _ = s.opts.PlanCache.Get(estimateKey(m.ID(), fp, h))
+}
+
+// busyEstimate stands in for an EXPLAIN the bound refused: the statement's
+// history, however short, else its shape's, with at least the model's
+// uncertainty (other literals may cost more); nil when there is neither.
+func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h http.Header) *estimate.Estimate {
+	if b == nil {
+		return nil
+	}
+	for _, k := range []string{b.Exact, b.Shape} {
+		if st, ok := s.learn.get(k); ok {
+			e := s.historyEstimate(kind, b, st, math.Max(st.Spread(), s.opts.Cascade.ModelSigma))
+			e.ExplainSkipped = true
+			s.cachedPlan(e, fp, h)
+			return e
+		}
+	}
+	return nil
+}

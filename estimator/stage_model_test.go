@@ -1,0 +1,63 @@
+package estimator
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/plan"
+)
+
+// explainedRequest is q as the explain stage leaves it, with a Basis.
+func explainedRequest(s *Service, q string) *request {
+	r := newRequest([]string{"http://planner"}, q)
+	historyStage{}.run(s, r)
+	r.planner, r.res = "http://planner", &plan.ExplainResult{PlanJSON: []byte(`{"plan":1}`), QueryID: "q7", Wall: 3 * time.Millisecond}
+	return r
+}
+
+func TestModelStage(t *testing.T) {
+	const q = "SELECT * FROM orders WHERE o_orderkey = 1"
+	t.Run("the model's estimate, calibrated to the deployment", func(t *testing.T) {
+		s := newCascade(t, defaults, constModel(2))
+		r := explainedRequest(s, q)
+		e, err := modelStage{}.run(s, r)
+		if err != nil || e == nil || e.Source != estimate.SourceModel || e.CPUSeconds != 2 || e.ModelCPUSeconds != 2 || e.Sigma != defaults.ModelSigma {
+			t.Fatalf("got %+v %v; want the model's 2 s with its prior uncertainty", e, err)
+		}
+		if e.Planner != "http://planner" || e.Explain != 3*time.Millisecond || e.ExplainQueryID != "q7" || string(e.Plan) != `{"plan":1}` ||
+			e.Statement != "query" || e.OptimizerCPUSeconds != 0 {
+			t.Fatalf("got %+v; want the EXPLAIN's planner, timing, id and plan, no optimizer number (not calibrated)", e)
+		}
+		if r.b.Source != estimate.SourceModel || math.Abs(r.b.LnModel-math.Log(2)) > 1e-12 {
+			t.Fatalf("basis %+v; want the model's ln 2 s to learn from", r.b)
+		}
+	})
+	t.Run("corrected by the shape's residual", func(t *testing.T) {
+		s := newCascade(t, defaults, constModel(2))
+		exact, shape := HistoryKeys("SELECT * FROM orders WHERE o_orderkey = 2", alice)
+		s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.Log(2), LnCost: math.NaN(), LnText: math.NaN()}, 8)
+		s.Flush()
+		e, err := modelStage{}.run(s, explainedRequest(s, q))
+		if err != nil || e == nil || e.Source != estimate.SourceModelResidual || !(e.CPUSeconds > 2) || e.ModelCPUSeconds != 2 {
+			t.Fatalf("got %+v %v; want model+residual above the raw 2 s", e, err)
+		}
+	})
+	t.Run("a failing model passes its error to the optimizer", func(t *testing.T) {
+		s := newCascade(t, defaults, nil)
+		r := explainedRequest(s, q)
+		if e, err := (modelStage{}).run(s, r); e != nil || err != nil || r.merr == nil {
+			t.Fatalf("got %+v %v, merr %v; want a pass with the model's error", e, err, r.merr)
+		}
+	})
+	t.Run("without a model it passes at once", func(t *testing.T) {
+		s := newCascade(t, defaults, func([]byte) (*estimate.Estimate, error) { t.Error("model ran"); return nil, nil })
+		r := explainedRequest(s, q)
+		r.merr = ErrNoModel
+		if e, err := (modelStage{}).run(s, r); e != nil || err != nil || !errors.Is(r.merr, ErrNoModel) {
+			t.Fatalf("got %+v %v, merr %v; want a pass, the error kept", e, err, r.merr)
+		}
+	})
+}

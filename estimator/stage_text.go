@@ -1,0 +1,263 @@
+package estimator
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/bundle"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
+)
+
+// The text stage (issue 17 item 6): before paying for an EXPLAIN, the
+// bundle's text model (bundle.Model.TextQuantiles, ~0.1 ms) gives quantiles
+// of the CPU time from the SQL text and session alone. When the
+// deployment lets it (CascadeOptions.Explain) and, for
+// ExplainWhenUncertain, when its interval lies inside one routing class
+// (so no plan-based number could change the class), it answers at once
+// with source text; the EXPLAIN and the model then run in the background
+// (background.go), bounded by the same per-planner EXPLAIN bound (no free
+// slot: skipped), and their result fills the estimate and plan caches
+// and, through Basis.Pending, the query's history record (Observe,
+// Settle) and its feedback record (Settle's Background.Plan).
+
+// ExplainMode says when the cascade pays for an EXPLAIN on the hot path
+// (estimator.explain).
+type ExplainMode uint8
+
+const (
+	// ExplainAlways: every statement the history (or the estimate cache)
+	// cannot answer is explained before it is sent; the text stage is not
+	// consulted on the hot path.
+	ExplainAlways ExplainMode = iota
+	// ExplainWhenUncertain: the text stage answers when its interval lies
+	// inside one class (CascadeOptions.ClassBounds); when it straddles a
+	// bound, EXPLAIN as ExplainAlways does.
+	ExplainWhenUncertain
+	// ExplainNever: the text stage answers whenever the bundle has a text
+	// model; EXPLAIN + model on the hot path only without one.
+	ExplainNever
+)
+
+var explainModeNames = [...]string{ExplainAlways: "always", ExplainWhenUncertain: "when-uncertain", ExplainNever: "never"}
+
+func (m ExplainMode) String() string {
+	if int(m) < len(explainModeNames) {
+		return explainModeNames[m]
+	}
+	return "unknown"
+}
+
+// ParseExplainMode reads estimator.explain's value; empty is ExplainAlways.
+func ParseExplainMode(s string) (ExplainMode, error) {
+	if s == "" {
+		return ExplainAlways, nil
+	}
+	for i, n := range explainModeNames {
+		if n == s {
+			return ExplainMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("estimator: explain mode %q: want always, when-uncertain or never", s)
+}
+
+// textStage answers before the plan (CascadeOptions.Explain
+// when-uncertain or never; under always it passes): from the statement's
+// history too short to answer alone, else its shape's (standIn), or from
+// the text model (textEstimate, corrected by what the history learned of
+// it: correctText). The narrower of those that decides (under never, any;
+// under when-uncertain, one whose class the plan could not change)
+// answers, and the EXPLAIN and the model run in the background
+// (explainBehind). Otherwise it passes, leaving the text estimate
+// (request.text) for the EXPLAIN's stand-in over the bound.
+type textStage struct{}
+
+func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
+	co := &s.opts.Cascade
+	if co.Explain == ExplainAlways {
+		return nil, nil
+	}
+	if r.m != nil || s.textHook != nil {
+		if r.text = s.textEstimate(r.m, r.kind, r.sql, r.h); r.text != nil {
+			s.correctText(r.text, r.b)
+		}
+	}
+	// Before the plan: the statement's short history or its shape's
+	// (other literals) and the text model; the narrower of those whose
+	// class the plan could not change routes the query at once. After the
+	// plan the model's estimate would carry the model's uncertainty on
+	// this shape (correct), read from the history only when an interval
+	// straddles a bound.
+	sigmaAfter := math.NaN()
+	after := func() float64 {
+		if math.IsNaN(sigmaAfter) {
+			sigmaAfter = co.ModelSigma
+			if r.b != nil {
+				_, sigmaAfter, _ = s.modelOffset(r.b)
+			}
+		}
+		return sigmaAfter
+	}
+	var pick *estimate.Estimate
+	for _, c := range []*estimate.Estimate{s.standIn(r.kind, r.b, r.exact), r.text} {
+		if c != nil && co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
+			pick = c
+		}
+	}
+	if pick == nil {
+		return nil, nil
+	}
+	if r.b != nil {
+		r.b.Source = pick.Source
+	}
+	s.explainBehind(r.m, r.planners, r.sql, r.h, r.kind, r.key, r.b)
+	return pick, nil
+}
+
+// HasText reports whether the served model has a text stage.
+func (s *Service) HasText() bool {
+	if s.textHook != nil {
+		return true
+	}
+	m, err := s.acquire()
+	if err != nil {
+		return false
+	}
+	defer m.Release()
+	return m.HasText()
+}
+
+// TextContext is the text model's view of the caller's session h: its
+// catalog, schema and session properties (X-Trino-Session, URL-decoded).
+func TextContext(h http.Header) featurize.TextContext {
+	tc := featurize.TextContext{Catalog: h.Get("X-Trino-Catalog"), Schema: h.Get("X-Trino-Schema")}
+	for _, v := range h.Values("X-Trino-Session") {
+		for _, kv := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || k == "" {
+				continue
+			}
+			if u, err := url.QueryUnescape(val); err == nil {
+				val = u
+			}
+			if tc.Session == nil {
+				tc.Session = map[string]string{}
+			}
+			tc.Session[k] = val
+		}
+	}
+	return tc
+}
+
+// textEstimate runs the text model: nil without one (or when it fails).
+// The estimate is the log-normal whose median is the model's middle
+// quantile and whose Sigma is the wider of its two sides, so that the
+// estimate's quantiles at the model's outer ones cover the model's
+// interval.
+func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header) *estimate.Estimate {
+	var qs, secs []float64
+	id := ""
+	if s.textHook != nil {
+		qs, secs = s.textHook(sql)
+	} else {
+		if m == nil {
+			return nil
+		}
+		var ok bool
+		var err error
+		if qs, secs, ok, err = m.TextQuantiles(sql, TextContext(h)); !ok || err != nil {
+			return nil
+		}
+		id = m.ID()
+	}
+	if len(qs) == 0 || len(qs) != len(secs) {
+		return nil
+	}
+	mid := 0
+	for i, q := range qs {
+		if math.Abs(q-0.5) < math.Abs(qs[mid]-0.5) {
+			mid = i
+		}
+	}
+	med := secs[mid]
+	if !(med > 0) {
+		med = minSeconds
+	}
+	sigma := 0.0
+	if lo := len(qs) - 1; lo > 0 {
+		if qs[0] < 0.5 && secs[0] > 0 {
+			sigma = math.Max(sigma, math.Log(med/secs[0])/-estimate.NormalQuantile(qs[0]))
+		}
+		if qs[lo] > 0.5 && secs[lo] > 0 {
+			sigma = math.Max(sigma, math.Log(secs[lo]/med)/estimate.NormalQuantile(qs[lo]))
+		}
+	}
+	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceText, Model: id,
+		CPUSeconds: med, Sigma: max(sigma, sigmaFloor)}
+}
+
+// correctText applies what the history learned about the text model on
+// this deployment to its raw estimate e: the global offset, then the
+// shape's residual (as correct does for the model), and records the raw
+// median in b (when not nil) so that the query's outcome teaches both.
+// Without the shape's residuals e keeps at least the model's own spread.
+func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
+	if b == nil {
+		return
+	}
+	lnRaw, sigma0 := math.Log(e.CPUSeconds), e.Sigma
+	b.LnText = lnRaw
+	off, sigma, shaped := s.offset(keyText, shapeKey(keyTextRes, b.Shape), sigma0)
+	if !shaped {
+		sigma = max(sigma, sigma0)
+	}
+	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), max(sigma, sigmaFloor)
+}
+
+// decides reports whether the estimate e, made before the plan, may route
+// the query under the cascade's ExplainMode: always for ExplainNever; for
+// ExplainWhenUncertain when the plan could not change its class, that is
+//
+//   - its interval — from the lower of its 10% and (1 − ClassQuantile)
+//     quantiles to the higher of its 90% and ClassQuantile quantiles, so
+//     that the quantile routing picks the class with lies inside it —
+//     falls in one class of ClassBounds (e knows the class), or
+//   - the class the plan's estimate would be routed to is e's own for every
+//     plan estimate e finds plausible (the plan knows no better): after
+//     EXPLAIN the model's estimate m, whose own uncertainty is sigmaAfter()
+//     (called only when the interval straddles a bound),
+//     routes by its ClassQuantile quantile m·exp(z·sigmaAfter); m is the
+//     truth as e sees it times the model's error, e's interval widened to
+//     √(σ² + sigmaAfter²). Under a cautious quantile (0.9) a query whose
+//     interval straddles a bound but lies mostly above it goes to the
+//     upper class whatever its plan says, and is not explained for nothing.
+func (co *CascadeOptions) decides(e *estimate.Estimate, sigmaAfter func() float64) bool {
+	switch co.Explain {
+	case ExplainNever:
+		return true
+	case ExplainWhenUncertain:
+	default:
+		return false
+	}
+	cq := co.ClassQuantile
+	if !(cq > 0 && cq < 1) {
+		cq = 0.5 // zero: the median, as in estimate.Estimate.Quantile
+	}
+	z := estimate.NormalQuantile
+	zlo, zhi := z(min(estimate.IntervalQuantile, 1-cq)), z(max(1-estimate.IntervalQuantile, cq))
+	class := func(x float64) int { return estimate.Class(co.ClassBounds, x) }
+	if class(e.CPUSeconds*math.Exp(zlo*e.Sigma)) == class(e.CPUSeconds*math.Exp(zhi*e.Sigma)) {
+		return true
+	}
+	after := sigmaAfter()
+	if !(after > 0) {
+		return false
+	}
+	own := class(e.CPUSeconds * math.Exp(z(cq)*e.Sigma))
+	wide, k := math.Hypot(e.Sigma, after), math.Exp(z(cq)*after)
+	return class(e.CPUSeconds*math.Exp(zlo*wide)*k) == own && class(e.CPUSeconds*math.Exp(zhi*wide)*k) == own
+}
