@@ -3,13 +3,23 @@ package proxy
 import (
 	"testing"
 
+	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/internal/fillzero"
+	"github.com/prestroid/prestroid/proxy/admission"
 )
 
 // withDefaults is o with every setting it leaves zero taken from a
-// configuration that sets nothing (Defaults): what a deployment gets.
+// configuration that sets nothing (Defaults): what a deployment gets. An
+// admission store in Redis gets the redis_* defaults too.
 func withDefaults(o Options) Options {
-	fillzero.Fill(&o, Defaults())
+	d := Defaults()
+	if o.Admission != nil && o.Admission.Redis != nil {
+		var c config.Config
+		c.Admission.Redis = "redis://defaults" // o's own URL stays
+		c.FillDefaults()
+		d.Admission = admission.OptionsFrom(c.Admission)
+	}
+	fillzero.Fill(&o, d)
 	return o
 }
 
