@@ -3,8 +3,9 @@
 # the image built from the Dockerfile by scripts/build-image.sh, run in
 # front of a real Trino). Installs Debian's podman and what it runs with at
 # the versions pinned below when apt offers them (else the candidates, named
-# on stderr): podman, runc, conmon, the CNI plugins, uidmap, and mmdebstrap
-# (which makes the base images locally: no image registry is needed).
+# on stderr): podman, runc, conmon, the CNI plugins, uidmap, catatonit (the
+# pause process of `podman play kube`'s pods), and mmdebstrap (which makes
+# the base images locally: no image registry is needed).
 #
 # Podman runs with the runc runtime and no default ulimits: crun (Debian's
 # default) cannot set rlimits in some sandboxes, and runc then fails on the
@@ -25,6 +26,7 @@ PINS=(
   golang-github-containers-common=0.50.1+ds1-4
   uidmap=1:4.13+dfsg1-1+deb12u2
   mmdebstrap=1.3.5-7
+  catatonit=0.1.7-1+b2
 )
 
 missing=()
