@@ -74,8 +74,10 @@ base() {
     [ -z "$include" ] || args+=("--include=$include")
     local h
     for h in "$@"; do args+=("--customize-hook=$h"); done
-    mmdebstrap --quiet "${args[@]}" bookworm "$tar.tmp" "${sources[@]}" >&2
-    mv -f "$tar.tmp" "$tar"
+    local tmp="$tar.tmp.$$"
+    trap 'rm -f "$tmp"' EXIT
+    mmdebstrap --quiet "${args[@]}" bookworm "$tmp" "${sources[@]}" >&2
+    mv -f "$tmp" "$tar" # atomic: a concurrent run imports a whole tarball or makes its own
     find "$CACHE/image" -maxdepth 1 -name "$safe-*.tar" ! -name "$safe-$key.tar" -delete
   fi
   log "$name: importing $tar"
@@ -117,4 +119,7 @@ log "podman build -t $TAG"
 start=$(date +%s)
 "$PODMAN" build --pull=never --layers -f Dockerfile -t "$TAG" "${build_args[@]}" . >&2
 log "built $TAG in $(($(date +%s) - start)) s"
+# Each build whose sources changed leaves its build stage's last layers
+# behind, untagged (about 100 MB each): those older than a week go.
+"$PODMAN" image prune --force --filter until=168h >/dev/null
 echo "$TAG"
