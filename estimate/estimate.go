@@ -52,7 +52,7 @@ const (
 	// was unavailable or failed).
 	SourceOptimizer
 	// SourceText: the text stage: quantiles of the CPU time from the SQL
-	// text and session alone, no EXPLAIN on the hot path (routing.explain
+	// text and session alone, no EXPLAIN on the hot path (estimator.explain
 	// when-uncertain or never); the EXPLAIN and the model run in the
 	// background for the history and the feedback record.
 	SourceText

@@ -235,7 +235,7 @@ type EstimatorStats struct {
 	// when the estimator runs without one.
 	Model *ModelStats
 	// Background counts the EXPLAINs run off the hot path (the text stage
-	// answered: routing.explain); nil when the estimator runs none.
+	// answered: estimator.explain); nil when the estimator runs none.
 	Background *BackgroundStats
 }
 
