@@ -16,6 +16,7 @@ import (
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -24,7 +25,7 @@ import (
 type savedQuery struct {
 	Header    []byte // the request line and headers, as fasthttp writes them
 	Body      []byte
-	Decision  Decision
+	Decision  routing.Decision
 	Cluster   string
 	Estimate  estimate.Estimate
 	Estimated bool
@@ -300,7 +301,7 @@ func (s *Server) lostQueued(ctx *fasthttp.RequestCtx) {
 
 // submit forwards an admitted query.
 func (s *Server) submit(ctx *fasthttp.RequestCtx, id string, d *decision) {
-	d.cluster.sent.Add(1)
+	d.cluster.CountSent()
 	d.admitID = id
 	s.forwardPlaced(ctx, d.cluster, "/v1/statement", modeStatementPOST, d)
 	if ctx.Response.StatusCode() != fasthttp.StatusOK {

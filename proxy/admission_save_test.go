@@ -9,6 +9,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -39,7 +40,7 @@ func TestSavedQueryKeepsItsEstimateAndIdentity(t *testing.T) {
 	req.Header.SetHost("127.0.0.1:8080")
 	req.Header.Set("X-Trino-User", "alice")
 	req.SetBodyString("SELECT count(*) FROM tpch.tiny.nation")
-	d := &decision{Decision: Decision{Kind: KindRouted, Cluster: "default", Class: "small"}, cluster: here.clusters[0],
+	d := &decision{Decision: routing.Decision{Kind: routing.KindRouted, Cluster: "default", Class: "small"}, cluster: here.clusters[0],
 		est: estimate.Estimate{Estimated: true, CPUSeconds: 2.5, Source: estimate.SourceModel, Sigma: 0.4, Learn: learn}, estimate: true,
 		identity: frontdoor.Identity{User: "alice", Verified: true, Source: "basic"}}
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/proxy/routing"
 )
 
 // The web console's memory (console_http.go serves it): a bounded ring of
@@ -28,7 +29,7 @@ type decisionRecord struct {
 	Cluster   string
 	Class     string
 	Decision  string // X-Prestroid-Decision
-	Kind      DecisionKind
+	Kind      routing.DecisionKind
 	Queued    bool // it waited for admission
 	Estimated bool
 	Estimate  estimate.Estimate

@@ -212,9 +212,9 @@ type consoleCluster struct {
 func (s *Server) consoleClusters(now time.Time, minutes int) consoleClusters {
 	out := consoleClusters{WindowMinutes: minutes, Monitor: s.opts.MonitorInterval > 0, Clusters: make([]consoleCluster, len(s.clusters))}
 	for i, c := range s.clusters {
-		cc := consoleCluster{Name: c.name, URL: c.url, Class: c.class, Default: i == 0, Healthy: c.healthy(), Load: c.load(),
+		cc := consoleCluster{Name: c.name, URL: c.url, Class: c.class, Default: i == 0, Healthy: c.Healthy(), Load: c.Load(),
 			Routed: s.ring.routedSince(c.name, now, minutes)}
-		if st := c.state.Load(); st != nil {
+		if st := c.State(); st != nil {
 			t := st.Checked
 			cc.Checked, cc.Error, cc.LoadError, cc.Running, cc.Queued = &t, st.Err, st.LoadErr, st.Running, st.Queued
 		}

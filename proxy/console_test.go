@@ -17,10 +17,11 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/admission/admissiontest"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prestroid/prestroid/proxy/routing"
 )
 
 func ringRecord(r *decisionRing, id, cluster string, cpu float64, at time.Time) uint64 {
-	c := &Completed{Cluster: cluster, User: "alice", Decision: "routed: class small", Kind: KindRouted, Class: "small",
+	c := &Completed{Cluster: cluster, User: "alice", Decision: "routed: class small", Kind: routing.KindRouted, Class: "small",
 		Estimated: cpu > 0, Estimate: estimate.Estimate{Estimated: cpu > 0, CPUSeconds: cpu, Source: estimate.SourceModel, Plan: []byte(`{"big":"plan"}`)}}
 	return r.add(id, c, &decision{took: time.Millisecond}, at)
 }
@@ -485,7 +486,7 @@ func TestTrinoUIThroughTheProxy(t *testing.T) {
 	}
 	first, second := ui("first"), ui("second")
 	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "first", URL: first.URL, Class: "small"}, {Name: "second", URL: second.URL, Class: "large"}},
-		Classes: []CostClass{{Name: "small", MaxCPUSeconds: 1}, {Name: "large"}}, Estimator: &fixedEstimator{},
+		Classes: []routing.CostClass{{Name: "small", MaxCPUSeconds: 1}, {Name: "large"}}, Estimator: &fixedEstimator{},
 		MonitorInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 
 	if err != nil {

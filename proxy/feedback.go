@@ -5,6 +5,7 @@ import (
 
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -29,7 +30,7 @@ type Completed struct {
 	SQL     string
 	// Decision is the X-Prestroid-Decision text and Kind its kind.
 	Decision  string
-	Kind      DecisionKind
+	Kind      routing.DecisionKind
 	Class     string
 	Estimated bool
 	Estimate  estimate.Estimate

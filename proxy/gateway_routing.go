@@ -9,6 +9,7 @@ import (
 
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
 )
 
@@ -159,12 +160,12 @@ func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *Gat
 	switch {
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
 		s.log.Warn("routing estimate over budget; the gateway's default group takes the query", "error", err)
-		return "fail-open: " + ReasonEstimateOverBudget, none
+		return "fail-open: " + routing.ReasonEstimateOverBudget, none
 	case err != nil && errors.Is(err, ErrEstimatorBusy):
-		return "fail-open: " + ReasonPlannersBusy, none
+		return "fail-open: " + routing.ReasonPlannersBusy, none
 	case err != nil:
 		s.log.Warn("routing estimate failed; the gateway's default group takes the query", "error", err)
-		return "fail-open: " + ReasonEstimateFailed, none
+		return "fail-open: " + routing.ReasonEstimateFailed, none
 	case !e.Estimated:
 		return "not-estimated: " + e.Reason, none
 	}

@@ -100,11 +100,11 @@ func (s *Server) readiness() readiness {
 	}
 	var up, unchecked []string
 	for _, c := range s.clusters {
-		st := c.state.Load()
+		st := c.State()
 		switch {
 		case st == nil && s.opts.MonitorInterval > 0:
 			unchecked = append(unchecked, c.name)
-		case c.healthy():
+		case c.Healthy():
 			up = append(up, c.name)
 		}
 	}

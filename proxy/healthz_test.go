@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prestroid/prestroid/proxy/routing"
 )
 
 // healthProxy serves a proxy in front of stub with a separate admin
@@ -22,7 +24,7 @@ func healthProxy(t *testing.T, urls ...string) (s *Server, client, admin string)
 	for i, u := range urls {
 		cs = append(cs, ClusterConfig{Name: []string{"default", "large"}[i], URL: u})
 	}
-	s, err := New(withDefaults(Options{Clusters: cs, MonitorInterval: 20 * time.Millisecond, MonitorType: MonitorInfo,
+	s, err := New(withDefaults(Options{Clusters: cs, MonitorInterval: 20 * time.Millisecond, MonitorType: routing.MonitorInfo,
 		AdminToken: testAdminToken, AdminSeparate: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/proxy/admission"
+	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -141,10 +142,10 @@ func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 // fail-open reason and both estimate-cache results.
 func (m *metrics) zero(clusters []*cluster) {
 	for _, c := range clusters {
-		m.decisions.WithLabelValues(c.class, c.name, KindRouted.String())
+		m.decisions.WithLabelValues(c.class, c.name, routing.KindRouted.String())
 	}
 	if len(clusters) > 0 {
-		m.decisions.WithLabelValues("", clusters[0].name, KindFailOpen.String())
+		m.decisions.WithLabelValues("", clusters[0].name, routing.KindFailOpen.String())
 	}
 	for _, r := range []string{"timeout", "busy", "error"} {
 		m.failOpen.WithLabelValues(r)
@@ -200,11 +201,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	for _, cl := range s.clusters {
 		h := 0.0
-		if cl.healthy() {
+		if cl.Healthy() {
 			h = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descClusterHealthy, prometheus.GaugeValue, h, cl.name)
-		ch <- prometheus.MustNewConstMetric(descClusterQueries, prometheus.GaugeValue, float64(cl.load()), cl.name)
+		ch <- prometheus.MustNewConstMetric(descClusterQueries, prometheus.GaugeValue, float64(cl.Load()), cl.name)
 	}
 	if s.admit != nil {
 		c, cancel := admission.StoreCtx()

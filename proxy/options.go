@@ -9,6 +9,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -97,20 +98,21 @@ type Options struct {
 	EstimateTimeout time.Duration
 	// Classes are the cost classes, in increasing order of MaxCPUSeconds.
 	// Empty means no routing by cost (estimates still annotate queries).
-	Classes []CostClass
+	Classes []routing.CostClass
 	// Planners names the clusters whose coordinators may run the
 	// estimator's EXPLAINs (Query.Planners: the healthy ones, the default
 	// cluster first when it is one of them). Empty means every cluster.
 	Planners []string
 	// ClassQuantile is the quantile of each estimate that picks its class
-	// (CostPolicy.Quantile): 0.5 routes on the point estimate, higher
-	// values send uncertain estimates to larger classes. Zero means the
-	// median, as for every class quantile in code (package estimate);
+	// (routing.CostPolicy.Quantile): 0.5 routes on the point estimate,
+	// higher values send uncertain estimates to larger classes. Zero means
+	// the median, as for every class quantile in code (package estimate);
 	// config fills routing.class_quantile's default. Otherwise it must lie
 	// in (0, 1).
 	ClassQuantile float64
 	// Fallback is the policy when a class has no healthy cluster:
-	// FallbackLarger, FallbackDefault or FallbackAny (routing.fallback).
+	// routing.FallbackLarger, FallbackDefault or FallbackAny
+	// (routing.fallback).
 	Fallback string
 	// Shadow estimates and reports decisions without acting on them:
 	// queries go to the default cluster, unannotated.
@@ -130,7 +132,7 @@ type Options struct {
 	// (routing.monitor_user).
 	MonitorUser string
 	// MonitorType is where load is read (routing.monitor_type):
-	// MonitorMetrics (Trino's OpenMetrics query-manager gauges),
+	// routing.MonitorMetrics (Trino's OpenMetrics query-manager gauges),
 	// MonitorQueryList (the whole /v1/query list) or MonitorInfo (no load
 	// read).
 	MonitorType string
@@ -143,14 +145,16 @@ type Options struct {
 	// means none is recorded.
 	Feedback FeedbackSink
 
-	// Rules route queries by who sent them before cost (RulePolicy): the
-	// first matching rule fixes the class. Empty means routing by cost
-	// alone (CostPolicy). Ignored when Selector is set.
-	Rules []RoutingRule
-	// Selector is the routing policy. Nil means a CostPolicy built from
-	// Classes, Fallback and Shadow, wrapped in a RulePolicy when Rules are
-	// set. Shadow still governs annotation and admission either way.
-	Selector Selector
+	// Rules route queries by who sent them before cost
+	// (routing.RulePolicy): the first matching rule fixes the class. Empty
+	// means routing by cost alone (routing.CostPolicy). Ignored when
+	// Selector is set.
+	Rules []routing.Rule
+	// Selector is the routing policy. Nil means a routing.CostPolicy built
+	// from Classes, Fallback and Shadow, wrapped in a RulePolicy when
+	// Rules are set. Shadow still governs annotation and admission either
+	// way.
+	Selector routing.Selector
 	// Registry receives the proxy's metrics, served at GET /metrics
 	// together with every other collector registered on it (see
 	// Server.Registry). Nil means the server makes its own; either way
@@ -188,14 +192,14 @@ func OptionsFrom(cfg *config.Config) Options {
 	for i, c := range cfg.Clusters {
 		clusters[i] = ClusterConfig{Name: c.Name, URL: c.URL, Class: c.Class}
 	}
-	classes := make([]CostClass, len(cfg.Routing.Classes))
+	classes := make([]routing.CostClass, len(cfg.Routing.Classes))
 	for i, c := range cfg.Routing.Classes {
-		classes[i] = CostClass{Name: c.Name, MaxCPUSeconds: c.MaxCPUSeconds}
+		classes[i] = routing.CostClass{Name: c.Name, MaxCPUSeconds: c.MaxCPUSeconds}
 	}
 	r := cfg.Routing
-	rules := make([]RoutingRule, len(r.Rules))
+	rules := make([]routing.Rule, len(r.Rules))
 	for i, ru := range r.Rules {
-		rules[i] = RoutingRule{Name: ru.Name, User: ru.User, Group: ru.Group, Source: ru.Source, ClientTags: ru.ClientTags, Class: ru.Class}
+		rules[i] = routing.Rule{Name: ru.Name, User: ru.User, Group: ru.Group, Source: ru.Source, ClientTags: ru.ClientTags, Class: ru.Class}
 	}
 	return Options{
 		Clusters:            clusters,

@@ -214,7 +214,7 @@ func TestFailedPollIsATrinoError(t *testing.T) {
 		start := time.Now()
 		resp, body := get(t, next, "")
 		check(t, resp, body, time.Since(start), time.Second)
-		if s.clusters[0].healthy() {
+		if s.clusters[0].Healthy() {
 			t.Error("the dead cluster is still counted healthy")
 		}
 	})
@@ -270,7 +270,7 @@ func busyCluster(t *testing.T, conns, inflight int) {
 			t.Errorf("a poll got %d (0: a Trino error)", c)
 		}
 	}
-	if !s.clusters[0].healthy() {
+	if !s.clusters[0].Healthy() {
 		t.Error("a busy cluster was marked down")
 	}
 }

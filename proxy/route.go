@@ -13,28 +13,14 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
-)
-
-// CostClass is a band of predicted CPU time; clusters serve one class.
-// Classes are checked in order: a query belongs to the first class whose
-// MaxCPUSeconds is at least its estimate (0 means unbounded).
-type CostClass struct {
-	Name          string
-	MaxCPUSeconds float64
-}
-
-// Fallback policies when a class has no healthy cluster.
-const (
-	FallbackLarger  = "larger"  // the next larger class that has a healthy cluster (default)
-	FallbackDefault = "default" // the default cluster
-	FallbackAny     = "any"     // the least loaded healthy cluster of any class
 )
 
 // decision is how one query was placed: the policy's Decision and what
 // the glue around it needs.
 type decision struct {
-	Decision
+	routing.Decision
 	cluster  *cluster
 	est      estimate.Estimate
 	estimate bool   // est holds a model estimate
@@ -50,10 +36,10 @@ type decision struct {
 func (s *Server) leastLoaded(class string) *cluster {
 	var best *cluster
 	for _, c := range s.clusters {
-		if (class != "" && c.class != class) || !c.healthy() {
+		if (class != "" && c.class != class) || !c.Healthy() {
 			continue
 		}
-		if best == nil || c.load() < best.load() {
+		if best == nil || c.Load() < best.Load() {
 			best = c
 		}
 	}
@@ -66,7 +52,7 @@ func (s *Server) leastLoaded(class string) *cluster {
 // not routed by cost, so a dead default cluster does not stop the proxy.
 func (s *Server) defaultCluster() *cluster {
 	for _, c := range s.clusters {
-		if c.healthy() {
+		if c.Healthy() {
 			return c
 		}
 	}
@@ -83,7 +69,7 @@ func (s *Server) failover(d *decision, failed *cluster) *cluster {
 			return c
 		}
 	}
-	if c := s.defaultCluster(); c != failed && c.healthy() {
+	if c := s.defaultCluster(); c != failed && c.Healthy() {
 		return c
 	}
 	return nil
@@ -106,7 +92,7 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &decision{Decision: Decision{Kind: KindTransaction, Cluster: name}, cluster: c, identity: id}, nil
+		return &decision{Decision: routing.Decision{Kind: routing.KindTransaction, Cluster: name}, cluster: c, identity: id}, nil
 	}
 	def := s.defaultCluster()
 	in := s.policyInput(&ctx.Request.Header, def)
@@ -121,19 +107,19 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 			// The cluster refused the caller's credentials: identityOf
 			// ends the request with Trino's answer.
 		case err != nil && errors.Is(err, context.DeadlineExceeded):
-			in.Outcome = EstimateTimedOut
+			in.Outcome = routing.EstimateTimedOut
 			s.metrics.failOpen.WithLabelValues("timeout").Inc()
 		case err != nil && errors.Is(err, ErrEstimatorBusy):
-			in.Outcome = EstimateBusy
+			in.Outcome = routing.EstimateBusy
 			s.metrics.failOpen.WithLabelValues("busy").Inc()
 			s.metrics.explainSkipped.Inc()
 		case err != nil:
-			in.Outcome = EstimateFailed
+			in.Outcome = routing.EstimateFailed
 			s.metrics.failOpen.WithLabelValues("error").Inc()
 		case !est.Estimated:
-			in.Outcome, in.Estimate = NotEstimated, est
+			in.Outcome, in.Estimate = routing.NotEstimated, est
 		default:
-			in.Outcome, in.Estimate = Estimated, est
+			in.Outcome, in.Estimate = routing.Estimated, est
 		}
 		if err != nil && ae == nil {
 			s.log.Warn("estimate failed; failing open", "error", err)
@@ -153,16 +139,16 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 	if !ok {
 		return nil, fmt.Errorf("proxy: routing policy chose unknown cluster %q", pd.Cluster)
 	}
-	return &decision{Decision: pd, cluster: c, est: in.Estimate, estimate: in.Outcome == Estimated, identity: id}, nil
+	return &decision{Decision: pd, cluster: c, est: in.Estimate, estimate: in.Outcome == routing.Estimated, identity: id}, nil
 }
 
 // policyInput is the plain value the policy sees; the request header is
 // read here and nothing of it is kept.
-func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) Input {
-	in := Input{
+func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) routing.Input {
+	in := routing.Input{
 		User:     string(h.Peek("X-Trino-User")),
 		Source:   string(h.Peek("X-Trino-Source")),
-		Clusters: make([]ClusterState, len(s.clusters)),
+		Clusters: make([]routing.ClusterState, len(s.clusters)),
 	}
 	in.Group = userGroup(h, s.opts.Admission, in.User)
 	for _, v := range h.PeekAll("X-Trino-Client-Tags") {
@@ -173,7 +159,7 @@ func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) Input {
 		}
 	}
 	for i, c := range s.clusters {
-		in.Clusters[i] = ClusterState{Name: c.name, Class: c.class, Healthy: c.healthy(), Load: c.load(), Default: c == def}
+		in.Clusters[i] = routing.ClusterState{Name: c.name, Class: c.class, Healthy: c.Healthy(), Load: c.Load(), Default: c == def}
 	}
 	return in
 }
@@ -215,7 +201,7 @@ func (s *Server) planners(def *cluster) []string {
 		out = append(out, def.url)
 	}
 	for _, c := range s.clusters {
-		if c != def && c.healthy() && may(c) {
+		if c != def && c.Healthy() && may(c) {
 			out = append(out, c.url)
 		}
 	}

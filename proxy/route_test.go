@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prestroid/prestroid/proxy/routing"
 )
 
 // fixedEstimator answers every query with the CPU seconds found after
@@ -130,7 +132,7 @@ func sendSQL(t *testing.T, p, sql string, h map[string]string) *http.Response {
 func TestCostRouting(t *testing.T) {
 	small, large := newCoordinator(t), newCoordinator(t)
 	est := &fixedEstimator{}
-	classes := []CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}}
+	classes := []routing.CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}}
 	p := routingProxy(t, Options{
 		Clusters:  []ClusterConfig{{Name: "small", URL: small.URL, Class: "small"}, {Name: "large", URL: large.URL, Class: "large"}},
 		Estimator: est, Classes: classes, EstimateTimeout: 200 * time.Millisecond, ClassTag: "cost:",
@@ -226,7 +228,7 @@ func TestShadowModeOnlyReports(t *testing.T) {
 	p := routingProxy(t, Options{
 		Clusters:  []ClusterConfig{{Name: "small", URL: small.URL, Class: "small"}, {Name: "large", URL: large.URL, Class: "large"}},
 		Estimator: &fixedEstimator{}, Shadow: true,
-		Classes: []CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}},
+		Classes: []routing.CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}},
 	})
 	resp := sendSQL(t, p, "SELECT 1 -- cpu=900", nil)
 	if resp.Header.Get("X-Prestroid-Cluster") != "small" || resp.Header.Get("X-Prestroid-Decision") != "shadow: would route to large" {
@@ -257,7 +259,7 @@ func TestFailoverWhenAClusterRefusesConnections(t *testing.T) {
 	p := routingProxy(t, Options{
 		Clusters:        []ClusterConfig{{Name: "dead", URL: dead, Class: "small"}, {Name: "live", URL: live.URL, Class: "small"}},
 		Estimator:       &fixedEstimator{},
-		Classes:         []CostClass{{Name: "small"}},
+		Classes:         []routing.CostClass{{Name: "small"}},
 		EstimateTimeout: 200 * time.Millisecond,
 		MonitorInterval: -1, // nobody has checked the dead cluster
 	})
@@ -290,8 +292,8 @@ func TestRoutingRulesBeforeCost(t *testing.T) {
 	p := routingProxy(t, Options{
 		Clusters:  []ClusterConfig{{Name: "small", URL: small.URL, Class: "small"}, {Name: "large", URL: large.URL, Class: "large"}},
 		Estimator: &fixedEstimator{}, EstimateTimeout: 200 * time.Millisecond,
-		Classes: []CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}},
-		Rules:   []RoutingRule{{Name: "etl", ClientTags: []string{"etl"}, Class: "large"}, {Source: "dashboards", Class: "small"}},
+		Classes: []routing.CostClass{{Name: "small", MaxCPUSeconds: 10}, {Name: "large"}},
+		Rules:   []routing.Rule{{Name: "etl", ClientTags: []string{"etl"}, Class: "large"}, {Source: "dashboards", Class: "small"}},
 	})
 	for _, tc := range []struct {
 		name     string
@@ -320,8 +322,8 @@ func TestRoutingRulesBeforeCost(t *testing.T) {
 	if want := `prestroid_decisions_total{class="large",cluster="large",kind="rule"} 1`; !strings.Contains(string(body), want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
-	if _, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "a", URL: small.URL}}, Classes: []CostClass{{Name: "small"}},
-		Rules: []RoutingRule{{User: "x", Class: "huge"}}})); err == nil {
+	if _, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "a", URL: small.URL}}, Classes: []routing.CostClass{{Name: "small"}},
+		Rules: []routing.Rule{{User: "x", Class: "huge"}}})); err == nil {
 		t.Error("New accepted a rule naming an unknown class")
 	}
 }
@@ -346,5 +348,34 @@ func TestPlannersAreTheHealthyPlanningGroup(t *testing.T) {
 				t.Errorf("planners %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestEstimateQuantiles(t *testing.T) {
+	e := estimate.Estimate{CPUSeconds: 10, Sigma: 0.5}
+	if got := e.Quantile(0.5); math.Abs(got-10) > 1e-9 {
+		t.Errorf("median %g, want 10", got)
+	}
+	lo, hi := e.Interval()
+	// The 10% and 90% quantiles of a log-normal: 10·e^(∓1.2816·0.5).
+	if math.Abs(lo-10*math.Exp(-1.2815516*0.5)) > 1e-4 || math.Abs(hi-10*math.Exp(1.2815516*0.5)) > 1e-4 {
+		t.Errorf("interval [%g, %g]", lo, hi)
+	}
+	if got := (estimate.Estimate{CPUSeconds: 3}).Quantile(0.9); got != 3 {
+		t.Errorf("no sigma: quantile %g, want the point 3", got)
+	}
+	for _, q := range []float64{0, 1, -1, math.NaN()} {
+		if got := e.Quantile(q); got != 10 {
+			t.Errorf("quantile %g: %g, want the point", q, got)
+		}
+	}
+	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 1.25, Sigma: 0.05, Source: estimate.SourceHistory, ExplainSkipped: true})); got != "history; cpu=1.25; lo=1.172; hi=1.333; explain-skipped" {
+		t.Errorf("X-Prestroid-Estimate %q", got)
+	}
+	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: estimate.SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5" {
+		t.Errorf("X-Prestroid-Estimate %q", got)
+	}
+	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, Source: estimate.SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7" {
+		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prestroid/prestroid/proxy/routing"
 )
 
 type cluster struct {
@@ -37,8 +38,8 @@ type cluster struct {
 	base        string // lower-case scheme://host[:port]
 	host        string // host[:port] for the Host header
 	client      *fasthttp.HostClient
-	probeClient *fasthttp.HostClient // buffered, for the monitor
-	clusterRuntime
+	probeClient *fasthttp.HostClient // buffered, for the monitor and identity checks
+	routing.Health
 }
 
 // Server is the proxy. Create it with New; it is safe for concurrent use.
@@ -52,11 +53,12 @@ type Server struct {
 	creds    *protocol.BoundedMap[time.Time] // CredentialKey -> accepted until (identity.go)
 	metrics  *metrics
 	registry *prometheus.Registry
-	selector Selector
+	selector routing.Selector
 	serveMx  fasthttp.RequestHandler // GET /metrics
-	// probeConns are the monitor's open connections, closed when it stops
-	// so that Shutdown does not wait out a hanging probe.
-	probeConns connSet
+	// monitor keeps the clusters' Health current; it closes the probe
+	// clients' connections when it stops, so that Shutdown does not wait
+	// out a hanging probe.
+	monitor    routing.Monitor
 	admit      admission.Store        // nil without admission control
 	ring       *decisionRing          // the console's recent decisions; nil: console off
 	rate       *admission.RateLimiter // nil without rate limits
@@ -96,10 +98,10 @@ func New(o Options) (*Server, error) {
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: protocol.NewBoundedMap[string](o.QueryMapSize),
 		tracked: protocol.NewBoundedMap[*tracked](10000), creds: protocol.NewBoundedMap[time.Time](10000), metrics: newMetrics(), log: o.Logger, selector: o.Selector}
 	if s.selector == nil {
-		cost := &CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow, Quantile: o.ClassQuantile}
+		cost := &routing.CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow, Quantile: o.ClassQuantile}
 		s.selector = cost
 		if len(o.Rules) > 0 {
-			rp, err := NewRulePolicy(o.Rules, cost)
+			rp, err := routing.NewRulePolicy(o.Rules, cost)
 			if err != nil {
 				return nil, err
 			}
@@ -152,13 +154,15 @@ func New(o Options) (*Server, error) {
 			},
 			probeClient: &fasthttp.HostClient{
 				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https", TLSConfig: o.UpstreamTLS,
-				MaxResponseBodySize: o.MonitorMaxBytes, ReadTimeout: probeTimeout, WriteTimeout: probeTimeout,
-				Dial: s.probeConns.dial,
+				MaxResponseBodySize: o.MonitorMaxBytes, ReadTimeout: routing.ProbeTimeout, WriteTimeout: routing.ProbeTimeout,
+				Dial: s.dialProbe,
 			},
 		}
 		s.clusters = append(s.clusters, c)
 		s.byName[c.name] = c
+		s.monitor.Targets = append(s.monitor.Targets, routing.Target{Name: c.name, Health: &c.Health, Prober: prober{c, o.MonitorUser}})
 	}
+	s.monitor.Type, s.monitor.Log = o.MonitorType, o.Logger
 	s.srv = &fasthttp.Server{
 		Handler:               s.Handler,
 		Name:                  "prestroid",
@@ -211,11 +215,43 @@ func New(o Options) (*Server, error) {
 			go func() { defer wg.Done(); s.runSweeper(ctx) }()
 		}
 		if o.MonitorInterval > 0 {
-			s.monitor(ctx, o.MonitorInterval)
+			s.monitor.Run(ctx, o.MonitorInterval)
 		}
 		wg.Wait()
 	}()
 	return s, nil
+}
+
+// prober reads a cluster for the monitor (routing.Prober): a GET on its
+// buffered probe client as Options.MonitorUser.
+type prober struct {
+	c    *cluster
+	user string
+}
+
+func (p prober) Probe(path string, deadline time.Time) (int, []byte, error) {
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(p.c.url + path)
+	req.Header.SetHost(p.c.host)
+	req.Header.Set("X-Trino-User", p.user)
+	resp.StreamBody = false
+	if err := p.c.probeClient.DoDeadline(req, resp, deadline); err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
+}
+
+// dialProbe is the probe clients' fasthttp.DialFunc: the monitor tracks
+// their connections and closes them when it stops.
+func (s *Server) dialProbe(addr string) (net.Conn, error) {
+	conn, err := fasthttp.DialTimeout(addr, routing.ProbeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return s.monitor.Track(conn)
 }
 
 // retryIdempotent lets fasthttp resend a request whose pooled connection
@@ -360,7 +396,7 @@ func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 		}
 		d.admitID = id
 	}
-	d.cluster.sent.Add(1)
+	d.cluster.CountSent()
 	s.forwardPlaced(ctx, d.cluster, "/v1/statement", modeStatementPOST, d)
 	if d.admitID != "" && ctx.Response.StatusCode() != fasthttp.StatusOK {
 		s.releaseSlot(d.admitID)
@@ -535,8 +571,8 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	// sent, and the client is told to retry (a connection limit is no
 	// health signal).
 	for err != nil && notSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
-		c.markDown(err)
-		if d == nil || d.Kind == KindTransaction {
+		c.MarkDown(err)
+		if d == nil || d.Kind == routing.KindTransaction {
 			break
 		}
 		next := s.failover(d, c)
@@ -548,7 +584,7 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 		d.Failovers = append(d.Failovers, c.name)
 		d.Cluster = next.name
 		d.cluster, c = next, next
-		c.sent.Add(1)
+		c.CountSent()
 		req.SetRequestURI(c.url + target)
 		req.Header.SetHost(c.host)
 		resp.Reset()

@@ -10,6 +10,7 @@ import (
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/routing"
 )
 
 // feedbackLog is the proxy's feedback sink: the collector's rotating
@@ -62,7 +63,7 @@ func toRecord(c proxy.Completed) *collector.Record {
 		if len(c.Estimate.Plan) > 0 && json.Valid(c.Estimate.Plan) {
 			r.Plan = &collector.Plan{JSON: json.RawMessage(c.Estimate.Plan), ElapsedMillis: c.Estimate.Explain.Milliseconds()}
 		}
-	} else if c.Kind == proxy.KindFailOpen {
+	} else if c.Kind == routing.KindFailOpen {
 		r.Estimate = &collector.Estimate{FailOpen: c.Decision}
 	}
 	return r

@@ -30,6 +30,8 @@ var rules = []struct {
 	{"cache", "cache is a leaf", []string{"/"}},
 	{"proxy/protocol", "the protocol pieces need no other part of the proxy", []string{"/proxy/"}},
 	{"proxy/frontdoor", "the front door needs no other part of the proxy", []string{"/proxy/"}},
+	{"proxy/routing", "routing decides from plain values and probes through an interface the core implements: it needs no other part of the proxy",
+		[]string{"/proxy"}},
 	{"proxy/admission/...", "admission stores know nothing of the proxy's server", []string{"/proxy/console", "/proxy/routing"}},
 }
 

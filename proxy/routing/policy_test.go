@@ -1,8 +1,8 @@
-package proxy
+package routing
 
 import (
-	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,7 +25,7 @@ func states(t *testing.T, specs ...string) []ClusterState {
 		if len(f) != 4 {
 			t.Fatalf("bad spec %q", s)
 		}
-		load, _ := parseFloat(f[3])
+		load, _ := strconv.ParseFloat(f[3], 64)
 		cs = append(cs, ClusterState{Name: f[0], Class: f[1], Healthy: f[2] == "up", Load: int64(load), Default: i == 0})
 	}
 	return cs
@@ -199,7 +199,7 @@ func TestCostPolicy(t *testing.T) {
 }
 
 func TestRulePolicy(t *testing.T) {
-	rules := []RoutingRule{
+	rules := []Rule{
 		{Name: "etl", ClientTags: []string{"etl"}, Class: "large"},
 		{User: "dash-.*", Source: "superset", Class: "small"},
 		{Group: "analysts", Class: "medium"},
@@ -277,15 +277,15 @@ func TestNewRulePolicyRejectsBadRules(t *testing.T) {
 	cost := &CostPolicy{Classes: twoClasses}
 	for _, c := range []struct {
 		name string
-		rule RoutingRule
+		rule Rule
 		want string
 	}{
-		{"a rule naming an unknown class is refused", RoutingRule{User: "a", Class: "huge"}, `rules[0]: class "huge"`},
-		{"a rule with no condition is refused", RoutingRule{Class: "small"}, "no condition"},
-		{"a rule with a bad pattern is refused", RoutingRule{Name: "r", Source: "(", Class: "small"}, "routing rule r: bad source pattern"},
+		{"a rule naming an unknown class is refused", Rule{User: "a", Class: "huge"}, `rules[0]: class "huge"`},
+		{"a rule with no condition is refused", Rule{Class: "small"}, "no condition"},
+		{"a rule with a bad pattern is refused", Rule{Name: "r", Source: "(", Class: "small"}, "routing: rule r: bad source pattern"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := NewRulePolicy([]RoutingRule{c.rule}, cost)
+			_, err := NewRulePolicy([]Rule{c.rule}, cost)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one containing %q", err, c.want)
 			}
@@ -330,7 +330,7 @@ func BenchmarkCostPolicySelect(b *testing.B) {
 }
 
 func BenchmarkRulePolicySelect(b *testing.B) {
-	p, err := NewRulePolicy([]RoutingRule{{User: "etl-.*", Class: "large"}, {ClientTags: []string{"etl"}, Class: "large"}},
+	p, err := NewRulePolicy([]Rule{{User: "etl-.*", Class: "large"}, {ClientTags: []string{"etl"}, Class: "large"}},
 		&CostPolicy{Classes: threeClasses})
 	if err != nil {
 		b.Fatal(err)
@@ -342,34 +342,5 @@ func BenchmarkRulePolicySelect(b *testing.B) {
 		if d := p.Select(in); d.Cluster != "s" {
 			b.Fatal(d)
 		}
-	}
-}
-
-func TestEstimateQuantiles(t *testing.T) {
-	e := estimate.Estimate{CPUSeconds: 10, Sigma: 0.5}
-	if got := e.Quantile(0.5); math.Abs(got-10) > 1e-9 {
-		t.Errorf("median %g, want 10", got)
-	}
-	lo, hi := e.Interval()
-	// The 10% and 90% quantiles of a log-normal: 10·e^(∓1.2816·0.5).
-	if math.Abs(lo-10*math.Exp(-1.2815516*0.5)) > 1e-4 || math.Abs(hi-10*math.Exp(1.2815516*0.5)) > 1e-4 {
-		t.Errorf("interval [%g, %g]", lo, hi)
-	}
-	if got := (estimate.Estimate{CPUSeconds: 3}).Quantile(0.9); got != 3 {
-		t.Errorf("no sigma: quantile %g, want the point 3", got)
-	}
-	for _, q := range []float64{0, 1, -1, math.NaN()} {
-		if got := e.Quantile(q); got != 10 {
-			t.Errorf("quantile %g: %g, want the point", q, got)
-		}
-	}
-	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 1.25, Sigma: 0.05, Source: estimate.SourceHistory, ExplainSkipped: true})); got != "history; cpu=1.25; lo=1.172; hi=1.333; explain-skipped" {
-		t.Errorf("X-Prestroid-Estimate %q", got)
-	}
-	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: estimate.SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5" {
-		t.Errorf("X-Prestroid-Estimate %q", got)
-	}
-	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, Source: estimate.SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7" {
-		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
 }

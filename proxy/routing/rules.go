@@ -1,4 +1,4 @@
-package proxy
+package routing
 
 import (
 	"fmt"
@@ -6,12 +6,12 @@ import (
 	"strconv"
 )
 
-// RoutingRule fixes the class of the queries it matches, before cost is
+// Rule fixes the class of the queries it matches, before cost is
 // considered: what Trino Gateway users configure as routing rules (ETL
 // tools to the large cluster, a dashboard's source to the small one).
 // A rule matches when every condition it sets holds; at least one must be
 // set.
-type RoutingRule struct {
+type Rule struct {
 	// Name labels the rule in X-Prestroid-Decision and logs. Empty means
 	// "rules[i]" (its position in the list).
 	Name string
@@ -46,7 +46,7 @@ type compiledRule struct {
 
 // NewRulePolicy checks and compiles rules over cost. Errors name the rule
 // and the bad field.
-func NewRulePolicy(rules []RoutingRule, cost *CostPolicy) (*RulePolicy, error) {
+func NewRulePolicy(rules []Rule, cost *CostPolicy) (*RulePolicy, error) {
 	p := &RulePolicy{cost: cost}
 	for i, r := range rules {
 		cr := compiledRule{name: r.Name, tags: r.ClientTags, class: -1}
@@ -59,10 +59,10 @@ func NewRulePolicy(rules []RoutingRule, cost *CostPolicy) (*RulePolicy, error) {
 			}
 		}
 		if cr.class < 0 {
-			return nil, fmt.Errorf("proxy: routing rule %s: class %q is not a cost class", cr.name, r.Class)
+			return nil, fmt.Errorf("routing: rule %s: class %q is not a cost class", cr.name, r.Class)
 		}
 		if r.User == "" && r.Group == "" && r.Source == "" && len(r.ClientTags) == 0 {
-			return nil, fmt.Errorf("proxy: routing rule %s: no condition (set user, group, source or client_tags)", cr.name)
+			return nil, fmt.Errorf("routing: rule %s: no condition (set user, group, source or client_tags)", cr.name)
 		}
 		for _, f := range []struct {
 			field, expr string
@@ -73,7 +73,7 @@ func NewRulePolicy(rules []RoutingRule, cost *CostPolicy) (*RulePolicy, error) {
 			}
 			re, err := regexp.Compile(`^(?:` + f.expr + `)$`)
 			if err != nil {
-				return nil, fmt.Errorf("proxy: routing rule %s: bad %s pattern: %w", cr.name, f.field, err)
+				return nil, fmt.Errorf("routing: rule %s: bad %s pattern: %w", cr.name, f.field, err)
 			}
 			*f.re = re
 		}

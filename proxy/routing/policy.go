@@ -1,16 +1,10 @@
-package proxy
+package routing
 
 import (
 	"strings"
 
 	"github.com/prestroid/prestroid/estimate"
 )
-
-// A routing policy places one new query from plain values: the estimate,
-// who sent the query, and the clusters' states. It sees no request and no
-// server, so it is tested with table tests (policy_test.go). The fasthttp
-// glue around it (transaction stickiness, estimating, failover, admission)
-// lives in route.go and server.go.
 
 // Selector is a routing policy. Select may read in but must not keep its
 // slices past its return, and must return a Decision whose Cluster names
@@ -23,6 +17,21 @@ type Selector interface {
 var (
 	_ Selector = (*CostPolicy)(nil)
 	_ Selector = (*RulePolicy)(nil)
+)
+
+// CostClass is a band of predicted CPU time; clusters serve one class.
+// Classes are checked in order: a query belongs to the first class whose
+// MaxCPUSeconds is at least its estimate (0 means unbounded).
+type CostClass struct {
+	Name          string
+	MaxCPUSeconds float64
+}
+
+// Fallback policies when a class has no healthy cluster.
+const (
+	FallbackLarger  = "larger"  // the next larger class that has a healthy cluster (default)
+	FallbackDefault = "default" // the default cluster
+	FallbackAny     = "any"     // the least loaded healthy cluster of any class
 )
 
 // Outcome is what became of a query's estimate.
@@ -41,7 +50,7 @@ const (
 	// EstimateTimedOut: the estimate ran past its time budget.
 	EstimateTimedOut
 	// EstimateBusy: the estimator could not estimate without waiting
-	// (ErrEstimatorBusy: every planner at its EXPLAIN bound).
+	// (the proxy's ErrEstimatorBusy: every planner at its EXPLAIN bound).
 	EstimateBusy
 )
 
@@ -50,10 +59,11 @@ const (
 type Input struct {
 	Outcome  Outcome
 	Estimate estimate.Estimate
-	// User is the query's identity (Identity.User: X-Trino-User, or in
-	// identity: verified mode the user the cluster accepted); Group the user's group (Options.Admission's
-	// GroupHeader or UserGroups, else the user); Source X-Trino-Source;
-	// ClientTags the X-Trino-Client-Tags, split and trimmed.
+	// User is the query's identity (X-Trino-User, or in identity:
+	// verified mode the user the cluster accepted); Group the user's group
+	// (the admission settings' GroupHeader or UserGroups, else the user);
+	// Source X-Trino-Source; ClientTags the X-Trino-Client-Tags, split and
+	// trimmed.
 	User, Group, Source string
 	ClientTags          []string
 	// Clusters in configuration order.

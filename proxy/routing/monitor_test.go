@@ -1,0 +1,193 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/internal/testnet"
+)
+
+func TestGaugeReadsTrinosOpenMetricsLines(t *testing.T) {
+	body := []byte("# TYPE trino_execution_name_QueryManager_RunningQueries gauge\n" +
+		"trino_execution_name_QueryManager_RunningQueries 7.0\n" +
+		"trino_execution_name_QueryManager_RunningQueriesX 99.0\n" +
+		"# TYPE trino_execution_name_QueryManager_QueuedQueries gauge\n" +
+		"trino_execution_name_QueryManager_QueuedQueries\t2.0E0\n# EOF\n")
+	for _, tc := range []struct {
+		name string
+		want int
+		ok   bool
+	}{
+		{gaugeRunning, 7, true},
+		{gaugeQueued, 2, true},
+		{"trino_missing", 0, false},
+	} {
+		got, ok := gauge(body, tc.name)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("gauge(%s) = %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	for _, bad := range []string{"NaN", "-1", "1e12", "x"} {
+		if _, ok := gauge([]byte(gaugeQueued+" "+bad+"\n"), gaugeQueued); ok {
+			t.Errorf("gauge accepted %q", bad)
+		}
+	}
+}
+
+// fakeProber answers each path from a table (path without its query)
+// and records the paths asked.
+type fakeProber struct {
+	answers map[string]answer
+	asked   []string
+}
+
+type answer struct {
+	status int
+	body   string
+	err    error
+}
+
+func (f *fakeProber) Probe(path string, _ time.Time) (int, []byte, error) {
+	f.asked = append(f.asked, path)
+	a, ok := f.answers[strings.SplitN(path, "?", 2)[0]]
+	if !ok {
+		return 404, nil, nil
+	}
+	return a.status, []byte(a.body), a.err
+}
+
+// TestMonitorTypes: each monitor type reads load from its own endpoint
+// (and only it); a cluster that fails /v1/info is down and its load is not
+// read; an unreadable load leaves the load unknown without marking the
+// cluster down.
+func TestMonitorTypes(t *testing.T) {
+	info := answer{200, `{"starting":false}`, nil}
+	metrics := answer{200, fmt.Sprintf("# TYPE %s gauge\n%s 3.0\n# TYPE %s gauge\n%s 4.0\n# EOF\n",
+		gaugeRunning, gaugeRunning, gaugeQueued, gaugeQueued), nil}
+	list := answer{200, `[{"state":"RUNNING"},{"state":"PLANNING"},{"state":"QUEUED"},{"state":"FINISHED"}]`, nil}
+	for _, tc := range []struct {
+		name     string
+		typ      string
+		answers  map[string]answer
+		healthy  bool
+		running  int
+		queued   int
+		loadErr  string
+		lastPath string
+	}{
+		{"metrics reads the two gauges", MonitorMetrics, map[string]answer{"/v1/info": info, "/metrics": metrics}, true, 3, 4, "", metricsLoadPath},
+		{"an empty type reads metrics", "", map[string]answer{"/v1/info": info, "/metrics": metrics}, true, 3, 4, "", metricsLoadPath},
+		{"query_list counts the states", MonitorQueryList, map[string]answer{"/v1/info": info, "/v1/query": list}, true, 2, 1, "", "/v1/query"},
+		{"info reads no load", MonitorInfo, map[string]answer{"/v1/info": info, "/metrics": metrics}, true, 0, 0, "", "/v1/info"},
+		{"a starting cluster is down", MonitorMetrics, map[string]answer{"/v1/info": {200, `{"starting":true}`, nil}, "/metrics": metrics}, false, 0, 0, "", "/v1/info"},
+		{"an unreachable cluster is down", MonitorMetrics, map[string]answer{"/v1/info": {0, "", errors.New("refused")}}, false, 0, 0, "", "/v1/info"},
+		{"metrics without the gauges leave the load unknown", MonitorMetrics, map[string]answer{"/v1/info": info, "/metrics": {200, "# EOF\n", nil}},
+			true, 0, 0, "/metrics lacks the query-manager gauges", metricsLoadPath},
+		{"an HTTP error leaves the load unknown", MonitorMetrics, map[string]answer{"/v1/info": info, "/metrics": {500, "", nil}},
+			true, 0, 0, "/metrics answered HTTP 500", metricsLoadPath},
+		{"a bad query list leaves the load unknown", MonitorQueryList, map[string]answer{"/v1/info": info, "/v1/query": {200, "{", nil}},
+			true, 0, 0, "bad /v1/query answer: unexpected end of JSON input", "/v1/query"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeProber{answers: tc.answers}
+			var h Health
+			h.CountSent()
+			m := &Monitor{Type: tc.typ, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			m.check(Target{Name: "c", Health: &h, Prober: f})
+			st := h.State()
+			if st == nil || st.Healthy != tc.healthy || st.Running != tc.running || st.Queued != tc.queued || st.LoadErr != tc.loadErr {
+				t.Errorf("state %+v; want healthy %v, running %d, queued %d, load error %q", st, tc.healthy, tc.running, tc.queued, tc.loadErr)
+			}
+			if got := f.asked[len(f.asked)-1]; got != tc.lastPath {
+				t.Errorf("last asked %q (all %v), want %q", got, f.asked, tc.lastPath)
+			}
+			if h.Load() != int64(tc.running+tc.queued) {
+				t.Errorf("load %d after the check, want running + queued %d (the sent count reset)", h.Load(), tc.running+tc.queued)
+			}
+		})
+	}
+}
+
+// TestHealth: a cluster never checked is healthy and idle; one marked
+// down is not, and counts its sent queries until the next check.
+func TestHealth(t *testing.T) {
+	var h Health
+	if !h.Healthy() || h.Load() != 0 || h.State() != nil {
+		t.Fatalf("zero Health: healthy %v, load %d, state %+v", h.Healthy(), h.Load(), h.State())
+	}
+	h.CountSent()
+	h.CountSent()
+	h.MarkDown(errors.New("connection refused"))
+	if h.Healthy() {
+		t.Error("healthy right after MarkDown")
+	}
+	if st := h.State(); st == nil || st.Err != "connection refused" || st.Until.Sub(st.Checked) != markDownFor {
+		t.Errorf("state after MarkDown %+v", st)
+	}
+	if h.Load() != 2 {
+		t.Errorf("load %d, want the 2 sent", h.Load())
+	}
+}
+
+// hangingProber dials a cluster that never answers, through the monitor's
+// Track, and waits for an answer.
+type hangingProber struct {
+	m    *Monitor
+	addr string
+}
+
+func (p hangingProber) Probe(string, time.Time) (int, []byte, error) {
+	conn, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		return 0, nil, err
+	}
+	tc, err := p.m.Track(conn)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer tc.Close()
+	_, err = tc.Read(make([]byte, 1)) // until the monitor closes it
+	return 0, nil, err
+}
+
+// TestRunStopsWithoutWaitingForAHangingProbe: ending Run's context closes
+// the tracked connections, so Run returns at once rather than after the
+// probe's deadline; the stopping monitor's failed probe leaves the state
+// alone, and Track refuses connections afterwards.
+func TestRunStopsWithoutWaitingForAHangingProbe(t *testing.T) {
+	m := &Monitor{Type: MonitorInfo, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var h Health
+	m.Targets = []Target{{Name: "hang", Health: &h, Prober: hangingProber{m, strings.TrimPrefix(testnet.Hanging(t), "http://")}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, time.Hour) }()
+	for !h.Probing() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // let the probe block on its read
+	start := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(ProbeTimeout):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Run took %v to stop", d)
+	}
+	if h.Probing() || h.State() != nil {
+		t.Errorf("after Run: probing %v, state %+v; want no check running and no state", h.Probing(), h.State())
+	}
+	c1, c2 := net.Pipe()
+	defer c2.Close()
+	if _, err := m.Track(c1); !errors.Is(err, ErrMonitorStopped) {
+		t.Errorf("Track after stopping: %v, want ErrMonitorStopped", err)
+	}
+}
