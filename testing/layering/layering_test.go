@@ -14,7 +14,8 @@ const module = "github.com/prestroid/prestroid"
 
 // rules: for each package pattern (below the module, as go list takes it), the project
 // packages none of its transitive imports may be (a prefix matches the
-// package and every package below it).
+// package and every package below it; one ending in "$" matches that
+// package only).
 var rules = []struct {
 	pkg, why string
 	deny     []string
@@ -31,6 +32,8 @@ var rules = []struct {
 	{"proxy/protocol", "the protocol pieces need no other part of the proxy", []string{"/proxy/"}},
 	{"proxy/frontdoor", "the front door needs no other part of the proxy", []string{"/proxy/"}},
 	{"proxy/admission/...", "admission stores know nothing of the proxy's server", []string{"/proxy/console", "/proxy/routing"}},
+	{"proxy/console", "the console reads the proxy through the interface it declares: it imports neither the core nor its routing",
+		[]string{"/proxy$", "/proxy/routing", "/proxy/frontdoor"}},
 }
 
 // deps lists the project packages pattern's packages import, directly or
@@ -79,7 +82,7 @@ func TestImportRules(t *testing.T) {
 			for pkg, ds := range deps(t, module+"/"+r.pkg) {
 				for _, d := range ds {
 					for _, bad := range r.deny {
-						if d == bad || strings.HasPrefix(d, bad) && (strings.HasSuffix(bad, "/") || d[len(bad)] == '/') {
+						if denied(d, bad) {
 							if isTestHelper(d) {
 								continue
 							}
@@ -90,6 +93,14 @@ func TestImportRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// denied reports whether package d matches the deny entry bad.
+func denied(d, bad string) bool {
+	if exact, ok := strings.CutSuffix(bad, "$"); ok {
+		return d == exact
+	}
+	return d == bad || strings.HasPrefix(d, bad) && (strings.HasSuffix(bad, "/") || d[len(bad)] == '/')
 }
 
 // isTestHelper: internal helpers every layer may use (no product code).
