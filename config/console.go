@@ -2,7 +2,7 @@ package config
 
 import "fmt"
 
-// Console configures the web console (proxy/console_http.go), served on
+// Console configures the web console (proxy/console), served on
 // the admin surface (admin_listen, else listen) under /prestroid/ behind
 // admin_token when one is set.
 type Console struct {

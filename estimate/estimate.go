@@ -1,7 +1,9 @@
 // Package estimate is the cost estimate of one statement: the one type the
 // estimator makes and the proxy routes, admits and reports by, its Source
-// labels, the log-normal quantiles of its CPU time, and the class lookup
-// that routing by cost and the estimator's text stage share.
+// labels, the log-normal quantiles of its CPU time, the class lookup
+// that routing by cost and the estimator's text stage share, the q-error
+// of an estimate against the actual CPU time, and what the estimator
+// reports of itself (Stats, stats.go: its caches, history and model).
 //
 // It imports no package of this project, so that both sides of the
 // proxy/estimator seam import it (the proxy never imports the estimator;

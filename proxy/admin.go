@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/valyala/fasthttp"
 )
 
 // The admin surface: GET /metrics, POST /v1/estimate, POST /v1/routing and
-// the web console under /prestroid/ (console_http.go). They answer with the
+// the web console under /prestroid/ (package console). They answer with the
 // proxy's internals (metrics, the console) and plan queries on the default
 // cluster (the estimate endpoints), so a deployment may keep them
 // off the client-facing listener (Options.AdminSeparate, served by
@@ -40,19 +41,19 @@ func isAdmin(method, path string) bool {
 	case "/v1/estimate", "/v1/routing":
 		return method == fasthttp.MethodPost
 	}
-	return isConsole(path)
+	return console.Match(path)
 }
 
 // admin serves an admin endpoint after the token check; the console's
 // page files need none (they hold no data).
 func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 	path := string(ctx.Path())
-	if isConsole(path) {
-		if s.ring == nil {
+	if console.Match(path) {
+		if s.console == nil {
 			s.fail(ctx, ErrNotFound, false) // console.decisions < 0
 			return
 		}
-		if s.consoleShell(ctx, path) {
+		if s.console.ServePage(ctx) {
 			return
 		}
 	}
@@ -69,7 +70,7 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 	case "/v1/routing":
 		s.serveRouting(ctx)
 	default:
-		s.consoleJSON(ctx, path)
+		s.console.ServeAPI(ctx)
 	}
 }
 
@@ -113,11 +114,11 @@ func (s *Server) AdminHandler(ctx *fasthttp.RequestCtx) {
 		s.serveHealth(ctx)
 	case isAdmin(method, path):
 		s.admin(ctx)
-	case s.ring != nil && path == "/" && (method == fasthttp.MethodGet || method == fasthttp.MethodHead):
-		ctx.Redirect(consolePrefix, fasthttp.StatusFound)
-	case s.ring != nil && ui && strings.HasPrefix(path, uiQueryAPI):
+	case s.console != nil && path == "/" && (method == fasthttp.MethodGet || method == fasthttp.MethodHead):
+		ctx.Redirect(console.Prefix, fasthttp.StatusFound)
+	case s.console != nil && ui && strings.HasPrefix(path, uiQueryAPI):
 		s.uiQuery(ctx, string(ctx.Request.Header.RequestURI()))
-	case s.ring != nil && ui && (path == "/ui" || strings.HasPrefix(path, "/ui/")):
+	case s.console != nil && ui && (path == "/ui" || strings.HasPrefix(path, "/ui/")):
 		s.forward(ctx, s.clusters[0], string(ctx.Request.Header.RequestURI()), modeRaw)
 	default:
 		s.fail(ctx, ErrNotFound, false)
@@ -140,4 +141,27 @@ func (s *Server) ServeAdmin(ln net.Listener) error {
 		Logger:                frontdoor.FastHTTPLogger{L: s.log},
 	})
 	return s.adminSrv.Load().Serve(ln)
+}
+
+// consoleView is what the console reads of s (console.Proxy).
+type consoleView struct{ s *Server }
+
+var _ console.Proxy = consoleView{}
+
+// Clusters implements console.Proxy.
+func (v consoleView) Clusters() []console.ClusterState {
+	out := make([]console.ClusterState, len(v.s.clusters))
+	for i, c := range v.s.clusters {
+		cs := console.ClusterState{Name: c.name, URL: c.url, Class: c.class, Healthy: c.Healthy(), Load: c.Load()}
+		if st := c.State(); st != nil {
+			cs.Checked, cs.Err, cs.LoadErr, cs.Running, cs.Queued = st.Checked, st.Err, st.LoadErr, st.Running, st.Queued
+		}
+		out[i] = cs
+	}
+	return out
+}
+
+// TablesScanned implements console.Proxy.
+func (v consoleView) TablesScanned() (known, unknown uint64) {
+	return v.s.metrics.known.Load(), v.s.metrics.unknown.Load()
 }

@@ -91,12 +91,10 @@ func (s *Server) admissionIdentity(h *fasthttp.RequestHeader, d *decision) (user
 	return user, userGroup(h, s.opts.Admission, user)
 }
 
-// Why a queued query was cancelled (admission.Store.Cancel), as its client
-// reads it.
-const (
-	cancelByClient   = "canceled"
-	cancelByOperator = "canceled by an operator (prestroid console)"
-)
+// cancelByClient is why a queued query its client deleted was cancelled
+// (admission.Store.Cancel), as its client reads it; the console's
+// operator cancel gives its own reason.
+const cancelByClient = "canceled"
 
 // releaseSlot frees an admitted query's slot by the proxy's id (a failed
 // submission); a store error leaves it to the lease.

@@ -16,144 +16,92 @@ import (
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/admission/admissiontest"
-	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 )
 
-func ringRecord(r *decisionRing, id, cluster string, cpu float64, at time.Time) uint64 {
-	c := &Completed{Cluster: cluster, User: "alice", Decision: "routed: class small", Kind: routing.KindRouted, Class: "small",
-		Estimated: cpu > 0, Estimate: estimate.Estimate{Estimated: cpu > 0, CPUSeconds: cpu, Source: estimate.SourceModel, Plan: []byte(`{"big":"plan"}`)}}
-	return r.add(id, c, &decision{took: time.Millisecond}, at)
-}
-
-func TestDecisionRing(t *testing.T) {
-	now := time.Date(2026, 12, 4, 12, 30, 10, 0, time.UTC)
-	t.Run("it keeps the newest records, newest first, without their plans", func(t *testing.T) {
-		r := newDecisionRing(3, []string{"a"})
-		if got := r.snapshot(10); len(got) != 0 {
-			t.Fatalf("empty ring: %d records", len(got))
-		}
-		for i := 1; i <= 5; i++ {
-			ringRecord(r, fmt.Sprintf("q%d", i), "a", 1, now)
-		}
-		got := r.snapshot(10)
-		if len(got) != 3 || got[0].QueryID != "q5" || got[1].QueryID != "q4" || got[2].QueryID != "q3" {
-			t.Fatalf("snapshot: %+v", got)
-		}
-		if got[0].Estimate.Plan != nil {
-			t.Error("the ring holds the estimate's plan")
-		}
-		if two := r.snapshot(2); len(two) != 2 || two[1].QueryID != "q4" {
-			t.Errorf("snapshot(2): %+v", two)
-		}
-	})
-	t.Run("finishing a record that was overwritten changes nothing", func(t *testing.T) {
-		r := newDecisionRing(2, []string{"a"})
-		old := ringRecord(r, "old", "a", 1, now)
-		ringRecord(r, "q2", "a", 1, now)
-		ringRecord(r, "q3", "a", 1, now) // overwrites "old"
-		r.finish(old, &Completed{State: "FINISHED", Finished: now, Stats: protocol.PageStats{CPUTimeMillis: 500}})
-		r.finish(0, &Completed{State: "FINISHED", Finished: now})
-		for _, rec := range r.snapshot(2) {
-			if !rec.Finished.IsZero() {
-				t.Errorf("%s finished by another query's completion", rec.QueryID)
-			}
-		}
-	})
-	t.Run("a finished estimated query has its actual CPU and q-error", func(t *testing.T) {
-		r := newDecisionRing(4, []string{"a"})
-		seq := ringRecord(r, "q1", "a", 2, now)
-		failed := ringRecord(r, "q2", "a", 2, now)
-		unestimated := ringRecord(r, "q3", "a", 0, now)
-		r.finish(seq, &Completed{State: "FINISHED", Finished: now, Stats: protocol.PageStats{CPUTimeMillis: 500}})
-		r.finish(failed, &Completed{State: "FAILED", ErrorName: "BOOM", Finished: now, Stats: protocol.PageStats{CPUTimeMillis: 500}})
-		r.finish(unestimated, &Completed{State: "FINISHED", Finished: now, Stats: protocol.PageStats{CPUTimeMillis: 500}})
-		got := r.snapshot(3)
-		if q, ok := got[2].qError(); !ok || q != 4 || got[2].CPUSeconds != 0.5 {
-			t.Errorf("q1: q-error %v %v, actual %v; want 4 (2 s predicted, 0.5 s actual)", q, ok, got[2].CPUSeconds)
-		}
-		for _, rec := range got[:2] {
-			if _, ok := rec.qError(); ok {
-				t.Errorf("%s (%s, estimated %v) has a q-error", rec.QueryID, rec.State, rec.Estimated)
-			}
-		}
-	})
-	t.Run("it counts queries routed per cluster over the last N minutes", func(t *testing.T) {
-		r := newDecisionRing(2, []string{"a", "b"}) // counts do not depend on the ring's size
-		ringRecord(r, "q1", "a", 1, now.Add(-90*time.Minute))
-		ringRecord(r, "q2", "a", 1, now.Add(-10*time.Minute))
-		ringRecord(r, "q3", "a", 1, now.Add(-time.Minute))
-		ringRecord(r, "q4", "a", 1, now)
-		ringRecord(r, "q5", "b", 1, now)
-		ringRecord(r, "q6", "unknown", 1, now)
-		for _, tc := range []struct {
-			cluster string
-			minutes int
-			want    int64
-		}{{"a", 1, 1}, {"a", 2, 2}, {"a", 15, 3}, {"a", 60, 3}, {"a", 1000, 3}, {"b", 5, 1}, {"unknown", 5, 0}} {
-			if got := r.routedSince(tc.cluster, now, tc.minutes); got != tc.want {
-				t.Errorf("%s over %d minutes: %d, want %d", tc.cluster, tc.minutes, got, tc.want)
-			}
-		}
-	})
-}
-
-// The console's cost on the hot path: one ring write per query placed
-// and one per query finished, without allocating.
-func TestDecisionRingAllocatesNothing(t *testing.T) {
-	r := newDecisionRing(128, []string{"a"})
-	c := &Completed{Cluster: "a", User: "alice", Estimated: true, Estimate: estimate.Estimate{CPUSeconds: 1}, State: "FINISHED"}
-	d := &decision{}
-	now := time.Now()
-	if n := testing.AllocsPerRun(1000, func() {
-		seq := r.add("20260101_000000_00001_abcde", c, d, now)
-		r.finish(seq, c)
-	}); n != 0 {
-		t.Errorf("add + finish allocate %v times", n)
+// The console's JSON as a client reads it: the field names are the
+// format (README.md, "Web console"), pinned here apart from the console's
+// own types.
+type (
+	consoleDecisions struct {
+		Capacity  int `json:"capacity"`
+		Decisions []struct {
+			QueryID  string `json:"query_id"`
+			UIPath   string `json:"ui_path"`
+			User     string `json:"user"`
+			Cluster  string `json:"cluster"`
+			Kind     string `json:"kind"`
+			Decision string `json:"decision"`
+			Estimate *struct {
+				CPUSeconds float64 `json:"cpu_seconds"`
+				Source     string  `json:"source"`
+				Model      string  `json:"model"`
+			} `json:"estimate"`
+			State     string   `json:"state"`
+			ActualCPU *float64 `json:"actual_cpu_seconds"`
+			QError    *float64 `json:"qerror"`
+		} `json:"decisions"`
 	}
-}
-
-func BenchmarkDecisionRing(b *testing.B) {
-	r := newDecisionRing(2000, []string{"a"})
-	c := &Completed{Cluster: "a", User: "alice", Estimated: true, Estimate: estimate.Estimate{CPUSeconds: 1}, State: "FINISHED"}
-	d := &decision{}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		now := time.Now()
-		for pb.Next() {
-			r.finish(r.add("20260101_000000_00001_abcde", c, d, now), c)
-		}
-	})
-}
-
-func TestHeldBy(t *testing.T) {
-	o := &admission.Options{MaxQueries: 2, MaxCPUSeconds: 100, UserMaxQueries: 1, GroupMaxCPUSeconds: 10}
-	for _, tc := range []struct {
-		name string
-		q    admission.Queued
-		want []string
-	}{
-		{"nothing in flight holds nothing, whatever the query's size", admission.Queued{User: "u", Group: "g", CPU: 1e6}, nil},
-		{"the global query budget", admission.Queued{User: "u", Group: "g", Use: [3]admission.Usage{{Queries: 2, CPU: 1}}},
-			[]string{"admission.max_queries global 2/2+1"}},
-		{"the user's query budget and the global CPU budget",
-			admission.Queued{User: "u", Group: "g", CPU: 60, Use: [3]admission.Usage{{Queries: 1, CPU: 50}, {Queries: 1, CPU: 50}}},
-			[]string{"admission.max_cpu_seconds global 50/100+60", "admission.user_max_queries user u 1/1+1"}},
-		{"a scope with nothing in flight admits one", admission.Queued{User: "u", Group: "g", CPU: 60, Use: [3]admission.Usage{{Queries: 1, CPU: 1}}}, nil},
-		{"the group's CPU budget", admission.Queued{User: "u", Group: "g", CPU: 6, Use: [3]admission.Usage{{Queries: 1, CPU: 5}, {}, {Queries: 1, CPU: 5}}},
-			[]string{"admission.group_max_cpu_seconds group g 5/10+6"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			for _, h := range heldBy(o, tc.q) {
-				got = append(got, fmt.Sprintf("%s %s %g/%g+%g", h.Budget, h.Scope, h.InFlight, h.Limit, h.Needs))
-			}
-			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
-				t.Errorf("held by %q, want %q", got, tc.want)
-			}
-		})
+	consoleClusters struct {
+		WindowMinutes int  `json:"window_minutes"`
+		Monitor       bool `json:"monitor"`
+		Clusters      []struct {
+			Name    string `json:"name"`
+			URL     string `json:"url"`
+			Default bool   `json:"default"`
+			Healthy bool   `json:"healthy"`
+			Routed  int64  `json:"routed"`
+		} `json:"clusters"`
 	}
-}
+	consoleEstimatorView struct {
+		Estimator bool `json:"estimator"`
+		Model     *struct {
+			ID     string    `json:"id"`
+			Loaded time.Time `json:"loaded"`
+		} `json:"model"`
+		Caches []struct {
+			HitRate *float64 `json:"hit_rate"`
+		} `json:"caches"`
+		History *struct {
+			Entries int `json:"entries"`
+		} `json:"history"`
+		Sources []struct {
+			Estimates int      `json:"estimates"`
+			Finished  int      `json:"finished"`
+			QErrorP50 *float64 `json:"qerror_p50"`
+		} `json:"sources"`
+		QErrorSeries []struct {
+			P90 float64 `json:"p90"`
+		} `json:"qerror_series"`
+		Points []struct {
+			Predicted float64 `json:"predicted_cpu_seconds"`
+			Actual    float64 `json:"actual_cpu_seconds"`
+			QError    float64 `json:"qerror"`
+		} `json:"points"`
+	}
+	consoleQueue struct {
+		Enabled  bool               `json:"enabled"`
+		Queued   int                `json:"queued"`
+		InFlight int                `json:"in_flight"`
+		Limits   map[string]float64 `json:"limits"`
+		Queries  []consoleQueued    `json:"queries"`
+		Error    string             `json:"error"`
+	}
+	consoleQueued struct {
+		ID            string  `json:"id"`
+		User          string  `json:"user"`
+		CPUSeconds    float64 `json:"cpu_seconds"`
+		WaitedSeconds float64 `json:"waited_seconds"`
+		Position      int     `json:"position"`
+		HeldBy        []struct {
+			Budget   string  `json:"budget"`
+			Scope    string  `json:"scope"`
+			InFlight float64 `json:"in_flight"`
+			Limit    float64 `json:"limit"`
+			Needs    float64 `json:"needs"`
+		} `json:"held_by"`
+	}
+)
 
 // consoleProxy runs a proxy over upstream with o, serving the admin
 // surface on a listener of its own too.
@@ -205,11 +153,11 @@ func TestConsoleJSON(t *testing.T) {
 	loaded := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	var statsCalls atomic.Int64
 	client, admin, _ := consoleProxy(t, stub.URL, Options{AdminToken: testAdminToken, Estimator: &fixedEstimator{},
-		EstimatorStats: func() EstimatorStats {
+		EstimatorStats: func() estimate.Stats {
 			statsCalls.Add(1)
-			return EstimatorStats{Model: &ModelStats{ID: "m-1", Source: "embedded", Loaded: loaded},
-				Caches:  []CacheStats{{Name: "estimate", Hits: 3, Misses: 1}, {Name: "plan"}},
-				History: &HistoryStats{Entries: 7, Observed: 5}}
+			return estimate.Stats{Model: &estimate.ModelStats{ID: "m-1", Source: "embedded", Loaded: loaded},
+				Caches:  []estimate.CacheStats{{Name: "estimate", Hits: 3, Misses: 1}, {Name: "plan"}},
+				History: &estimate.HistoryStats{Entries: 7, Observed: 5}}
 		}})
 	// Two queries finish, one stays running.
 	for _, sql := range []string{"SELECT cpu=0.02", "SELECT cpu=0.005"} {

@@ -174,7 +174,7 @@ func polledQueryID(ctx *fasthttp.RequestCtx) string {
 	if !ok {
 		return ""
 	}
-	if id := statementQueryID(target); validQueryID(id) {
+	if id := statementQueryID(target); protocol.ValidQueryID(id) {
 		return id
 	}
 	return ""

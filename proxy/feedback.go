@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
@@ -76,17 +77,25 @@ func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 	c.QueryID, c.State, c.ErrorName, c.ErrorType, c.Stats, c.Finished = info.ID, info.State, info.ErrorName, info.ErrorType, info.Stats, time.Now()
 	s.metrics.completed.WithLabelValues(c.State, c.Cluster).Inc()
 	if c.Estimated && c.State == "FINISHED" && c.Stats.RolledUp() {
-		if q, ok := qError(c.Estimate.CPUSeconds, float64(c.Stats.CPUTimeMillis)/1000); ok {
+		if q, ok := estimate.QError(c.Estimate.CPUSeconds, float64(c.Stats.CPUTimeMillis)/1000); ok {
 			s.metrics.qerror.Observe(q)
 			s.metrics.sourceQerror.WithLabelValues(c.Estimate.Source.String()).Observe(q)
 		}
 	}
 	if ok && s.ring != nil {
-		s.ring.finish(t.seq, &c)
+		s.ring.Finish(t.seq, console.Final{Finished: c.Finished, State: c.State, ErrorName: c.ErrorName,
+			CPUSeconds: float64(c.Stats.CPUTimeMillis) / 1000})
 	}
 	if s.opts.Feedback != nil {
 		s.opts.Feedback.Record(c)
 	}
+}
+
+// consoleRecord is the console's record of the query placed by d, known
+// from its first page as id and tracked as c.
+func consoleRecord(id string, c *Completed, d *decision, now time.Time) console.Record {
+	return console.Record{Routed: now, QueryID: id, User: c.User, Source: c.Source, Cluster: c.Cluster, Class: c.Class,
+		Decision: c.Decision, Kind: c.Kind.String(), Queued: d.Queued, Estimated: c.Estimated, Estimate: c.Estimate, Took: d.took}
 }
 
 // recordDecision counts a placement and the estimate behind it.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
-	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/prometheus/client_golang/prometheus"
@@ -222,66 +222,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// EstimatorStats is what the estimator reports for /metrics: its caches and
-// its inference batcher. Counters are totals since the estimator started.
-// cmd/prestroid fills it (Options.EstimatorStats); the proxy only exports
-// it.
-type EstimatorStats struct {
-	Caches []CacheStats
-	// BatchQueueDepth is the number of inferences waiting for a batch.
-	BatchQueueDepth int
-	// History is the estimate history's state; nil when there is none.
-	History *HistoryStats
-	// Model is the model being served (the web console shows it); nil
-	// when the estimator runs without one.
-	Model *ModelStats
-	// Background counts the EXPLAINs run off the hot path (the text stage
-	// answered: estimator.explain); nil when the estimator runs none.
-	Background *BackgroundStats
-}
-
-// BackgroundStats count the estimator's background EXPLAINs (each with the
-// model): Done, Failed, and Skipped (no EXPLAIN slot free).
-type BackgroundStats struct {
-	Done, Failed, Skipped uint64
-}
-
-// ModelStats describe the model the estimator serves.
-type ModelStats struct {
-	ID      string    // the bundle's model_id
-	Source  string    // where it was loaded from (a directory, or the embedded bundle)
-	Created string    // the bundle's own creation time, as its manifest says
-	Loaded  time.Time // when this process loaded it
-	// Untrained is set for a bundle of random weights (tests).
-	Untrained bool
-}
-
-// HistoryStats describe the estimator's history store.
-type HistoryStats struct {
-	Entries int // keys held
-	// Observed completed queries learned from; Dropped those lost to a
-	// full write queue.
-	Observed, Dropped uint64
-	// Store is the shared store's state (Redis); nil for a store that
-	// cannot be unreachable (memory, a file).
-	Store *HistoryStoreStats
-}
-
-// HistoryStoreStats describe a history store that can be unreachable.
-type HistoryStoreStats struct {
-	// Errors counts failed calls; Dropped the updates (one key of one
-	// completed query each) lost to them.
-	Errors, Dropped uint64
-	// Down is true while the store is treated as unreachable.
-	Down bool
-}
-
-// CacheStats are one named cache's counters.
-type CacheStats struct {
-	Name                    string // e.g. "estimate", "predicate"
-	Hits, Misses, Evictions uint64
-}
-
 var (
 	descCacheHits = prometheus.NewDesc("prestroid_estimator_cache_hits_total",
 		"Estimator cache lookups that hit, by cache.", []string{"cache"}, nil)
@@ -308,7 +248,7 @@ var (
 )
 
 // estimatorCollector exports Options.EstimatorStats at scrape time.
-type estimatorCollector struct{ stats func() EstimatorStats }
+type estimatorCollector struct{ stats func() estimate.Stats }
 
 var _ prometheus.Collector = (*estimatorCollector)(nil)
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -68,8 +69,8 @@ func TestMetricsRegistry(t *testing.T) {
 	})
 	t.Run("the estimator's cache and batcher figures are exported when wired", func(t *testing.T) {
 		body, _ := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}},
-			EstimatorStats: func() EstimatorStats {
-				return EstimatorStats{Caches: []CacheStats{{Name: "predicate", Hits: 7, Misses: 3, Evictions: 1}}, BatchQueueDepth: 2}
+			EstimatorStats: func() estimate.Stats {
+				return estimate.Stats{Caches: []estimate.CacheStats{{Name: "predicate", Hits: 7, Misses: 3, Evictions: 1}}, BatchQueueDepth: 2}
 			}})
 		for _, want := range []string{
 			`prestroid_estimator_cache_hits_total{cache="predicate"} 7`,
@@ -83,9 +84,9 @@ func TestMetricsRegistry(t *testing.T) {
 		}
 	})
 	t.Run("a shared history store's health is exported, a local one's is not", func(t *testing.T) {
-		shared := &HistoryStats{Entries: 5, Store: &HistoryStoreStats{Errors: 3, Dropped: 10, Down: true}}
+		shared := &estimate.HistoryStats{Entries: 5, Store: &estimate.HistoryStoreStats{Errors: 3, Dropped: 10, Down: true}}
 		body, _ := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}},
-			EstimatorStats: func() EstimatorStats { return EstimatorStats{History: shared} }})
+			EstimatorStats: func() estimate.Stats { return estimate.Stats{History: shared} }})
 		for _, want := range []string{"prestroid_history_entries 5", "prestroid_history_store_errors_total 3",
 			"prestroid_history_store_dropped_total 10", "prestroid_history_store_down 1"} {
 			if !strings.Contains(body, want) {
@@ -93,7 +94,7 @@ func TestMetricsRegistry(t *testing.T) {
 			}
 		}
 		body, _ = scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}},
-			EstimatorStats: func() EstimatorStats { return EstimatorStats{History: &HistoryStats{Entries: 5}} }})
+			EstimatorStats: func() estimate.Stats { return estimate.Stats{History: &estimate.HistoryStats{Entries: 5}} }})
 		if strings.Contains(body, "prestroid_history_store_") {
 			t.Error("store health exported for a store that cannot be unreachable")
 		}

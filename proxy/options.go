@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
@@ -174,9 +175,9 @@ type Options struct {
 	// estimator's cache and batcher figures (prestroid_estimator_*) and by
 	// the web console (its model, caches and history). Nil means they are
 	// not exported.
-	EstimatorStats func() EstimatorStats
+	EstimatorStats func() estimate.Stats
 	// ConsoleDecisions is how many recent decisions the web console keeps
-	// in memory (console.go; served on the admin surface under
+	// in memory (package console; served on the admin surface under
 	// /prestroid/; console.decisions). Zero or negative turns the
 	// console off (404).
 	ConsoleDecisions int

@@ -26,6 +26,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prestroid/prestroid/proxy/admission"
+	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
@@ -60,7 +61,8 @@ type Server struct {
 	// out a hanging probe.
 	monitor    routing.Monitor
 	admit      admission.Store        // nil without admission control
-	ring       *decisionRing          // the console's recent decisions; nil: console off
+	ring       *console.Ring          // the console's recent decisions, fed by respond and complete; nil: console off
+	console    *console.Handler       // nil: console off
 	rate       *admission.RateLimiter // nil without rate limits
 	adminToken []byte                 // SHA-256 of Options.AdminToken; nil: none
 	adminSrv   atomic.Pointer[fasthttp.Server]
@@ -204,7 +206,15 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.serveMx = metricsHandler(s.registry, o.Logger)
-	s.ring = newConsoleRing(o.ConsoleDecisions, s.clusters)
+	if o.ConsoleDecisions > 0 {
+		names := make([]string, len(s.clusters))
+		for i, c := range s.clusters {
+			names[i] = c.name
+		}
+		s.ring = console.NewRing(o.ConsoleDecisions, names)
+		s.console = console.New(console.Options{Ring: s.ring, Proxy: consoleView{s}, Monitor: o.MonitorInterval > 0,
+			Store: s.admit, Budgets: o.Admission, Estimator: o.Estimator != nil, EstimatorStats: o.EstimatorStats, Logger: s.log})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop, s.done = cancel, make(chan struct{})
 	go func() {
@@ -443,7 +453,7 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 // queryResource serves GET/DELETE /v1/query/{id}: to the cluster that ran
 // the query, from the query map or, failing that, by asking each cluster.
 func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
-	if !validQueryID(id) {
+	if !protocol.ValidQueryID(id) {
 		s.fail(ctx, fmt.Errorf("%w: bad query id", ErrBadRequest), false)
 		return
 	}
@@ -485,6 +495,28 @@ func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
 	s.fail(ctx, ErrUnknownQuery, false)
 }
 
+// uiQueryAPI is where Trino's web UI reads one query (its query.html
+// page fetches this absolute path).
+const uiQueryAPI = "/ui/api/query/"
+
+// uiQuery serves Trino's web UI's read of one query from the cluster
+// that ran it (the query map), so the UI's query page works through the
+// proxy for a query of any cluster; unknown ids go to the first cluster,
+// which serves the rest of the unrouted UI.
+func (s *Server) uiQuery(ctx *fasthttp.RequestCtx, raw string) {
+	id := strings.TrimPrefix(string(ctx.Path()), uiQueryAPI)
+	if i := strings.IndexByte(id, '/'); i >= 0 {
+		id = id[:i]
+	}
+	c := s.clusters[0]
+	if name, ok := s.queries.Get(id); ok {
+		if named, ok := s.byName[name]; ok {
+			c = named
+		}
+	}
+	s.forward(ctx, c, raw, modeRaw)
+}
+
 // statementQueryID extracts {id} from /v1/statement/{queued|executing}/{id}/...
 // (and .../executing/partialCancel/{id}/...).
 func statementQueryID(target string) string {
@@ -497,19 +529,6 @@ func statementQueryID(target string) string {
 		return ""
 	}
 	return parts[4]
-}
-
-func validQueryID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 type fwdMode uint8
@@ -671,7 +690,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 			s.queries.Put(info.ID, cname)
 			if tr != nil {
 				if s.ring != nil {
-					tr.seq = s.ring.add(info.ID, &tr.c, d, time.Now()) // the console's one write
+					tr.seq = s.ring.Add(consoleRecord(info.ID, &tr.c, d, time.Now())) // the console's one write
 				}
 				s.tracked.Put(info.ID, tr)
 			}

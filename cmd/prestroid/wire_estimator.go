@@ -206,26 +206,26 @@ type serviceStats struct {
 
 // estimatorStats reads the service's batcher, the named caches and the
 // history store at each scrape (proxy.Options.EstimatorStats).
-func estimatorStats(svc *estimator.Service, ss serviceStats) func() proxy.EstimatorStats {
-	return func() proxy.EstimatorStats {
-		st := proxy.EstimatorStats{BatchQueueDepth: svc.QueueDepth()}
+func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Stats {
+	return func() estimate.Stats {
+		st := estimate.Stats{BatchQueueDepth: svc.QueueDepth()}
 		if m := svc.Model(); m != nil {
-			st.Model = &proxy.ModelStats{ID: m.ID(), Source: m.Source(), Created: m.Manifest().Created, Loaded: m.Loaded(),
+			st.Model = &estimate.ModelStats{ID: m.ID(), Source: m.Source(), Created: m.Manifest().Created, Loaded: m.Loaded(),
 				Untrained: m.Manifest().Untrained()}
 		}
 		if svc.HasHistory() {
 			hs := svc.HistoryStats()
-			st.History = &proxy.HistoryStats{Entries: hs.Entries, Observed: hs.Observed, Dropped: hs.Dropped}
+			st.History = &estimate.HistoryStats{Entries: hs.Entries, Observed: hs.Observed, Dropped: hs.Dropped}
 			if ss.history != nil {
 				h := ss.history.Health()
-				st.History.Store = &proxy.HistoryStoreStats{Errors: h.Errors, Dropped: h.Dropped, Down: h.Down}
+				st.History.Store = &estimate.HistoryStoreStats{Errors: h.Errors, Dropped: h.Dropped, Down: h.Down}
 			}
 		}
 		bs := svc.BackgroundStats()
-		st.Background = &proxy.BackgroundStats{Done: bs.Done, Failed: bs.Failed, Skipped: bs.Skipped}
+		st.Background = &estimate.BackgroundStats{Done: bs.Done, Failed: bs.Failed, Skipped: bs.Skipped}
 		for _, c := range ss.caches {
 			cs := c.stats()
-			st.Caches = append(st.Caches, proxy.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted})
+			st.Caches = append(st.Caches, estimate.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted})
 		}
 		return st
 	}

@@ -3,7 +3,8 @@
 // route tokens (token.go) and the sealing of saved queries (seal.go), the
 // streaming rewrite of QueryResults URIs (rewrite.go), which headers travel
 // and which stop at the proxy (headers.go), Trino's duration syntax
-// (duration.go) and the bounded query-id maps (querymap.go).
+// (duration.go), and query ids: which are valid and the bounded maps
+// keyed by them (querymap.go).
 //
 // It imports no other package of the proxy.
 package protocol

@@ -48,3 +48,19 @@ func (q *BoundedMap[V]) Take(id string) (V, bool) {
 	delete(q.m, id)
 	return v, ok
 }
+
+// ValidQueryID reports whether id can be a Trino query id: 1 to 128
+// letters, digits and underscores (what the proxy accepts in a path or a
+// request before it looks the id up).
+func ValidQueryID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -14,7 +14,8 @@ const module = "github.com/prestroid/prestroid"
 
 // rules: for each package pattern (below the module, as go list takes it), the project
 // packages none of its transitive imports may be (a prefix matches the
-// package and every package below it).
+// package and every package below it; one ending in "$" matches that
+// package only).
 var rules = []struct {
 	pkg, why string
 	deny     []string
@@ -33,6 +34,8 @@ var rules = []struct {
 	{"proxy/routing", "routing decides from plain values and probes through an interface the core implements: it needs no other part of the proxy",
 		[]string{"/proxy"}},
 	{"proxy/admission/...", "admission stores know nothing of the proxy's server", []string{"/proxy/console", "/proxy/routing"}},
+	{"proxy/console", "the console reads the proxy through the interface it declares: it imports neither the core nor its routing",
+		[]string{"/proxy$", "/proxy/routing", "/proxy/frontdoor"}},
 }
 
 // deps lists the project packages pattern's packages import, directly or
@@ -81,7 +84,7 @@ func TestImportRules(t *testing.T) {
 			for pkg, ds := range deps(t, module+"/"+r.pkg) {
 				for _, d := range ds {
 					for _, bad := range r.deny {
-						if d == bad || strings.HasPrefix(d, bad) && (strings.HasSuffix(bad, "/") || d[len(bad)] == '/') {
+						if denied(d, bad) {
 							if isTestHelper(d) {
 								continue
 							}
@@ -92,6 +95,14 @@ func TestImportRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// denied reports whether package d matches the deny entry bad.
+func denied(d, bad string) bool {
+	if exact, ok := strings.CutSuffix(bad, "$"); ok {
+		return d == exact
+	}
+	return d == bad || strings.HasPrefix(d, bad) && (strings.HasSuffix(bad, "/") || d[len(bad)] == '/')
 }
 
 // isTestHelper: internal helpers every layer may use (no product code).

@@ -1,4 +1,4 @@
-package proxy
+package console
 
 import (
 	"math"
@@ -9,24 +9,24 @@ import (
 	"github.com/prestroid/prestroid/estimate"
 )
 
-// The console's estimator view: what the estimator reports of itself
+// The estimator view: what the estimator reports of itself
 // (Options.EstimatorStats) and what the ring says of its estimates: the
 // q-error of finished queries over time and by source, predicted against
 // actual CPU, and the share of scanned tables the model never saw.
 
-type consoleEstimatorView struct {
-	Estimator       bool                `json:"estimator"` // an estimator is wired
-	Model           *consoleModel       `json:"model"`     // null: none loaded
-	Caches          []consoleCache      `json:"caches"`
-	BatchQueueDepth int                 `json:"batch_queue_depth"`
-	History         *consoleHistory     `json:"history"` // null: no history
-	Drift           consoleDrift        `json:"drift"`
-	Sources         []consoleSource     `json:"sources"`
-	QErrorSeries    []consoleQErrMinute `json:"qerror_series"` // per minute of finishing
-	Points          []consolePoint      `json:"points"`        // finished estimated queries, oldest first
+type estimatorView struct {
+	Estimator       bool           `json:"estimator"` // an estimator is wired
+	Model           *modelView     `json:"model"`     // null: none loaded
+	Caches          []cacheView    `json:"caches"`
+	BatchQueueDepth int            `json:"batch_queue_depth"`
+	History         *historyView   `json:"history"` // null: no history
+	Drift           driftView      `json:"drift"`
+	Sources         []sourceView   `json:"sources"`
+	QErrorSeries    []qerrorMinute `json:"qerror_series"` // per minute of finishing
+	Points          []point        `json:"points"`        // finished estimated queries, oldest first
 }
 
-type consoleModel struct {
+type modelView struct {
 	ID        string    `json:"id"`
 	Source    string    `json:"source"`
 	Created   string    `json:"created,omitempty"`
@@ -34,7 +34,7 @@ type consoleModel struct {
 	Untrained bool      `json:"untrained"`
 }
 
-type consoleCache struct {
+type cacheView struct {
 	Name      string   `json:"name"`
 	Hits      uint64   `json:"hits"`
 	Misses    uint64   `json:"misses"`
@@ -42,16 +42,16 @@ type consoleCache struct {
 	HitRate   *float64 `json:"hit_rate"` // null before the first lookup
 }
 
-type consoleHistory struct {
+type historyView struct {
 	Entries  int    `json:"entries"`
 	Observed uint64 `json:"observed"`
 	Dropped  uint64 `json:"dropped"`
 }
 
-// consoleDrift is the share of scanned tables the model never saw in
+// driftView is the share of scanned tables the model never saw in
 // training: since the process started (the metric
 // prestroid_unseen_table_share_ratio) and over the ring's queries.
-type consoleDrift struct {
+type driftView struct {
 	Tables             uint64   `json:"tables"`
 	UnseenShare        *float64 `json:"unseen_share"` // null before a table was scanned
 	RecentTables       int      `json:"recent_tables"`
@@ -59,7 +59,7 @@ type consoleDrift struct {
 	RecentUnseenTables int      `json:"recent_unseen_tables"`
 }
 
-type consoleSource struct {
+type sourceView struct {
 	Source    string   `json:"source"`
 	Estimates int      `json:"estimates"` // placed queries estimated by it (in the ring)
 	Finished  int      `json:"finished"`  // of which finished with a q-error
@@ -67,14 +67,14 @@ type consoleSource struct {
 	QErrorP90 *float64 `json:"qerror_p90"`
 }
 
-type consoleQErrMinute struct {
+type qerrorMinute struct {
 	Minute time.Time `json:"minute"`
 	N      int       `json:"n"`
 	P50    float64   `json:"p50"`
 	P90    float64   `json:"p90"`
 }
 
-type consolePoint struct {
+type point struct {
 	QueryID   string    `json:"query_id"`
 	Finished  time.Time `json:"finished"`
 	Predicted float64   `json:"predicted_cpu_seconds"`
@@ -85,21 +85,21 @@ type consolePoint struct {
 	Source    string    `json:"source"`
 }
 
-// consoleEstimator builds the view from recs (newest first).
-func (s *Server) consoleEstimator(recs []decisionRecord) consoleEstimatorView {
-	v := consoleEstimatorView{Estimator: s.opts.Estimator != nil, Caches: []consoleCache{}, Sources: []consoleSource{},
-		QErrorSeries: []consoleQErrMinute{}, Points: []consolePoint{}}
-	if s.opts.EstimatorStats != nil {
-		st := s.opts.EstimatorStats()
+// estimator builds the view from recs (newest first).
+func (h *Handler) estimator(recs []Record) estimatorView {
+	v := estimatorView{Estimator: h.opts.Estimator, Caches: []cacheView{}, Sources: []sourceView{},
+		QErrorSeries: []qerrorMinute{}, Points: []point{}}
+	if h.opts.EstimatorStats != nil {
+		st := h.opts.EstimatorStats()
 		v.BatchQueueDepth = st.BatchQueueDepth
 		if m := st.Model; m != nil {
-			v.Model = &consoleModel{ID: m.ID, Source: m.Source, Created: m.Created, Loaded: m.Loaded, Untrained: m.Untrained}
+			v.Model = &modelView{ID: m.ID, Source: m.Source, Created: m.Created, Loaded: m.Loaded, Untrained: m.Untrained}
 		}
 		if h := st.History; h != nil {
-			v.History = &consoleHistory{Entries: h.Entries, Observed: h.Observed, Dropped: h.Dropped}
+			v.History = &historyView{Entries: h.Entries, Observed: h.Observed, Dropped: h.Dropped}
 		}
 		for _, c := range st.Caches {
-			cc := consoleCache{Name: c.Name, Hits: c.Hits, Misses: c.Misses, Evictions: c.Evictions}
+			cc := cacheView{Name: c.Name, Hits: c.Hits, Misses: c.Misses, Evictions: c.Evictions}
 			if n := c.Hits + c.Misses; n > 0 {
 				r := float64(c.Hits) / float64(n)
 				cc.HitRate = &r
@@ -107,14 +107,14 @@ func (s *Server) consoleEstimator(recs []decisionRecord) consoleEstimatorView {
 			v.Caches = append(v.Caches, cc)
 		}
 	}
-	known, unknown := s.metrics.known.Load(), s.metrics.unknown.Load()
+	known, unknown := h.opts.Proxy.TablesScanned()
 	v.Drift.Tables = known + unknown
 	if v.Drift.Tables > 0 {
 		r := float64(unknown) / float64(v.Drift.Tables)
 		v.Drift.UnseenShare = &r
 	}
 
-	bySource := map[estimate.Source]*consoleSource{}
+	bySource := map[estimate.Source]*sourceView{}
 	qs := map[estimate.Source][]float64{}
 	minutes := map[int64][]float64{}
 	for i := len(recs) - 1; i >= 0; i-- { // oldest first
@@ -127,7 +127,7 @@ func (s *Server) consoleEstimator(recs []decisionRecord) consoleEstimatorView {
 		v.Drift.RecentUnseenTables += e.UnknownTables
 		src := bySource[e.Source]
 		if src == nil {
-			src = &consoleSource{Source: e.Source.String()}
+			src = &sourceView{Source: e.Source.String()}
 			bySource[e.Source] = src
 		}
 		src.Estimates++
@@ -140,7 +140,7 @@ func (s *Server) consoleEstimator(recs []decisionRecord) consoleEstimatorView {
 		m := r.Finished.Unix() / 60
 		minutes[m] = append(minutes[m], q)
 		lo, hi := e.Interval()
-		v.Points = append(v.Points, consolePoint{QueryID: r.QueryID, Finished: r.Finished, Predicted: finite(e.CPUSeconds),
+		v.Points = append(v.Points, point{QueryID: r.QueryID, Finished: r.Finished, Predicted: finite(e.CPUSeconds),
 			Lo: finite(lo), Hi: finite(hi), Actual: r.CPUSeconds, QError: finite(q), Source: e.Source.String()})
 	}
 	if v.Drift.RecentTables > 0 {
@@ -154,17 +154,17 @@ func (s *Server) consoleEstimator(recs []decisionRecord) consoleEstimatorView {
 		}
 		v.Sources = append(v.Sources, *c)
 	}
-	slices.SortFunc(v.Sources, func(a, b consoleSource) int {
+	slices.SortFunc(v.Sources, func(a, b sourceView) int {
 		if a.Estimates != b.Estimates {
 			return b.Estimates - a.Estimates
 		}
 		return strings.Compare(a.Source, b.Source)
 	})
 	for m, q := range minutes {
-		v.QErrorSeries = append(v.QErrorSeries, consoleQErrMinute{Minute: time.Unix(m*60, 0).UTC(), N: len(q),
+		v.QErrorSeries = append(v.QErrorSeries, qerrorMinute{Minute: time.Unix(m*60, 0).UTC(), N: len(q),
 			P50: finite(quantile(q, 0.5)), P90: finite(quantile(q, 0.9))})
 	}
-	slices.SortFunc(v.QErrorSeries, func(a, b consoleQErrMinute) int { return a.Minute.Compare(b.Minute) })
+	slices.SortFunc(v.QErrorSeries, func(a, b qerrorMinute) int { return a.Minute.Compare(b.Minute) })
 	return v
 }
 

@@ -1,0 +1,77 @@
+package estimate
+
+import (
+	"math"
+	"time"
+)
+
+// Stats is what the estimator reports of itself: its caches, its inference
+// batcher, its history and the model it serves. Counters are totals since
+// the estimator started. cmd/prestroid fills it from the estimator; the
+// proxy exports it on /metrics (prestroid_estimator_*, prestroid_history_*)
+// and the web console shows it.
+type Stats struct {
+	Caches []CacheStats
+	// BatchQueueDepth is the number of inferences waiting for a batch.
+	BatchQueueDepth int
+	// History is the estimate history's state; nil when there is none.
+	History *HistoryStats
+	// Model is the model being served (the web console shows it); nil
+	// when the estimator runs without one.
+	Model *ModelStats
+	// Background counts the EXPLAINs run off the hot path (the text stage
+	// answered: estimator.explain); nil when the estimator runs none.
+	Background *BackgroundStats
+}
+
+// BackgroundStats count the estimator's background EXPLAINs (each with the
+// model): Done, Failed, and Skipped (no EXPLAIN slot free).
+type BackgroundStats struct {
+	Done, Failed, Skipped uint64
+}
+
+// ModelStats describe the model the estimator serves.
+type ModelStats struct {
+	ID      string    // the bundle's model_id
+	Source  string    // where it was loaded from (a directory, or the embedded bundle)
+	Created string    // the bundle's own creation time, as its manifest says
+	Loaded  time.Time // when this process loaded it
+	// Untrained is set for a bundle of random weights (tests).
+	Untrained bool
+}
+
+// HistoryStats describe the estimator's history store.
+type HistoryStats struct {
+	Entries int // keys held
+	// Observed completed queries learned from; Dropped those lost to a
+	// full write queue.
+	Observed, Dropped uint64
+	// Store is the shared store's state (Redis); nil for a store that
+	// cannot be unreachable (memory, a file).
+	Store *HistoryStoreStats
+}
+
+// HistoryStoreStats describe a history store that can be unreachable.
+type HistoryStoreStats struct {
+	// Errors counts failed calls; Dropped the updates (one key of one
+	// completed query each) lost to them.
+	Errors, Dropped uint64
+	// Down is true while the store is treated as unreachable.
+	Down bool
+}
+
+// CacheStats are one named cache's counters.
+type CacheStats struct {
+	Name                    string // e.g. "estimate", "predicate"
+	Hits, Misses, Evictions uint64
+}
+
+// QError is max(pred/actual, actual/pred) of a predicted and an actual
+// CPU time, the estimate's error on a query that finished; ok is false
+// when either is not positive.
+func QError(pred, actual float64) (q float64, ok bool) {
+	if !(pred > 0) || !(actual > 0) {
+		return 0, false
+	}
+	return math.Max(pred/actual, actual/pred), true
+}
