@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/metrics"
 	"github.com/valyala/fasthttp"
 )
 
@@ -163,5 +165,31 @@ func (v consoleView) Clusters() []console.ClusterState {
 
 // TablesScanned implements console.Proxy.
 func (v consoleView) TablesScanned() (known, unknown uint64) {
-	return v.s.metrics.known.Load(), v.s.metrics.unknown.Load()
+	return v.s.metrics.Known.Load(), v.s.metrics.Unknown.Load()
+}
+
+// metricsView is the server as the metrics' scrape-time gauges read it
+// (metrics.State).
+type metricsView struct{ s *Server }
+
+var _ metrics.State = metricsView{}
+
+// Clusters implements metrics.State.
+func (v metricsView) Clusters() []metrics.Cluster {
+	out := make([]metrics.Cluster, len(v.s.clusters))
+	for i, c := range v.s.clusters {
+		out[i] = metrics.Cluster{Name: c.name, Class: c.class, Healthy: c.Healthy(), Load: c.Load()}
+	}
+	return out
+}
+
+// Queue implements metrics.State.
+func (v metricsView) Queue() (queued, inflight int, ok bool) {
+	if v.s.admit == nil {
+		return 0, 0, false
+	}
+	c, cancel := admission.StoreCtx()
+	defer cancel()
+	q, in, err := v.s.admit.Lengths(c)
+	return q, in, err == nil
 }

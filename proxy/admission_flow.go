@@ -171,7 +171,7 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bo
 		d.Queued = false
 		return e.ID, true
 	}
-	s.metrics.queued.Inc()
+	s.metrics.Queued.Inc()
 	s.queuedPage(ctx, e.ID, time.Now(), 1)
 	decisionHeaders(&ctx.Response.Header, d)
 	return "", false
@@ -233,7 +233,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 		s.queuedPage(ctx, id, st.Enqueued, token+1)
 		return
 	case admission.StateFailed:
-		s.metrics.queueWait.Observe(time.Since(st.Enqueued).Seconds())
+		s.metrics.QueueWait.Observe(time.Since(st.Enqueued).Seconds())
 		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES", "prestroid: query not run: "+st.Why)
 		return
 	case admission.StateCanceled:
@@ -257,7 +257,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 		s.trinoError(ctx, "PRESTROID_QUEUE_STALE", "USER_ERROR", "prestroid: this queued URI was already answered")
 		return
 	}
-	s.metrics.queueWait.Observe(time.Since(st.Enqueued).Seconds())
+	s.metrics.QueueWait.Observe(time.Since(st.Enqueued).Seconds())
 	// Submit now: replay the saved POST as this request.
 	d, err := s.restoreQuery(id, payload, &ctx.Request)
 	if err != nil {

@@ -75,11 +75,11 @@ func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 		c = Completed{Cluster: clusterName}
 	}
 	c.QueryID, c.State, c.ErrorName, c.ErrorType, c.Stats, c.Finished = info.ID, info.State, info.ErrorName, info.ErrorType, info.Stats, time.Now()
-	s.metrics.completed.WithLabelValues(c.State, c.Cluster).Inc()
+	s.metrics.Completed.WithLabelValues(c.State, c.Cluster).Inc()
 	if c.Estimated && c.State == "FINISHED" && c.Stats.RolledUp() {
 		if q, ok := estimate.QError(c.Estimate.CPUSeconds, float64(c.Stats.CPUTimeMillis)/1000); ok {
-			s.metrics.qerror.Observe(q)
-			s.metrics.sourceQerror.WithLabelValues(c.Estimate.Source.String()).Observe(q)
+			s.metrics.Qerror.Observe(q)
+			s.metrics.SourceQerror.WithLabelValues(c.Estimate.Source.String()).Observe(q)
 		}
 	}
 	if ok && s.ring != nil {
@@ -100,27 +100,27 @@ func consoleRecord(id string, c *Completed, d *decision, now time.Time) console.
 
 // recordDecision counts a placement and the estimate behind it.
 func (s *Server) recordDecision(d *decision) {
-	s.metrics.decisions.WithLabelValues(d.Class, d.cluster.name, d.Kind.String()).Inc()
+	s.metrics.Decisions.WithLabelValues(d.Class, d.cluster.name, d.Kind.String()).Inc()
 	if d.estimate {
 		e := d.est
-		s.metrics.estimates.WithLabelValues(e.Source.String()).Inc()
-		s.metrics.estimateSeconds.Observe((e.Explain + e.Featurize + e.Infer).Seconds())
+		s.metrics.Estimates.WithLabelValues(e.Source.String()).Inc()
+		s.metrics.EstimateSeconds.Observe((e.Explain + e.Featurize + e.Infer).Seconds())
 		if e.Explained() {
-			s.metrics.explainSeconds.Observe(e.Explain.Seconds())
+			s.metrics.ExplainSeconds.Observe(e.Explain.Seconds())
 		}
 		if e.Planner != "" {
-			s.metrics.explains.WithLabelValues(s.clusterByURL(e.Planner)).Inc()
+			s.metrics.Explains.WithLabelValues(s.clusterByURL(e.Planner)).Inc()
 		}
 		if e.ExplainSkipped {
-			s.metrics.explainSkipped.Inc()
+			s.metrics.ExplainSkipped.Inc()
 		}
 		if e.Explained() || e.Cached { // the model (or its cache) answered
 			result := "miss"
 			if e.Cached {
 				result = "hit"
 			}
-			s.metrics.estimateCache.WithLabelValues(result).Inc()
+			s.metrics.EstimateCache.WithLabelValues(result).Inc()
 		}
-		s.metrics.tables(e.Tables, e.UnknownTables)
+		s.metrics.Tables(e.Tables, e.UnknownTables)
 	}
 }

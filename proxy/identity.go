@@ -120,16 +120,16 @@ func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id frontdoor.Ident
 		// The cluster just ran this request's EXPLAIN with its credentials
 		// (not a cheap, history or text estimate, nor a cached one: those
 		// ran none).
-		s.metrics.identity.WithLabelValues("explain").Inc()
+		s.metrics.Identity.WithLabelValues("explain").Inc()
 	case s.credentialAccepted(key):
-		s.metrics.identity.WithLabelValues("cache").Inc()
+		s.metrics.Identity.WithLabelValues("cache").Inc()
 		id.Verified = true
 		return id, nil
 	default:
 		if err := s.probeIdentity(h, c); err != nil {
 			return id, err
 		}
-		s.metrics.identity.WithLabelValues("probe").Inc()
+		s.metrics.Identity.WithLabelValues("probe").Inc()
 	}
 	s.rememberCredential(key)
 	id.Verified = true
@@ -216,10 +216,10 @@ func (s *Server) identityOf(ctx *fasthttp.RequestCtx, c *cluster, est estimate.E
 	var ae *frontdoor.AuthError
 	switch {
 	case errors.As(err, &ae):
-		s.metrics.identity.WithLabelValues("refused").Inc()
+		s.metrics.Identity.WithLabelValues("refused").Inc()
 		ae.Cluster = c.name
 	case errors.Is(err, frontdoor.ErrUnverified):
-		s.metrics.identity.WithLabelValues("unavailable").Inc()
+		s.metrics.Identity.WithLabelValues("unavailable").Inc()
 	}
 	return id, err
 }
@@ -234,7 +234,7 @@ func (s *Server) identityOf1(ctx *fasthttp.RequestCtx, c *cluster, est estimate.
 		return id, nil
 	}
 	if v, ok := s.verifyLocally(&ctx.Request.Header); ok {
-		s.metrics.identity.WithLabelValues("jwks").Inc()
+		s.metrics.Identity.WithLabelValues("jwks").Inc()
 		return v, nil
 	}
 	return s.verify(ctx, c, id, est, estErr)

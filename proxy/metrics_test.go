@@ -104,7 +104,7 @@ func TestMetricsRegistry(t *testing.T) {
 		if strings.Contains(body, "prestroid_unseen_table_share_ratio ") {
 			t.Error("share reported before any table was scanned")
 		}
-		s.metrics.tables(4, 1)
+		s.metrics.Tables(4, 1)
 		g, err := s.Registry().Gather()
 		if err != nil {
 			t.Fatal(err)

@@ -18,7 +18,7 @@ func (s *Server) allowRate(ctx *fasthttp.RequestCtx) bool {
 	if v.OK {
 		return true
 	}
-	s.metrics.rateLimited.WithLabelValues(v.Scope).Inc()
+	s.metrics.RateLimited.WithLabelValues(v.Scope).Inc()
 	secs := max(1, int(math.Ceil(v.Wait.Seconds())))
 	ctx.Response.Reset()
 	ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))

@@ -34,7 +34,7 @@ func TestRateLimits(t *testing.T) {
 			if posts.Load() != 2 {
 				t.Errorf("a refused query reached Trino (%d posts)", posts.Load())
 			}
-			if v := testutil.ToFloat64(srv.metrics.rateLimited.WithLabelValues("user")); v != 1 {
+			if v := testutil.ToFloat64(srv.metrics.RateLimited.WithLabelValues("user")); v != 1 {
 				t.Errorf("prestroid_rate_limited_total{scope=user} = %v", v)
 			}
 		})
@@ -48,7 +48,7 @@ func TestRateLimits(t *testing.T) {
 			if resp.StatusCode != 503 {
 				t.Fatalf("carol past the group's burst: status %d", resp.StatusCode)
 			}
-			if v := testutil.ToFloat64(srv.metrics.rateLimited.WithLabelValues("group")); v != 1 {
+			if v := testutil.ToFloat64(srv.metrics.RateLimited.WithLabelValues("group")); v != 1 {
 				t.Errorf("prestroid_rate_limited_total{scope=group} = %v", v)
 			}
 		})

@@ -108,14 +108,14 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 			// ends the request with Trino's answer.
 		case err != nil && errors.Is(err, context.DeadlineExceeded):
 			in.Outcome = routing.EstimateTimedOut
-			s.metrics.failOpen.WithLabelValues("timeout").Inc()
+			s.metrics.FailOpen.WithLabelValues("timeout").Inc()
 		case err != nil && errors.Is(err, ErrEstimatorBusy):
 			in.Outcome = routing.EstimateBusy
-			s.metrics.failOpen.WithLabelValues("busy").Inc()
-			s.metrics.explainSkipped.Inc()
+			s.metrics.FailOpen.WithLabelValues("busy").Inc()
+			s.metrics.ExplainSkipped.Inc()
 		case err != nil:
 			in.Outcome = routing.EstimateFailed
-			s.metrics.failOpen.WithLabelValues("error").Inc()
+			s.metrics.FailOpen.WithLabelValues("error").Inc()
 		case !est.Estimated:
 			in.Outcome, in.Estimate = routing.NotEstimated, est
 		default:

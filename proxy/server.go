@@ -28,6 +28,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/metrics"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 )
@@ -52,7 +53,7 @@ type Server struct {
 	queries  *protocol.BoundedMap[string]    // query id -> cluster name
 	tracked  *protocol.BoundedMap[*tracked]  // query id -> what the proxy knows of it, until its last page
 	creds    *protocol.BoundedMap[time.Time] // CredentialKey -> accepted until (identity.go)
-	metrics  *metrics
+	metrics  *metrics.Set
 	registry *prometheus.Registry
 	selector routing.Selector
 	serveMx  fasthttp.RequestHandler // GET /metrics
@@ -98,7 +99,7 @@ func New(o Options) (*Server, error) {
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: protocol.NewBoundedMap[string](o.QueryMapSize),
-		tracked: protocol.NewBoundedMap[*tracked](10000), creds: protocol.NewBoundedMap[time.Time](10000), metrics: newMetrics(), log: o.Logger, selector: o.Selector}
+		tracked: protocol.NewBoundedMap[*tracked](10000), creds: protocol.NewBoundedMap[time.Time](10000), metrics: metrics.New(), log: o.Logger, selector: o.Selector}
 	if s.selector == nil {
 		cost := &routing.CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow, Quantile: o.ClassQuantile}
 		s.selector = cost
@@ -185,14 +186,14 @@ func New(o Options) (*Server, error) {
 		s.adminToken = h[:]
 	}
 	if o.Admission.Enabled() {
-		st, err := admission.NewStore(*o.Admission, s.metrics.store(), o.Logger)
+		st, err := admission.NewStore(*o.Admission, s.metrics.Store(), o.Logger)
 		if err != nil {
 			return nil, err
 		}
 		s.admit = st
 	}
 	if o.Admission != nil && o.Admission.Rate.Enabled() {
-		rl, err := admission.NewRateLimiter(*o.Admission, s.admit, s.metrics.store(), o.Logger)
+		rl, err := admission.NewRateLimiter(*o.Admission, s.admit, s.metrics.Store(), o.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -202,10 +203,10 @@ func New(o Options) (*Server, error) {
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
-	if err := s.metrics.register(s.registry, s); err != nil {
+	if err := s.metrics.Register(s.registry, metricsView{s}, o.EstimatorStats); err != nil {
 		return nil, err
 	}
-	s.serveMx = metricsHandler(s.registry, o.Logger)
+	s.serveMx = metrics.Handler(s.registry, o.Logger)
 	if o.ConsoleDecisions > 0 {
 		names := make([]string, len(s.clusters))
 		for i, c := range s.clusters {
@@ -599,7 +600,7 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 			break
 		}
 		s.log.Warn("cluster unreachable; query sent to another", "cluster", c.name, "to", next.name, "error", err)
-		s.metrics.failover.WithLabelValues(c.name).Inc()
+		s.metrics.Failover.WithLabelValues(c.name).Inc()
 		d.Failovers = append(d.Failovers, c.name)
 		d.Cluster = next.name
 		d.cluster, c = next, next

@@ -33,7 +33,9 @@ var rules = []struct {
 	{"proxy/frontdoor", "the front door needs no other part of the proxy", []string{"/proxy/"}},
 	{"proxy/routing", "routing decides from plain values and probes through an interface the core implements: it needs no other part of the proxy",
 		[]string{"/proxy"}},
-	{"proxy/admission/...", "admission stores know nothing of the proxy's server", []string{"/proxy/console", "/proxy/routing"}},
+	{"proxy/admission/...", "admission stores know nothing of the proxy's server", []string{"/proxy$", "/proxy/console", "/proxy/routing"}},
+	{"proxy/metrics", "the metrics read the server through the State interface they declare",
+		[]string{"/proxy$", "/proxy/console", "/proxy/frontdoor"}},
 	{"proxy/console", "the console reads the proxy through the interface it declares: it imports neither the core nor its routing",
 		[]string{"/proxy$", "/proxy/routing", "/proxy/frontdoor"}},
 }

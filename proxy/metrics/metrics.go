@@ -1,4 +1,4 @@
-package proxy
+package metrics
 
 import (
 	"errors"
@@ -16,40 +16,39 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
-// The proxy's Prometheus metrics, served at GET /metrics. Each metric is a
-// typed field (no metric names at call sites); each Server has its own
-// registry (Options.Registry), so many servers can live in one process.
-// Names are documented in README.md ("Metrics").
-
-type metrics struct {
-	decisions       *prometheus.CounterVec // class, cluster, kind
-	failOpen        *prometheus.CounterVec // reason: error | timeout
-	failover        *prometheus.CounterVec // cluster (the unreachable one)
-	estimateCache   *prometheus.CounterVec // result: hit | miss
-	queued          prometheus.Counter
-	identity        *prometheus.CounterVec // result: explain | cache | probe | jwks | refused | unavailable
-	completed       *prometheus.CounterVec // state, cluster
-	scannedTables   *prometheus.CounterVec // known: true | false
-	queueWait       prometheus.Histogram
-	estimateSeconds prometheus.Histogram
-	explainSeconds  prometheus.Histogram
-	qerror          prometheus.Histogram
+// Set is the proxy's Prometheus metrics. Each metric is a typed field (no
+// metric names at call sites); each server has its own Set and registry,
+// so many servers can live in one process.
+type Set struct {
+	Decisions       *prometheus.CounterVec // class, cluster, kind
+	FailOpen        *prometheus.CounterVec // reason: error | timeout
+	Failover        *prometheus.CounterVec // cluster (the unreachable one)
+	EstimateCache   *prometheus.CounterVec // result: hit | miss
+	Queued          prometheus.Counter
+	Identity        *prometheus.CounterVec // result: explain | cache | probe | jwks | refused | unavailable
+	Completed       *prometheus.CounterVec // state, cluster
+	ScannedTables   *prometheus.CounterVec // known: true | false
+	QueueWait       prometheus.Histogram
+	EstimateSeconds prometheus.Histogram
+	ExplainSeconds  prometheus.Histogram
+	Qerror          prometheus.Histogram
 	// The shared admission store (Redis) and the rate limits.
-	storeErrors    prometheus.Counter
-	storeFallback  prometheus.Gauge
-	rateLimited    *prometheus.CounterVec   // scope: user | group
-	estimates      *prometheus.CounterVec   // source
-	sourceQerror   *prometheus.HistogramVec // source
-	explains       *prometheus.CounterVec   // cluster (the planner)
-	explainSkipped prometheus.Counter
+	StoreErrors    prometheus.Counter
+	StoreFallback  prometheus.Gauge
+	RateLimited    *prometheus.CounterVec   // scope: user | group
+	Estimates      *prometheus.CounterVec   // source
+	SourceQerror   *prometheus.HistogramVec // source
+	Explains       *prometheus.CounterVec   // cluster (the planner)
+	ExplainSkipped prometheus.Counter
 
-	// known and unknown mirror scannedTables for the unseen-table share.
-	known, unknown atomic.Uint64
+	// Known and Unknown mirror ScannedTables for the unseen-table share.
+	Known, Unknown atomic.Uint64
 }
 
 var qerrorBuckets = []float64{1.1, 1.25, 1.5, 2, 3, 5, 10, 30, 100}
 
-func newMetrics() *metrics {
+// New makes the metrics, registered nowhere yet (Register).
+func New() *Set {
 	lat := []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -57,65 +56,66 @@ func newMetrics() *metrics {
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
 	}
-	return &metrics{
-		decisions: counter("prestroid_decisions_total",
+	return &Set{
+		Decisions: counter("prestroid_decisions_total",
 			"Placement decisions of new queries, by class, cluster and kind.", "class", "cluster", "kind"),
-		failOpen: counter("prestroid_fail_open_total",
+		FailOpen: counter("prestroid_fail_open_total",
 			"Queries forwarded unestimated because the estimate failed (reason=error) or was slow (timeout).", "reason"),
-		failover: counter("prestroid_failover_total",
+		Failover: counter("prestroid_failover_total",
 			"New queries sent to another cluster because theirs refused the connection, by the unreachable cluster.", "cluster"),
-		estimateCache: counter("prestroid_estimate_cache_total",
+		EstimateCache: counter("prestroid_estimate_cache_total",
 			"Estimates served from the estimate cache (result=hit) or computed (miss).", "result"),
-		identity: counter("prestroid_identity_checks_total",
+		Identity: counter("prestroid_identity_checks_total",
 			"How new queries' identities were established (identity: verified): by their EXPLAIN, a remembered credential (cache), a probe, a locally verified JWT (jwks); or refused (the cluster answered 401/403) or unavailable (the cluster did not answer).", "result"),
-		queued: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_queued_total",
+		Queued: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_queued_total",
 			Help: "Queries that waited in the admission queue."}),
-		completed: counter("prestroid_completed_queries_total",
+		Completed: counter("prestroid_completed_queries_total",
 			"Queries whose last page passed through the proxy, by final state.", "state", "cluster"),
-		scannedTables: counter("prestroid_scanned_tables_total",
+		ScannedTables: counter("prestroid_scanned_tables_total",
 			"Tables scanned by estimated queries, by whether the model knows them (the drift signal).", "known"),
-		queueWait: hist("prestroid_queue_wait_seconds", "Time queries waited in the admission queue.",
+		QueueWait: hist("prestroid_queue_wait_seconds", "Time queries waited in the admission queue.",
 			[]float64{.1, .5, 1, 5, 10, 30, 60, 300, 600}),
-		estimateSeconds: hist("prestroid_estimate_seconds", "Time to estimate a query (EXPLAIN, featurize, infer).", lat),
-		explainSeconds:  hist("prestroid_explain_seconds", "EXPLAIN latency.", lat),
-		qerror: hist("prestroid_qerror",
+		EstimateSeconds: hist("prestroid_estimate_seconds", "Time to estimate a query (EXPLAIN, featurize, infer).", lat),
+		ExplainSeconds:  hist("prestroid_explain_seconds", "EXPLAIN latency.", lat),
+		Qerror: hist("prestroid_qerror",
 			"q-error of completed queries: max(pred/actual, actual/pred) of CPU time.",
 			qerrorBuckets),
-		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_admission_store_errors_total",
+		StoreErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_admission_store_errors_total",
 			Help: "Calls to the shared admission store (Redis) that failed."}),
-		storeFallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: "prestroid_admission_store_fallback",
+		StoreFallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: "prestroid_admission_store_fallback",
 			Help: "1 while the shared admission store is unreachable and this replica admits on its own (admission.redis_down)."}),
-		rateLimited: counter("prestroid_rate_limited_total",
+		RateLimited: counter("prestroid_rate_limited_total",
 			"New queries refused by a rate limit (HTTP 503 with Retry-After), by the limit's scope.", "scope"),
-		estimates: counter("prestroid_estimates_total",
+		Estimates: counter("prestroid_estimates_total",
 			"Estimates behind placements, by the cascade stage that made them (cheap, history, text, model+residual, model, optimizer).", "source"),
-		sourceQerror: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "prestroid_estimate_qerror",
+		SourceQerror: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "prestroid_estimate_qerror",
 			Help:    "q-error of completed estimated queries by the estimate's source.",
 			Buckets: qerrorBuckets}, []string{"source"}),
-		explains: counter("prestroid_explains_total",
+		Explains: counter("prestroid_explains_total",
 			"EXPLAINs run on the hot path to estimate queries, by the cluster that planned them (prestroid_background_explains_total: off it).", "cluster"),
-		explainSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_explain_skipped_total",
+		ExplainSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_explain_skipped_total",
 			Help: "Estimates that needed an EXPLAIN but found every planner at its bound (from history, or failed open)."}),
 	}
 }
 
-// register adds the proxy's metrics, the gauges read from s at scrape
-// time, and the Go runtime and process collectors to reg.
-func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
+// Register adds the metrics, the gauges read from state at scrape time,
+// the estimator's figures (stats; nil: none), and the Go runtime and
+// process collectors to reg; clusters' series start at zero (Zero).
+func (m *Set) Register(reg *prometheus.Registry, state State, stats func() estimate.Stats) error {
 	cs := []prometheus.Collector{
-		m.decisions, m.failOpen, m.failover, m.estimateCache, m.queued, m.identity, m.completed, m.scannedTables,
-		m.queueWait, m.estimateSeconds, m.explainSeconds, m.qerror,
-		m.storeErrors, m.storeFallback, m.rateLimited,
-		m.estimates, m.sourceQerror, m.explains, m.explainSkipped,
-		&stateCollector{s: s},
+		m.Decisions, m.FailOpen, m.Failover, m.EstimateCache, m.Queued, m.Identity, m.Completed, m.ScannedTables,
+		m.QueueWait, m.EstimateSeconds, m.ExplainSeconds, m.Qerror,
+		m.StoreErrors, m.StoreFallback, m.RateLimited,
+		m.Estimates, m.SourceQerror, m.Explains, m.ExplainSkipped,
+		&stateCollector{m: m, state: state},
 	}
-	if s.opts.EstimatorStats != nil {
-		cs = append(cs, &estimatorCollector{stats: s.opts.EstimatorStats})
+	if stats != nil {
+		cs = append(cs, &estimatorCollector{stats: stats})
 	}
-	m.zero(s.clusters)
+	m.zero(state.Clusters())
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("proxy: metrics: %w", err)
+			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	// A registry handed in by the caller may already hold the runtime
@@ -126,7 +126,7 @@ func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 	} {
 		var dup prometheus.AlreadyRegisteredError
 		if err := reg.Register(c); err != nil && !errors.As(err, &dup) {
-			return fmt.Errorf("proxy: metrics: %w", err)
+			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	return nil
@@ -140,37 +140,58 @@ func (m *metrics) register(reg *prometheus.Registry, s *Server) error {
 // writes: the routed kind per cluster and its class, the fail-open kind on
 // the first cluster (the default before the monitor's first round), every
 // fail-open reason and both estimate-cache results.
-func (m *metrics) zero(clusters []*cluster) {
+func (m *Set) zero(clusters []Cluster) {
 	for _, c := range clusters {
-		m.decisions.WithLabelValues(c.class, c.name, routing.KindRouted.String())
+		m.Decisions.WithLabelValues(c.Class, c.Name, routing.KindRouted.String())
 	}
 	if len(clusters) > 0 {
-		m.decisions.WithLabelValues("", clusters[0].name, routing.KindFailOpen.String())
+		m.Decisions.WithLabelValues("", clusters[0].Name, routing.KindFailOpen.String())
 	}
 	for _, r := range []string{"timeout", "busy", "error"} {
-		m.failOpen.WithLabelValues(r)
+		m.FailOpen.WithLabelValues(r)
 	}
 	for _, r := range []string{"hit", "miss"} {
-		m.estimateCache.WithLabelValues(r)
+		m.EstimateCache.WithLabelValues(r)
 	}
 }
 
-// tables counts the tables an estimated query scans.
-func (m *metrics) tables(total, unknown int) {
+// Tables counts the tables an estimated query scans.
+func (m *Set) Tables(total, unknown int) {
 	if total <= 0 {
 		return
 	}
-	m.scannedTables.WithLabelValues("true").Add(float64(total - unknown))
-	m.scannedTables.WithLabelValues("false").Add(float64(unknown))
-	m.known.Add(uint64(total - unknown))
-	m.unknown.Add(uint64(unknown))
+	m.ScannedTables.WithLabelValues("true").Add(float64(total - unknown))
+	m.ScannedTables.WithLabelValues("false").Add(float64(unknown))
+	m.Known.Add(uint64(total - unknown))
+	m.Unknown.Add(uint64(unknown))
+}
+
+// State is what the gauges read from the server at scrape time.
+type State interface {
+	// Clusters are the configured clusters, the default first, with their
+	// health and load now.
+	Clusters() []Cluster
+	// Queue is the admission queue's length and the admitted queries in
+	// flight; ok is false without admission control or when the store
+	// did not answer.
+	Queue() (queued, inflight int, ok bool)
+}
+
+// Cluster is one cluster as the metrics label and gauge it.
+type Cluster struct {
+	Name, Class string
+	Healthy     bool
+	Load        int64 // running plus queued queries at the last check
 }
 
 // stateCollector reports, at scrape time, the gauges that describe the
 // server's state: cluster health and load, the admission queue, and the
 // share of scanned tables the model never saw (absent until a query
 // scanned one).
-type stateCollector struct{ s *Server }
+type stateCollector struct {
+	m     *Set
+	state State
+}
 
 var (
 	descClusterHealthy = prometheus.NewDesc("prestroid_cluster_healthy",
@@ -198,25 +219,19 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s
-	for _, cl := range s.clusters {
+	for _, cl := range c.state.Clusters() {
 		h := 0.0
-		if cl.Healthy() {
+		if cl.Healthy {
 			h = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descClusterHealthy, prometheus.GaugeValue, h, cl.name)
-		ch <- prometheus.MustNewConstMetric(descClusterQueries, prometheus.GaugeValue, float64(cl.Load()), cl.name)
+		ch <- prometheus.MustNewConstMetric(descClusterHealthy, prometheus.GaugeValue, h, cl.Name)
+		ch <- prometheus.MustNewConstMetric(descClusterQueries, prometheus.GaugeValue, float64(cl.Load), cl.Name)
 	}
-	if s.admit != nil {
-		c, cancel := admission.StoreCtx()
-		q, in, err := s.admit.Lengths(c)
-		cancel()
-		if err == nil {
-			ch <- prometheus.MustNewConstMetric(descQueueLength, prometheus.GaugeValue, float64(q))
-			ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(in))
-		}
+	if q, in, ok := c.state.Queue(); ok {
+		ch <- prometheus.MustNewConstMetric(descQueueLength, prometheus.GaugeValue, float64(q))
+		ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(in))
 	}
-	known, unknown := s.metrics.known.Load(), s.metrics.unknown.Load()
+	known, unknown := c.m.Known.Load(), c.m.Unknown.Load()
 	if known+unknown > 0 {
 		ch <- prometheus.MustNewConstMetric(descUnseenShare, prometheus.GaugeValue, float64(unknown)/float64(known+unknown))
 	}
@@ -247,7 +262,7 @@ var (
 		"1 while the shared estimate history store (Redis) is unreachable: reads miss, writes are dropped.", nil, nil)
 )
 
-// estimatorCollector exports Options.EstimatorStats at scrape time.
+// estimatorCollector exports the estimator's figures at scrape time.
 type estimatorCollector struct{ stats func() estimate.Stats }
 
 var _ prometheus.Collector = (*estimatorCollector)(nil)
@@ -297,9 +312,9 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// metricsHandler serves reg in the Prometheus exposition format (content
+// Handler serves reg in the Prometheus exposition format (content
 // negotiated by promhttp) through fasthttp's net/http adaptor.
-func metricsHandler(reg *prometheus.Registry, log *slog.Logger) fasthttp.RequestHandler {
+func Handler(reg *prometheus.Registry, log *slog.Logger) fasthttp.RequestHandler {
 	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{log},
 		ErrorHandling: promhttp.ContinueOnError,
@@ -312,7 +327,7 @@ type promLogger struct{ l *slog.Logger }
 
 func (p promLogger) Println(v ...any) { p.l.Error("metrics: " + fmt.Sprint(v...)) }
 
-// store is what the admission store reports to.
-func (m *metrics) store() admission.Metrics {
-	return admission.Metrics{StoreErrors: m.storeErrors, StoreFallback: m.storeFallback}
+// Store is what the admission store reports to.
+func (m *Set) Store() admission.Metrics {
+	return admission.Metrics{StoreErrors: m.StoreErrors, StoreFallback: m.StoreFallback}
 }

@@ -1,0 +1,71 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// fakeState is a server with two clusters, one down, and a queue.
+type fakeState struct{ queue bool }
+
+func (f fakeState) Clusters() []Cluster {
+	return []Cluster{{Name: "small", Class: "s", Healthy: true, Load: 3}, {Name: "large", Class: "l"}}
+}
+
+func (f fakeState) Queue() (int, int, bool) { return 2, 5, f.queue }
+
+func TestRegister(t *testing.T) {
+	t.Run("the state's gauges are read at scrape time", func(t *testing.T) {
+		m, reg := New(), prometheus.NewRegistry()
+		if err := m.Register(reg, fakeState{queue: true}, nil); err != nil {
+			t.Fatal(err)
+		}
+		m.Tables(4, 1)
+		want := `
+# HELP prestroid_cluster_healthy 1 when the cluster's /v1/info says it is up.
+# TYPE prestroid_cluster_healthy gauge
+prestroid_cluster_healthy{cluster="large"} 0
+prestroid_cluster_healthy{cluster="small"} 1
+# HELP prestroid_queue_length Queries waiting in the admission queue.
+# TYPE prestroid_queue_length gauge
+prestroid_queue_length 2
+# HELP prestroid_unseen_table_share_ratio Share of scanned tables the model has never seen, over all estimated queries.
+# TYPE prestroid_unseen_table_share_ratio gauge
+prestroid_unseen_table_share_ratio 0.25
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "prestroid_cluster_healthy", "prestroid_queue_length", "prestroid_unseen_table_share_ratio"); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("every cluster's routed series and the fail-open reasons start at zero", func(t *testing.T) {
+		m, reg := New(), prometheus.NewRegistry()
+		if err := m.Register(reg, fakeState{}, func() estimate.Stats { return estimate.Stats{BatchQueueDepth: 7} }); err != nil {
+			t.Fatal(err)
+		}
+		if got := testutil.CollectAndCount(m.Decisions); got != 3 { // routed on each cluster, fail-open on the default
+			t.Errorf("%d decision series, want 3", got)
+		}
+		if got := testutil.CollectAndCount(m.FailOpen); got != 3 {
+			t.Errorf("%d fail-open series, want 3", got)
+		}
+		if n, err := testutil.GatherAndCount(reg, "prestroid_queue_length"); err != nil || n != 0 {
+			t.Errorf("a queue gauge without admission: %d %v", n, err)
+		}
+		if n, err := testutil.GatherAndCount(reg, "prestroid_estimator_batch_queue_depth"); err != nil || n != 1 {
+			t.Errorf("the estimator's figures: %d %v", n, err)
+		}
+	})
+	t.Run("a second Set on the same registry collides", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		if err := New().Register(reg, fakeState{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := New().Register(reg, fakeState{}, nil); err == nil {
+			t.Error("two Sets registered on one registry")
+		}
+	})
+}
