@@ -1,4 +1,4 @@
-package proxy
+package protocol
 
 import (
 	"bytes"
@@ -42,10 +42,10 @@ func BenchmarkGzipPage(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				out.Reset()
-				zw := gzipWriter(&out, level)
+				zw := GzipWriter(&out, level)
 				zw.Write(page)
 				zw.Close()
-				putGzipWriter(zw, level)
+				PutGzipWriter(zw, level)
 			}
 			b.ReportMetric(float64(out.Len()), "B/page")
 		})
