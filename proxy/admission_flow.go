@@ -86,7 +86,7 @@ func (s *Server) admissionIdentity(h *fasthttp.RequestHeader, d *decision) (user
 	if d != nil {
 		user = d.identity.User
 	} else {
-		user = s.claimedIdentity(h).User
+		user = s.ident.Claimed(h).User
 	}
 	return user, userGroup(h, s.opts.Admission, user)
 }

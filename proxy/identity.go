@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
@@ -13,99 +12,10 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// claimedIdentity reads the identity the request claims: from its
-// credentials in verified mode, else X-Trino-User. Nothing is verified here.
-func (s *Server) claimedIdentity(h *fasthttp.RequestHeader) frontdoor.Identity {
-	hdrUser := string(h.Peek("X-Trino-User"))
-	if s.opts.Identity != frontdoor.IdentityVerified {
-		return frontdoor.Identity{User: hdrUser, Source: "header"}
-	}
-	auth := string(h.Peek("Authorization"))
-	scheme, cred, _ := strings.Cut(auth, " ")
-	cred = strings.TrimSpace(cred)
-	switch {
-	case strings.EqualFold(scheme, "Basic"):
-		if b, err := base64.StdEncoding.DecodeString(cred); err == nil {
-			if user, _, ok := strings.Cut(string(b), ":"); ok && user != "" {
-				return frontdoor.Identity{User: user, Source: "basic"}
-			}
-		}
-	case strings.EqualFold(scheme, "Bearer"):
-		if sub := frontdoor.JWTClaim(cred, s.opts.IdentityClaim); sub != "" {
-			return frontdoor.Identity{User: sub, Source: "jwt"}
-		}
-	}
-	return frontdoor.Identity{User: hdrUser, Source: "cluster"}
-}
-
-// credentialAccepted reports whether the credential under key was accepted
-// within the TTL.
-func (s *Server) credentialAccepted(key string) bool {
-	until, ok := s.creds.Get(key)
-	return ok && time.Now().Before(until)
-}
-
-func (s *Server) rememberCredential(key string) {
-	s.creds.Put(key, time.Now().Add(s.opts.CredentialTTL))
-}
-
-// verifyLocally checks a Bearer token with Options.TokenVerifier; ok is
-// false when there is no verifier, no Bearer token, or the verifier refused
-// it (the cluster is then asked, which may accept tokens of another issuer).
-func (s *Server) verifyLocally(h *fasthttp.RequestHeader) (frontdoor.Identity, bool) {
-	if s.opts.TokenVerifier == nil {
-		return frontdoor.Identity{}, false
-	}
-	scheme, tok, _ := strings.Cut(string(h.Peek("Authorization")), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return frontdoor.Identity{}, false
-	}
-	p, err := s.opts.TokenVerifier.VerifyToken(strings.TrimSpace(tok))
-	if err != nil || p == "" {
-		if err != nil {
-			s.log.Debug("bearer token not verified locally; asking the cluster", "error", err)
-		}
-		return frontdoor.Identity{}, false
-	}
-	return frontdoor.Identity{User: p, Verified: true, Source: "jwks"}, true
-}
-
 // probeIdentity asks cluster c whether it accepts the request's credentials
-// (see IdentityVerified): nil when it does, an *AuthError when it refuses
-// them, ErrUnverified when it does not answer.
+// (frontdoor.Probe), within the estimate's time budget and at most 5s.
 func (s *Server) probeIdentity(h *fasthttp.RequestHeader, c *cluster) error {
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.Header.SetMethod(fasthttp.MethodGet)
-	// A well-formed query id no cluster ever issued (Trino's ids start
-	// with the date): the resource authenticates first, then answers
-	// 404/410 for the unknown id.
-	req.SetRequestURI(c.url + "/v1/query/19700101_000000_00000_prest")
-	req.Header.SetHost(c.host)
-	for _, k := range []string{"Authorization", "X-Trino-User"} {
-		if v := h.Peek(k); len(v) > 0 {
-			req.Header.SetBytesV(k, v)
-		}
-	}
-	timeout := min(s.opts.EstimateTimeout, 5*time.Second)
-	if err := c.probeClient.DoTimeout(req, resp, timeout); err != nil {
-		return errors.Join(frontdoor.ErrUnverified, err)
-	}
-	switch resp.StatusCode() {
-	case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden:
-		return authErrorOf(resp)
-	}
-	return nil
-}
-
-func authErrorOf(resp *fasthttp.Response) *frontdoor.AuthError {
-	e := &frontdoor.AuthError{StatusCode: resp.StatusCode(), Header: http.Header{}, Body: append([]byte(nil), resp.Body()...)}
-	for k, v := range resp.Header.All() {
-		e.Header.Add(string(k), string(v))
-	}
-	return e
+	return frontdoor.Probe(c.probeClient, c.url, c.host, h, min(s.opts.EstimateTimeout, 5*time.Second))
 }
 
 // verify establishes the verified identity of a new query in
@@ -121,7 +31,7 @@ func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id frontdoor.Ident
 		// (not a cheap, history or text estimate, nor a cached one: those
 		// ran none).
 		s.metrics.Identity.WithLabelValues("explain").Inc()
-	case s.credentialAccepted(key):
+	case s.ident.Accepted(key):
 		s.metrics.Identity.WithLabelValues("cache").Inc()
 		id.Verified = true
 		return id, nil
@@ -131,7 +41,7 @@ func (s *Server) verify(ctx *fasthttp.RequestCtx, c *cluster, id frontdoor.Ident
 		}
 		s.metrics.Identity.WithLabelValues("probe").Inc()
 	}
-	s.rememberCredential(key)
+	s.ident.Remember(key)
 	id.Verified = true
 	return id, nil
 }
@@ -169,7 +79,13 @@ func (s *Server) rewriteAuthenticate(ctx *fasthttp.RequestCtx, c *cluster) {
 	out := make([]string, len(vals))
 	changed := false
 	for i, v := range vals {
-		out[i] = s.rewriteChallenge(ctx, c, string(v))
+		out[i] = frontdoor.RewriteChallenge(string(v), func(uri string) (string, bool) {
+			base, target, ok := protocol.SplitBase(uri)
+			if !ok || !strings.EqualFold(base, c.base) {
+				return "", false
+			}
+			return s.publicBase(ctx) + s.signer.RoutedPath(c.name, target), true
+		})
 		changed = changed || out[i] != string(v)
 	}
 	if !changed {
@@ -178,32 +94,6 @@ func (s *Server) rewriteAuthenticate(ctx *fasthttp.RequestCtx, c *cluster) {
 	ctx.Response.Header.Del("WWW-Authenticate")
 	for _, v := range out {
 		ctx.Response.Header.Add("WWW-Authenticate", v)
-	}
-}
-
-// rewriteChallenge rewrites every quoted URI in one challenge that points
-// at c.
-func (s *Server) rewriteChallenge(ctx *fasthttp.RequestCtx, c *cluster, v string) string {
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(v, '"')
-		if i < 0 {
-			b.WriteString(v)
-			return b.String()
-		}
-		j := strings.IndexByte(v[i+1:], '"')
-		if j < 0 {
-			b.WriteString(v)
-			return b.String()
-		}
-		q := v[i+1 : i+1+j]
-		b.WriteString(v[:i+1])
-		if base, target, ok := protocol.SplitBase(q); ok && strings.EqualFold(base, c.base) {
-			q = s.publicBase(ctx) + s.signer.RoutedPath(c.name, target)
-		}
-		b.WriteString(q)
-		b.WriteByte('"')
-		v = v[i+2+j:]
 	}
 }
 
@@ -225,7 +115,7 @@ func (s *Server) identityOf(ctx *fasthttp.RequestCtx, c *cluster, est estimate.E
 }
 
 func (s *Server) identityOf1(ctx *fasthttp.RequestCtx, c *cluster, est estimate.Estimate, estErr error) (frontdoor.Identity, error) {
-	id := s.claimedIdentity(&ctx.Request.Header)
+	id := s.ident.Claimed(&ctx.Request.Header)
 	var ae *frontdoor.AuthError
 	if errors.As(estErr, &ae) {
 		return id, ae // refused in either mode: forwarding would get the same 401
@@ -233,7 +123,7 @@ func (s *Server) identityOf1(ctx *fasthttp.RequestCtx, c *cluster, est estimate.
 	if s.opts.Identity != frontdoor.IdentityVerified {
 		return id, nil
 	}
-	if v, ok := s.verifyLocally(&ctx.Request.Header); ok {
+	if v, ok := s.ident.Local(&ctx.Request.Header); ok {
 		s.metrics.Identity.WithLabelValues("jwks").Inc()
 		return v, nil
 	}

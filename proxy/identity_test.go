@@ -310,25 +310,3 @@ func newRequestHeader(h map[string]string) *fasthttp.RequestHeader {
 type tokenFunc func(string) (string, error)
 
 func (f tokenFunc) VerifyToken(tok string) (string, error) { return f(tok) }
-
-func TestClaimedIdentity(t *testing.T) {
-	s := &Server{opts: Options{Identity: frontdoor.IdentityVerified, IdentityClaim: "sub"}}
-	jwt := func(payload string) string {
-		return "Bearer eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".c2ln"
-	}
-	for _, tc := range []struct{ name, auth, user, want, source string }{
-		{"the Basic user, whatever X-Trino-User says", basic("alice", "p:w"), "bob", "alice", "basic"},
-		{"a JWT's subject", jwt(`{"sub":"dave","iss":"x"}`), "bob", "dave", "jwt"},
-		{"an opaque bearer token: the user the cluster accepts it for", "Bearer opaque", "bob", "bob", "cluster"},
-		{"no credentials: X-Trino-User, if the cluster accepts that", "", "bob", "bob", "cluster"},
-		{"malformed Basic", "Basic !!!", "bob", "bob", "cluster"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req := newRequestHeader(map[string]string{"Authorization": tc.auth, "X-Trino-User": tc.user})
-			id := s.claimedIdentity(req)
-			if id.User != tc.want || id.Source != tc.source || id.Verified {
-				t.Errorf("got %+v, want %s from %s, unverified", id, tc.want, tc.source)
-			}
-		})
-	}
-}

@@ -50,9 +50,9 @@ type Server struct {
 	clusters []*cluster
 	byName   map[string]*cluster
 	signer   *protocol.Signer
-	queries  *protocol.BoundedMap[string]    // query id -> cluster name
-	tracked  *protocol.BoundedMap[*tracked]  // query id -> what the proxy knows of it, until its last page
-	creds    *protocol.BoundedMap[time.Time] // CredentialKey -> accepted until (identity.go)
+	queries  *protocol.BoundedMap[string]   // query id -> cluster name
+	tracked  *protocol.BoundedMap[*tracked] // query id -> what the proxy knows of it, until its last page
+	ident    *frontdoor.Verifier            // the identity a query counts against (identity.go)
 	metrics  *metrics.Set
 	registry *prometheus.Registry
 	selector routing.Selector
@@ -99,7 +99,8 @@ func New(o Options) (*Server, error) {
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: protocol.NewBoundedMap[string](o.QueryMapSize),
-		tracked: protocol.NewBoundedMap[*tracked](10000), creds: protocol.NewBoundedMap[time.Time](10000), metrics: metrics.New(), log: o.Logger, selector: o.Selector}
+		tracked: protocol.NewBoundedMap[*tracked](10000), ident: &frontdoor.Verifier{Mode: o.Identity, Claim: o.IdentityClaim, TTL: o.CredentialTTL, Tokens: o.TokenVerifier, Log: o.Logger},
+		metrics: metrics.New(), log: o.Logger, selector: o.Selector}
 	if s.selector == nil {
 		cost := &routing.CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow, Quantile: o.ClassQuantile}
 		s.selector = cost
