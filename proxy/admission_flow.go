@@ -16,6 +16,7 @@ import (
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
 )
@@ -181,22 +182,10 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bo
 // proxy.
 func (s *Server) queuedPage(ctx *fasthttp.RequestCtx, id string, enqueued time.Time, token int) {
 	base := s.publicBase(ctx)
-	target := queuedPrefix + id + "/" + strconv.Itoa(token)
-	elapsed := max(time.Since(enqueued).Milliseconds(), 0)
-	page := map[string]any{
-		"id":      id,
-		"infoUri": base + "/ui/",
-		"nextUri": base + s.signer.RoutedPath(localCluster, target),
-		"stats": map[string]any{"state": "QUEUED", "queued": true, "scheduled": false, "nodes": 0,
-			"totalSplits": 0, "queuedSplits": 0, "runningSplits": 0, "completedSplits": 0,
-			"cpuTimeMillis": 0, "wallTimeMillis": 0, "queuedTimeMillis": elapsed, "elapsedTimeMillis": elapsed,
-			"processedRows": 0, "processedBytes": 0, "physicalInputBytes": 0, "peakMemoryBytes": 0, "spilledBytes": 0},
-		"warnings": []any{},
-	}
-	b, _ := json.Marshal(page)
+	next := base + s.signer.RoutedPath(localCluster, queuedPrefix+id+"/"+strconv.Itoa(token))
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(b)
+	ctx.SetBody(protocol.QueuedPage(id, base+"/ui/", next, time.Since(enqueued)))
 }
 
 // queuedPoll serves GET/DELETE on the proxy's own queued URIs.

@@ -1,16 +1,12 @@
 package proxy
 
 import (
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
@@ -129,11 +125,6 @@ func (s *Server) plain(ctx *fasthttp.RequestCtx, status int, msg string) {
 	ctx.SetBodyString(msg + "\n")
 }
 
-// Trino error codes of the EXTERNAL type start at 0x0100_0000
-// (io.trino.spi.StandardErrorCode / ErrorType); the proxy's own codes live
-// in a range of their own above the connectors'.
-const prestroidErrorCode = 0x7072_0000 // "pr"
-
 // trinoError answers with a terminal QueryResults whose error object has the
 // shape of io.trino.client.QueryError, so every client reports it as a
 // failed query.
@@ -144,27 +135,11 @@ func (s *Server) trinoError(ctx *fasthttp.RequestCtx, name, typ, msg string) {
 // trinoErrorFor is trinoError for query id (a synthetic id when empty).
 func (s *Server) trinoErrorFor(ctx *fasthttp.RequestCtx, id, name, typ, msg string) {
 	if id == "" {
-		id = syntheticQueryID()
+		id = protocol.SyntheticQueryID()
 	}
-	body := map[string]any{
-		"id":      id,
-		"infoUri": s.publicBase(ctx) + "/ui/query.html?" + id,
-		"stats": map[string]any{
-			"state": "FAILED", "queued": false, "scheduled": false, "nodes": 0,
-			"totalSplits": 0, "queuedSplits": 0, "runningSplits": 0, "completedSplits": 0,
-			"cpuTimeMillis": 0, "wallTimeMillis": 0, "queuedTimeMillis": 0, "elapsedTimeMillis": 0,
-			"processedRows": 0, "processedBytes": 0, "physicalInputBytes": 0, "peakMemoryBytes": 0, "spilledBytes": 0,
-		},
-		"error": map[string]any{
-			"message": msg, "errorCode": prestroidErrorCode, "errorName": name, "errorType": typ,
-			"failureInfo": map[string]any{"type": "io.prestroid.ProxyException", "message": msg, "suppressed": []any{}, "stack": []any{}},
-		},
-		"warnings": []any{},
-	}
-	b, _ := json.Marshal(body)
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(b)
+	ctx.SetBody(protocol.ErrorPage(id, s.publicBase(ctx)+"/ui/query.html?"+id, name, typ, msg))
 }
 
 // polledQueryID is the Trino query id of a routed poll
@@ -178,13 +153,6 @@ func polledQueryID(ctx *fasthttp.RequestCtx) string {
 		return id
 	}
 	return ""
-}
-
-// syntheticQueryID returns an id shaped like Trino's (date_time_seq_random).
-func syntheticQueryID() string {
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return time.Now().UTC().Format("20060102_150405") + "_00000_p" + hex.EncodeToString(b[:])[:4]
 }
 
 // redactPath keeps an URI's shape for logs but drops route tokens, slugs and
