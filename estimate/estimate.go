@@ -2,8 +2,10 @@
 // estimator makes and the proxy routes, admits and reports by, its Source
 // labels, the log-normal quantiles of its CPU time, the class lookup
 // that routing by cost and the estimator's text stage share, the q-error
-// of an estimate against the actual CPU time, and what the estimator
-// reports of itself (Stats, stats.go: its caches, history and model).
+// of an estimate against the actual CPU time, what the estimator reports
+// of itself (Stats, stats.go: its caches, history and model), and the
+// views of an estimate the proxy shows (view.go: the JSON of POST
+// /v1/estimate, the X-Prestroid-Estimate header, Trino's duration syntax).
 //
 // It imports no package of this project, so that both sides of the
 // proxy/estimator seam import it (the proxy never imports the estimator;

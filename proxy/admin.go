@@ -11,6 +11,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/gateway"
 	"github.com/prestroid/prestroid/proxy/metrics"
 	"github.com/valyala/fasthttp"
 )
@@ -70,10 +71,21 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 	case "/v1/estimate":
 		s.serveEstimate(ctx)
 	case "/v1/routing":
-		s.serveRouting(ctx)
+		s.gatewayHandler().Serve(ctx)
 	default:
 		s.console.ServeAPI(ctx)
 	}
+}
+
+// gatewayHandler is Trino Gateway's routing endpoint over s's estimator
+// (estimateFor: the default cluster, Options.EstimateTimeout) and options.
+func (s *Server) gatewayHandler() *gateway.Handler {
+	g := &gateway.Handler{ErrBusy: ErrEstimatorBusy, Groups: s.opts.RoutingGroups, ClassQuantile: s.opts.ClassQuantile,
+		KeepClientEstimate: s.opts.KeepClientEstimate, ClassTag: s.opts.ClassTag, Log: s.log}
+	if s.opts.Estimator != nil {
+		g.Estimate = s.estimateFor
+	}
+	return g
 }
 
 // adminAuthorized checks the admin token (none configured: every request

@@ -9,6 +9,7 @@ import (
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/gateway"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,7 +94,7 @@ type Options struct {
 	// RoutingGroups answer Trino Gateway's external routing requests
 	// (POST /v1/routing), in increasing order of MaxCPUSeconds. Empty
 	// means the answer carries only the estimate header.
-	RoutingGroups []RoutingGroup
+	RoutingGroups []gateway.RoutingGroup
 	// EstimateTimeout is the time budget of one estimate (EXPLAIN and
 	// model); past it the query fails open (routing.estimate_timeout).
 	EstimateTimeout time.Duration

@@ -231,7 +231,7 @@ func (s *Server) annotate(req *fasthttp.Request, d *decision) {
 	}
 	if !(s.opts.KeepClientEstimate && len(req.Header.Peek("X-Trino-Resource-Estimate")) > 0) {
 		req.Header.Del("X-Trino-Resource-Estimate")
-		req.Header.Set("X-Trino-Resource-Estimate", "CPU_TIME="+protocol.TrinoDuration(d.est.CPUSeconds))
+		req.Header.Set("X-Trino-Resource-Estimate", "CPU_TIME="+estimate.TrinoDuration(d.est.CPUSeconds))
 	}
 	if s.opts.ClassTag != "" && d.Class != "" {
 		tags := string(req.Header.Peek("X-Trino-Client-Tags"))
@@ -257,7 +257,7 @@ func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 		if d.est.Model != "" {
 			h.Set("X-Prestroid-Model", d.est.Model)
 		}
-		h.SetBytesV("X-Prestroid-Estimate", appendEstimate(nil, d.est))
+		h.SetBytesV("X-Prestroid-Estimate", d.est.AppendHeader(nil))
 		switch {
 		case d.est.Cached:
 			st = append(st, ", estimate-cache;desc=hit"...)
@@ -271,37 +271,6 @@ func decisionHeaders(h *fasthttp.ResponseHeader, d *decision) {
 		}
 	}
 	h.SetBytesV("Server-Timing", st)
-}
-
-// appendEstimate renders the X-Prestroid-Estimate header: the source, the
-// point estimate and the central 80% interval in CPU seconds, the model's
-// own number before the cascade's corrections when the model ran, the
-// calibrated optimizer's when known, and "explain-skipped" when the
-// EXPLAIN bound was reached, e.g.
-//
-//	history; cpu=1.25; lo=1.16; hi=1.34
-//	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12
-func appendEstimate(b []byte, e estimate.Estimate) []byte {
-	lo, hi := e.Interval()
-	b = append(b, e.Source.String()...)
-	b = append(b, "; cpu="...)
-	b = strconv.AppendFloat(b, e.CPUSeconds, 'g', 4, 64)
-	b = append(b, "; lo="...)
-	b = strconv.AppendFloat(b, lo, 'g', 4, 64)
-	b = append(b, "; hi="...)
-	b = strconv.AppendFloat(b, hi, 'g', 4, 64)
-	if e.ModelCPUSeconds > 0 {
-		b = append(b, "; model="...)
-		b = strconv.AppendFloat(b, e.ModelCPUSeconds, 'g', 4, 64)
-	}
-	if e.OptimizerCPUSeconds > 0 {
-		b = append(b, "; optimizer="...)
-		b = strconv.AppendFloat(b, e.OptimizerCPUSeconds, 'g', 4, 64)
-	}
-	if e.ExplainSkipped {
-		b = append(b, "; explain-skipped"...)
-	}
-	return b
 }
 
 // appendTiming appends a Server-Timing metric: name;dur=<milliseconds>.

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimate"
-	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 )
 
@@ -239,14 +238,6 @@ func TestShadowModeOnlyReports(t *testing.T) {
 	}
 }
 
-func TestTrinoDuration(t *testing.T) {
-	for in, want := range map[float64]string{0: "0ms", 0.0004: "1ms", 0.25: "250ms", 1: "1s", 89.2: "90s", 600: "10m", 5400: "90m", -1: "0ms"} {
-		if got := protocol.TrinoDuration(in); got != want {
-			t.Errorf("TrinoDuration(%v) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestFailoverWhenAClusterRefusesConnections: a new query whose cluster
 // cannot be reached goes to another healthy one (same class first); the
 // unreachable cluster stays out of routing; with nothing left the client
@@ -368,14 +359,5 @@ func TestEstimateQuantiles(t *testing.T) {
 		if got := e.Quantile(q); got != 10 {
 			t.Errorf("quantile %g: %g, want the point", q, got)
 		}
-	}
-	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 1.25, Sigma: 0.05, Source: estimate.SourceHistory, ExplainSkipped: true})); got != "history; cpu=1.25; lo=1.172; hi=1.333; explain-skipped" {
-		t.Errorf("X-Prestroid-Estimate %q", got)
-	}
-	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: estimate.SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5" {
-		t.Errorf("X-Prestroid-Estimate %q", got)
-	}
-	if got := string(appendEstimate(nil, estimate.Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, Source: estimate.SourceModel})); got != "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7" {
-		t.Errorf("X-Prestroid-Estimate %q", got)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator"
-	"github.com/prestroid/prestroid/proxy"
 )
 
 func init() {
@@ -149,7 +148,7 @@ func callerHeader(user, catalog, schema, password string, session []string) (htt
 
 // printEstimate prints e as a line or as the --json object.
 func printEstimate(e *estimate.Estimate, asJSON bool) error {
-	out := proxy.NewEstimateJSON(*e)
+	out := estimate.NewJSON(*e)
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -183,6 +182,6 @@ func readSQL(arg string) (string, error) {
 // estimateOutput is the --json object: the endpoint's fields plus whether
 // the model is an untrained fixture.
 type estimateOutput struct {
-	proxy.EstimateJSON
+	estimate.JSON
 	Untrained bool `json:"untrained,omitempty"`
 }

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy"
+	"github.com/prestroid/prestroid/proxy/gateway"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
@@ -104,7 +106,7 @@ func TestEstimateEndpointsOnTrino(t *testing.T) {
 	p := estimatingProxy(t, lib, trino)
 
 	t.Run("POST /v1/estimate plans as the caller and predicts", func(t *testing.T) {
-		var e proxy.EstimateJSON
+		var e estimate.JSON
 		body := `{"sql": "` + lineitemSQL + `", "headers": {"X-Trino-User": "alice", "X-Trino-Catalog": "tpch", "X-Trino-Schema": "tiny"}}`
 		if st := post(t, p+"/v1/estimate", nil, body, &e); st != 200 {
 			t.Fatalf("status %d: %+v", st, e)
@@ -114,14 +116,14 @@ func TestEstimateEndpointsOnTrino(t *testing.T) {
 		}
 		// The same query with other literals hits the estimate cache.
 		time.Sleep(50 * time.Millisecond)
-		var again proxy.EstimateJSON
+		var again estimate.JSON
 		post(t, p+"/v1/estimate", nil, strings.Replace(body, "1998-09-01", "1997-01-01", 1), &again)
 		if !again.Cached || again.CPUSeconds != e.CPUSeconds {
 			t.Errorf("repeat: %+v", again)
 		}
 	})
 	t.Run("a query Trino rejects is a clear error", func(t *testing.T) {
-		var e proxy.EstimateJSON
+		var e estimate.JSON
 		st := post(t, p+"/v1/estimate", map[string]string{"X-Trino-User": "alice", "X-Trino-Catalog": "tpch", "X-Trino-Schema": "tiny"}, "SELECT nope FROM lineitem", &e)
 		if st != 422 || !strings.Contains(e.Error, "COLUMN_NOT_FOUND") {
 			t.Errorf("status %d: %+v", st, e)
@@ -140,7 +142,7 @@ func TestEstimateEndpointsOnTrino(t *testing.T) {
 	clientHeaders := map[string]string{"Content-Type": "application/json", "X-Trino-User": "alice",
 		"X-Trino-Catalog": "tpch", "X-Trino-Schema": "sf1", "X-Trino-Source": "trino-cli"}
 	t.Run("Trino Gateway's routing request gets a group and the estimate header", func(t *testing.T) {
-		var r proxy.GatewayResponse
+		var r gateway.Response
 		if st := post(t, p+"/v1/routing", clientHeaders, gw(lineitemSQL, "tpch", "sf1"), &r); st != 200 {
 			t.Fatalf("status %d", st)
 		}
@@ -150,7 +152,7 @@ func TestEstimateEndpointsOnTrino(t *testing.T) {
 		}
 	})
 	t.Run("the gateway's default catalog and schema are used when headers lack them", func(t *testing.T) {
-		var r proxy.GatewayResponse
+		var r gateway.Response
 		post(t, p+"/v1/routing", map[string]string{"X-Trino-User": "alice"}, gw("SELECT count(*) FROM nation", "tpch", "tiny"), &r)
 		if r.RoutingGroup == nil || len(r.Errors) != 0 {
 			t.Errorf("%+v", r)
@@ -169,7 +171,7 @@ func TestEstimateEndpointsOnTrino(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var r proxy.GatewayResponse
+		var r gateway.Response
 		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/prestroid/prestroid/models"
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/gateway"
 )
 
 // embeddedModel is the default model bundle compiled into the binary (the
@@ -320,7 +321,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		if g == "" {
 			g = c.Name
 		}
-		o.RoutingGroups = append(o.RoutingGroups, proxy.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds, Class: c.Name})
+		o.RoutingGroups = append(o.RoutingGroups, gateway.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds, Class: c.Name})
 	}
 	e := cfg.Estimator
 	if e.Disabled {

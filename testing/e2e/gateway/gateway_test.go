@@ -299,7 +299,7 @@ func routedEstimate(t *testing.T, admin, sql, catalog, schema string) (string, f
 // same compares two durations in seconds (Trino prints them as decimals).
 func same(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
-// trinoSeconds parses the Trino durations protocol.TrinoDuration writes.
+// trinoSeconds parses the Trino durations estimate.TrinoDuration writes.
 func trinoSeconds(t *testing.T, d string) float64 {
 	t.Helper()
 	for _, u := range []struct {

@@ -1,9 +1,11 @@
-package proxy
+package gateway
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 
@@ -13,11 +15,9 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// POST /v1/routing is Trino Gateway's external routing service
-// (routingRules.rulesType: EXTERNAL), checked against gateway-ha 18 (the
-// requests it sends are in testdata/trino-gateway-18, the end-to-end test
-// is testing/e2e/gateway). What the gateway does, and so what this
-// endpoint must do:
+// What Trino Gateway does (checked against gateway-ha 18: the requests it
+// sends are in testdata/trino-gateway-18, the end-to-end test is
+// testing/e2e/gateway), and so what this endpoint must do:
 //
 //   - It asks for every request it cannot stick to a cluster by query id:
 //     new statements, but also GET /v1/info, /ui/... Only a new statement
@@ -56,13 +56,41 @@ type RoutingGroup struct {
 	Name          string
 	MaxCPUSeconds float64
 	// Class is the cost class the group stands for, named in the client
-	// tag ClassTag+Class when Options.ClassTag is set. Empty means Name.
+	// tag ClassTag+Class when Handler.ClassTag is set. Empty means Name.
 	Class string
 }
 
-// gatewayRequest is the part of Trino Gateway's RoutingGroupExternalBody
+// Handler answers POST /v1/routing. The core authorizes the caller (the
+// admin token) and then calls Serve; the fields are plain values it fills
+// from its options.
+type Handler struct {
+	// Estimate estimates sql as the caller whose headers are h, within
+	// the core's time budget (an error matching context.DeadlineExceeded
+	// past it). Nil means no estimator: every answer is "no-estimator".
+	Estimate func(sql string, h http.Header) (estimate.Estimate, error)
+	// ErrBusy is the error (wrapped or not) Estimate returns when every
+	// planner is at its EXPLAIN bound; the query then fails open at once.
+	ErrBusy error
+	// Groups are the routing groups, in increasing order of
+	// MaxCPUSeconds. Empty means the answer carries only the estimate
+	// header.
+	Groups []RoutingGroup
+	// ClassQuantile is the quantile of each estimate that picks its group
+	// (estimate.Estimate.Quantile: zero means the median).
+	ClassQuantile float64
+	// KeepClientEstimate keeps an X-Trino-Resource-Estimate the client
+	// sent: the answer then sets none.
+	KeepClientEstimate bool
+	// ClassTag, when set, adds the client tag ClassTag+class of the
+	// chosen group to the X-Trino-Client-Tags the answer sets.
+	ClassTag string
+	// Log receives the estimate failures. Nil means slog.Default().
+	Log *slog.Logger
+}
+
+// request is the part of Trino Gateway's RoutingGroupExternalBody
 // the routing endpoint reads.
-type gatewayRequest struct {
+type request struct {
 	// TrinoQueryProperties is null without the gateway's
 	// requestAnalyzerConfig.analyzeRequest.
 	TrinoQueryProperties *struct {
@@ -79,9 +107,9 @@ type gatewayRequest struct {
 	RequestURI string `json:"requestURI"`
 }
 
-// GatewayResponse is Trino Gateway's external routing response
+// Response is Trino Gateway's external routing response
 // (ExternalRouterResponse).
-type GatewayResponse struct {
+type Response struct {
 	// RoutingGroup is the group to route to; nil lets the gateway use its
 	// default group.
 	RoutingGroup *string `json:"routingGroup"`
@@ -93,11 +121,11 @@ type GatewayResponse struct {
 	ExternalHeaders map[string]string `json:"externalHeaders"`
 }
 
-// serveRouting answers Trino Gateway's external routing requests (see
-// the comment at the top of this file).
-func (s *Server) serveRouting(ctx *fasthttp.RequestCtx) {
-	resp := GatewayResponse{Errors: []string{}, ExternalHeaders: map[string]string{}}
-	var req gatewayRequest
+// Serve answers one of Trino Gateway's external routing requests (see the
+// comment at the top of this file).
+func (g *Handler) Serve(ctx *fasthttp.RequestCtx) {
+	resp := Response{Errors: []string{}, ExternalHeaders: map[string]string{}}
+	var req request
 	if err := json.Unmarshal(ctx.Request.Body(), &req); err != nil {
 		// Not what a gateway sends: a 400 makes it log the error and
 		// route by its own default.
@@ -105,11 +133,11 @@ func (s *Server) serveRouting(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusBadRequest, resp)
 		return
 	}
-	why, e := s.route(&ctx.Request.Header, &req, &resp)
+	why, e := g.route(&ctx.Request.Header, &req, &resp)
 	writeJSON(ctx, fasthttp.StatusOK, resp)
 	ctx.Response.Header.Set("X-Prestroid-Decision", why)
 	if e.Estimated {
-		ctx.Response.Header.SetBytesV("X-Prestroid-Estimate", appendEstimate(nil, e))
+		ctx.Response.Header.SetBytesV("X-Prestroid-Estimate", e.AppendHeader(nil))
 	}
 }
 
@@ -121,18 +149,18 @@ var noAnalysisWarned atomic.Bool
 // text (in the X-Prestroid-Decision forms of the proxy: "routed: group
 // G", "estimated" (no groups configured), "not-estimated: REASON",
 // "fail-open: REASON", "no-estimator") and the estimate it acted on.
-func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *GatewayResponse) (string, estimate.Estimate) {
+func (g *Handler) route(h *fasthttp.RequestHeader, req *request, resp *Response) (string, estimate.Estimate) {
 	p := req.TrinoQueryProperties
 	var none estimate.Estimate
 	switch {
-	case s.opts.Estimator == nil:
+	case g.Estimate == nil:
 		return "no-estimator", none
 	case req.Method != "" && req.Method != fasthttp.MethodPost:
 		// Nothing from the request body is echoed in the header.
 		return "not-estimated: not a new statement (not a POST)", none
 	case p == nil:
 		if noAnalysisWarned.CompareAndSwap(false, true) {
-			s.log.Warn("Trino Gateway sends no query text to /v1/routing: set its requestAnalyzerConfig.analyzeRequest: true (every query goes to its default group meanwhile; logged once)")
+			g.log().Warn("Trino Gateway sends no query text to /v1/routing: set its requestAnalyzerConfig.analyzeRequest: true (every query goes to its default group meanwhile; logged once)")
 		}
 		return "not-estimated: no trinoQueryProperties (the gateway's requestAnalyzerConfig.analyzeRequest is off)", none
 	case !p.IsNewQuerySubmission:
@@ -156,43 +184,58 @@ func (s *Server) route(h *fasthttp.RequestHeader, req *gatewayRequest, resp *Gat
 	if hdr.Get("X-Trino-Schema") == "" && p.DefaultSchema != nil && *p.DefaultSchema != "" {
 		hdr.Set("X-Trino-Schema", *p.DefaultSchema)
 	}
-	e, err := s.estimateFor(p.Body, hdr)
+	e, err := g.Estimate(p.Body, hdr)
 	switch {
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		s.log.Warn("routing estimate over budget; the gateway's default group takes the query", "error", err)
+		g.log().Warn("routing estimate over budget; the gateway's default group takes the query", "error", err)
 		return "fail-open: " + routing.ReasonEstimateOverBudget, none
-	case err != nil && errors.Is(err, ErrEstimatorBusy):
+	case err != nil && g.ErrBusy != nil && errors.Is(err, g.ErrBusy):
 		return "fail-open: " + routing.ReasonPlannersBusy, none
 	case err != nil:
-		s.log.Warn("routing estimate failed; the gateway's default group takes the query", "error", err)
+		g.log().Warn("routing estimate failed; the gateway's default group takes the query", "error", err)
 		return "fail-open: " + routing.ReasonEstimateFailed, none
 	case !e.Estimated:
 		return "not-estimated: " + e.Reason, none
 	}
-	if !(s.opts.KeepClientEstimate && hdr.Get("X-Trino-Resource-Estimate") != "") {
-		resp.ExternalHeaders["X-Trino-Resource-Estimate"] = "CPU_TIME=" + protocol.TrinoDuration(e.CPUSeconds)
+	if !(g.KeepClientEstimate && hdr.Get("X-Trino-Resource-Estimate") != "") {
+		resp.ExternalHeaders["X-Trino-Resource-Estimate"] = "CPU_TIME=" + estimate.TrinoDuration(e.CPUSeconds)
 	}
 	// The group as the routing policy picks a class: by the estimate's
 	// ClassQuantile.
-	gi := estimate.ClassOf(s.opts.RoutingGroups, routingGroupBound, e.Quantile(s.opts.ClassQuantile))
+	gi := estimate.ClassOf(g.Groups, routingGroupBound, e.Quantile(g.ClassQuantile))
 	if gi < 0 {
 		return "estimated", e
 	}
-	g := s.opts.RoutingGroups[gi]
-	resp.RoutingGroup = &g.Name
-	if s.opts.ClassTag != "" {
-		class := g.Class
+	grp := g.Groups[gi]
+	resp.RoutingGroup = &grp.Name
+	if g.ClassTag != "" {
+		class := grp.Class
 		if class == "" {
-			class = g.Name
+			class = grp.Name
 		}
 		tags := strings.Join(hdr.Values("X-Trino-Client-Tags"), ",")
 		if tags != "" {
 			tags += ","
 		}
-		resp.ExternalHeaders["X-Trino-Client-Tags"] = tags + s.opts.ClassTag + class
+		resp.ExternalHeaders["X-Trino-Client-Tags"] = tags + g.ClassTag + class
 	}
-	return "routed: group " + g.Name, e
+	return "routed: group " + grp.Name, e
 }
 
 // routingGroupBound is a group's upper bound for estimate.ClassOf.
 func routingGroupBound(g RoutingGroup) float64 { return g.MaxCPUSeconds }
+
+func (g *Handler) log() *slog.Logger {
+	if g.Log == nil {
+		return slog.Default()
+	}
+	return g.Log
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, _ := json.Marshal(v)
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
+}

@@ -1,44 +1,91 @@
-package proxy
+package gateway
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/valyala/fasthttp"
 )
 
-// recordingEstimator is fixedEstimator that remembers the queries it was
-// asked to estimate, and fails like Trino's EXPLAIN on a syntax error.
+// query is what the estimator was asked.
+type query struct {
+	SQL    string
+	Header http.Header
+}
+
+var errBusy = errors.New("estimator busy")
+
+// recordingEstimator remembers the queries it was asked to estimate and
+// answers like the proxy's estimator would: "cpu=N" in the text is the
+// estimate, "SET" is not estimated, "fail", "stall" (the time budget ran
+// out) and "busy" (every planner at its EXPLAIN bound) fail, a caller
+// without X-Trino-User cannot plan, and a syntax error fails like Trino's
+// EXPLAIN.
 type recordingEstimator struct {
-	fixedEstimator
 	mu   sync.Mutex
-	seen []Query
+	seen []query
 }
 
-func (r *recordingEstimator) Estimate(ctx context.Context, q Query) (estimate.Estimate, error) {
+func (r *recordingEstimator) estimate(sql string, h http.Header) (estimate.Estimate, error) {
 	r.mu.Lock()
-	r.seen = append(r.seen, q)
+	r.seen = append(r.seen, query{sql, h})
 	r.mu.Unlock()
-	if strings.HasPrefix(q.SQL, "SELEC ") {
+	switch {
+	case strings.HasPrefix(sql, "SELEC "):
 		return estimate.Estimate{}, errors.New("explain: line 1:1: mismatched input 'SELEC'")
+	case strings.Contains(sql, "fail"):
+		return estimate.Estimate{}, errors.New("explain failed")
+	case strings.Contains(sql, "stall"):
+		return estimate.Estimate{}, fmt.Errorf("explain: %w", context.DeadlineExceeded)
+	case strings.HasPrefix(sql, "SET"):
+		return estimate.Estimate{Reason: "SET SESSION"}, nil
+	case strings.Contains(sql, "busy"):
+		return estimate.Estimate{}, fmt.Errorf("every planner busy: %w", errBusy)
 	}
-	return r.fixedEstimator.Estimate(ctx, q)
+	var cpu float64
+	if i := strings.Index(sql, "cpu="); i >= 0 {
+		cpu, _ = strconv.ParseFloat(strings.Fields(sql[i+4:])[0], 64)
+	}
+	if h.Get("X-Trino-User") == "" {
+		return estimate.Estimate{}, errors.New("no caller identity")
+	}
+	return estimate.Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}, nil
 }
 
-func (r *recordingEstimator) queries() []Query {
+func (r *recordingEstimator) queries() []query {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Query(nil), r.seen...)
+	return append([]query(nil), r.seen...)
+}
+
+// serve serves h on a local listener and returns its base URL.
+func serve(t *testing.T, h *Handler) string {
+	t.Helper()
+	if h.Log == nil {
+		h.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: h.Serve}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	return "http://" + ln.Addr().String()
 }
 
 // gatewayBody is shaped like the body gateway-ha 18 posts (see
@@ -65,7 +112,7 @@ func gatewayBody(sql string, edit func(body, props map[string]any)) string {
 
 // routingCall posts body to url/v1/routing with headers h and returns the
 // status, the decoded answer and the X-Prestroid-Decision header.
-func routingCall(t *testing.T, url, body string, h map[string]string) (int, GatewayResponse, string) {
+func routingCall(t *testing.T, url, body string, h map[string]string) (int, Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url+"/v1/routing", strings.NewReader(body))
 	for k, v := range h {
@@ -74,7 +121,7 @@ func routingCall(t *testing.T, url, body string, h map[string]string) (int, Gate
 	return doRouting(t, req)
 }
 
-func doRouting(t *testing.T, req *http.Request) (int, GatewayResponse, string) {
+func doRouting(t *testing.T, req *http.Request) (int, Response, string) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -82,7 +129,7 @@ func doRouting(t *testing.T, req *http.Request) (int, GatewayResponse, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var r GatewayResponse
+	var r Response
 	if resp.StatusCode == 200 || resp.StatusCode == 400 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		// Trino Gateway reads only application/json answers.
 		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
@@ -106,18 +153,13 @@ func str(s *string) string {
 }
 
 // TestRoutingEndpointLikeTrinoGateway: what gateway-ha 18 sends, and what
-// it does with the answer (see gateway_routing.go): a failure never puts
+// it does with the answer (see gateway.go): a failure never puts
 // anything in errors (with propagateErrors the gateway would refuse the
 // client's query with HTTP 400), only a new statement is estimated.
 func TestRoutingEndpointLikeTrinoGateway(t *testing.T) {
 	est := &recordingEstimator{}
-	c := newCoordinator(t)
-	p := routingProxy(t, Options{
-		Clusters:        []ClusterConfig{{Name: "default", URL: c.URL}},
-		Estimator:       est,
-		EstimateTimeout: 300 * time.Millisecond,
-		RoutingGroups:   []RoutingGroup{{Name: "interactive", MaxCPUSeconds: 60}, {Name: "etl"}},
-	})
+	p := serve(t, &Handler{Estimate: est.estimate, ErrBusy: errBusy,
+		Groups: []RoutingGroup{{Name: "interactive", MaxCPUSeconds: 60}, {Name: "etl"}}})
 	// The gateway forwards the client's headers beside its own JSON body.
 	h := map[string]string{"Content-Type": "application/json; charset=utf-8", "X-Trino-User": "alice",
 		"X-Trino-Source": "trino-cli", "User-Agent": "StatementClientV1/476"}
@@ -138,7 +180,7 @@ func TestRoutingEndpointLikeTrinoGateway(t *testing.T) {
 			"<null>", "", "not-estimated: SET SESSION", 1},
 		{"a failed estimate fails open with errors empty", gatewayBody("SELECT fail", nil), false, 200,
 			"<null>", "", "fail-open: estimate failed", 1},
-		{"an estimate over budget fails open within the budget", gatewayBody("SELECT stall", nil), false, 200,
+		{"an estimate over budget fails open", gatewayBody("SELECT stall", nil), false, 200,
 			"<null>", "", "fail-open: estimate over budget", 1},
 		{"busy planners fail open at once", gatewayBody("SELECT busy", nil), false, 200,
 			"<null>", "", "fail-open: planners busy", 1},
@@ -201,14 +243,9 @@ func TestRoutingEndpointLikeTrinoGateway(t *testing.T) {
 // TestRoutingHonoursEstimateOptions: keep_client_estimate and class_tag
 // act on the gateway's externalHeaders as on the proxy's own requests.
 func TestRoutingHonoursEstimateOptions(t *testing.T) {
-	c := newCoordinator(t)
-	p := routingProxy(t, Options{
-		Clusters:           []ClusterConfig{{Name: "default", URL: c.URL}},
-		Estimator:          &fixedEstimator{},
-		KeepClientEstimate: true,
-		ClassTag:           "cost:",
-		RoutingGroups:      []RoutingGroup{{Name: "interactive", MaxCPUSeconds: 60, Class: "small"}, {Name: "etl", Class: "large"}},
-	})
+	est := &recordingEstimator{}
+	p := serve(t, &Handler{Estimate: est.estimate, KeepClientEstimate: true, ClassTag: "cost:",
+		Groups: []RoutingGroup{{Name: "interactive", MaxCPUSeconds: 60, Class: "small"}, {Name: "etl", Class: "large"}}})
 	t.Run("a client's own estimate is kept and the class tag joins its tags", func(t *testing.T) {
 		_, r, _ := routingCall(t, p, gatewayBody("SELECT 1 -- cpu=900", nil), map[string]string{"X-Trino-User": "alice",
 			"X-Trino-Resource-Estimate": "CPU_TIME=1s", "X-Trino-Client-Tags": "etl,nightly"})
@@ -251,8 +288,8 @@ func replay(t *testing.T, name, base string) *http.Request {
 func TestRoutingReplaysTrinoGateway18(t *testing.T) {
 	est := &recordingEstimator{}
 	groups := []RoutingGroup{{Name: "small", MaxCPUSeconds: 60}, {Name: "large"}}
-	client, admin := adminProxy(t, Options{Estimator: est, RoutingGroups: groups})
-	last := func() Query { q := est.queries(); return q[len(q)-1] }
+	admin := serve(t, &Handler{Estimate: est.estimate, Groups: groups})
+	last := func() query { q := est.queries(); return q[len(q)-1] }
 
 	t.Run("a CLI query is estimated as its user with its catalog and schema", func(t *testing.T) {
 		st, r, why := doRouting(t, replay(t, "cli-select.http", admin))
@@ -269,20 +306,6 @@ func TestRoutingReplaysTrinoGateway18(t *testing.T) {
 			if got := q.Header.Get(k); got != want {
 				t.Errorf("EXPLAIN header %s = %q, want %q", k, got, want)
 			}
-		}
-	})
-	t.Run("on the client listener the client's Host the gateway forwards is refused", func(t *testing.T) {
-		// The Host check guards the URIs handed to clients; the gateway
-		// must call the admin listener, or allowed_hosts must list its
-		// clients' Host (README, "Prestroid as Trino Gateway's brain").
-		req := replay(t, "cli-select.http", client)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 400 {
-			t.Errorf("status %d, want 400", resp.StatusCode)
 		}
 	})
 	t.Run("the gateway's GET /v1/info is answered without an estimate", func(t *testing.T) {
@@ -310,4 +333,14 @@ func TestRoutingReplaysTrinoGateway18(t *testing.T) {
 			t.Errorf("%d %+v %q", st, r, why)
 		}
 	})
+}
+
+// TestRoutingWithoutEstimator: with no estimator every answer is the
+// gateway's default group, without asking anything.
+func TestRoutingWithoutEstimator(t *testing.T) {
+	p := serve(t, &Handler{Groups: []RoutingGroup{{Name: "interactive", MaxCPUSeconds: 60}, {Name: "etl"}}})
+	st, r, why := routingCall(t, p, gatewayBody("SELECT 1 -- cpu=1", nil), map[string]string{"X-Trino-User": "alice"})
+	if st != 200 || r.RoutingGroup != nil || len(r.ExternalHeaders) != 0 || why != "no-estimator" {
+		t.Errorf("%d %+v %q", st, r, why)
+	}
 }

@@ -1,0 +1,75 @@
+package estimate
+
+import "strconv"
+
+// The views of an estimate the proxy shows its callers: JSON (POST
+// /v1/estimate and `prestroid estimate --json`), the X-Prestroid-Estimate
+// header (AppendHeader: on the proxy's own answers and on Trino Gateway's
+// routing answers) and the CPU time in Trino's duration syntax
+// (TrinoDuration: X-Trino-Resource-Estimate). All three are formats: their
+// field names and text never change.
+
+// JSON is the answer of POST /v1/estimate.
+type JSON struct {
+	Estimated   bool    `json:"estimated"`
+	Reason      string  `json:"reason,omitempty"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	CPUTime     string  `json:"cpu_time,omitempty"` // Trino duration, as in X-Trino-Resource-Estimate
+	Model       string  `json:"model,omitempty"`
+	ExplainMS   float64 `json:"explain_ms"`
+	FeaturizeUS int64   `json:"featurize_us"`
+	InferUS     int64   `json:"infer_us"`
+	Cached      bool    `json:"cached"`
+	// Source is the cascade stage that made the estimate; LoSeconds and
+	// HiSeconds the central 80% interval, Sigma its log spread.
+	Source         string  `json:"source,omitempty"`
+	LoSeconds      float64 `json:"lo_seconds,omitempty"`
+	HiSeconds      float64 `json:"hi_seconds,omitempty"`
+	Sigma          float64 `json:"sigma,omitempty"`
+	ExplainSkipped bool    `json:"explain_skipped,omitempty"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// NewJSON renders an estimate as POST /v1/estimate does.
+func NewJSON(e Estimate) JSON {
+	out := JSON{Estimated: e.Estimated, Reason: e.Reason, Model: e.Model, Cached: e.Cached,
+		ExplainMS: float64(e.Explain.Microseconds()) / 1000, FeaturizeUS: e.Featurize.Microseconds(), InferUS: e.Infer.Microseconds()}
+	if e.Estimated {
+		out.CPUSeconds = e.CPUSeconds
+		out.CPUTime = TrinoDuration(e.CPUSeconds)
+		out.Source, out.Sigma, out.ExplainSkipped = e.Source.String(), e.Sigma, e.ExplainSkipped
+		out.LoSeconds, out.HiSeconds = e.Interval()
+	}
+	return out
+}
+
+// AppendHeader appends the X-Prestroid-Estimate header's value to b: the
+// source, the point estimate and the central 80% interval in CPU seconds,
+// the model's own number before the cascade's corrections when the model
+// ran, the calibrated optimizer's when known, and "explain-skipped" when
+// the EXPLAIN bound was reached, e.g.
+//
+//	history; cpu=1.25; lo=1.16; hi=1.34
+//	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12
+func (e Estimate) AppendHeader(b []byte) []byte {
+	lo, hi := e.Interval()
+	b = append(b, e.Source.String()...)
+	b = append(b, "; cpu="...)
+	b = strconv.AppendFloat(b, e.CPUSeconds, 'g', 4, 64)
+	b = append(b, "; lo="...)
+	b = strconv.AppendFloat(b, lo, 'g', 4, 64)
+	b = append(b, "; hi="...)
+	b = strconv.AppendFloat(b, hi, 'g', 4, 64)
+	if e.ModelCPUSeconds > 0 {
+		b = append(b, "; model="...)
+		b = strconv.AppendFloat(b, e.ModelCPUSeconds, 'g', 4, 64)
+	}
+	if e.OptimizerCPUSeconds > 0 {
+		b = append(b, "; optimizer="...)
+		b = strconv.AppendFloat(b, e.OptimizerCPUSeconds, 'g', 4, 64)
+	}
+	if e.ExplainSkipped {
+		b = append(b, "; explain-skipped"...)
+	}
+	return b
+}
