@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,17 +31,6 @@ import (
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 )
-
-type cluster struct {
-	name        string
-	class       string
-	url         string
-	base        string // lower-case scheme://host[:port]
-	host        string // host[:port] for the Host header
-	client      *fasthttp.HostClient
-	probeClient *fasthttp.HostClient // buffered, for the monitor and identity checks
-	routing.Health
-}
 
 // Server is the proxy. Create it with New; it is safe for concurrent use.
 type Server struct {
@@ -86,10 +74,6 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	classes := map[string]bool{}
-	for _, cc := range o.Classes {
-		classes[cc.Name] = true
-	}
 	if o.Signer == nil {
 		sg, err := protocol.NewSigner(nil)
 		if err != nil {
@@ -100,75 +84,44 @@ func New(o Options) (*Server, error) {
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: protocol.NewBoundedMap[string](o.QueryMapSize),
 		tracked: protocol.NewBoundedMap[*tracked](10000), ident: &frontdoor.Verifier{Mode: o.Identity, Claim: o.IdentityClaim, TTL: o.CredentialTTL, Tokens: o.TokenVerifier, Log: o.Logger},
-		metrics: metrics.New(), log: o.Logger, selector: o.Selector}
-	if s.selector == nil {
-		cost := &routing.CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow, Quantile: o.ClassQuantile}
-		s.selector = cost
-		if len(o.Rules) > 0 {
-			rp, err := routing.NewRulePolicy(o.Rules, cost)
-			if err != nil {
-				return nil, err
-			}
-			s.selector = rp
-		}
+		metrics: metrics.New(), log: o.Logger}
+	var err error
+	if s.selector, err = newSelector(o); err != nil {
+		return nil, err
 	}
-	for _, cc := range o.Clusters {
-		u, err := url.Parse(cc.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("proxy: cluster %s: bad URL %q", cc.Name, cc.URL)
-		}
-		if _, dup := s.byName[cc.Name]; dup {
-			return nil, fmt.Errorf("proxy: duplicate cluster %s", cc.Name)
-		}
-		if strings.Contains(cc.Name, txSep) {
-			return nil, fmt.Errorf("proxy: cluster name %q must not contain %q", cc.Name, txSep)
-		}
-		if cc.Class != "" && !classes[cc.Class] {
-			return nil, fmt.Errorf("proxy: cluster %s: unknown cost class %q", cc.Name, cc.Class)
-		}
-		addr := u.Host
-		if u.Port() == "" {
-			if u.Scheme == "https" {
-				addr += ":443"
-			} else {
-				addr += ":80"
-			}
-		}
-		c := &cluster{
-			name:  cc.Name,
-			class: cc.Class,
-			url:   u.Scheme + "://" + u.Host,
-			base:  strings.ToLower(u.Scheme + "://" + u.Host),
-			host:  u.Host,
-			client: &fasthttp.HostClient{
-				Addr:                     addr,
-				Name:                     "prestroid",
-				IsTLS:                    u.Scheme == "https",
-				TLSConfig:                o.UpstreamTLS,
-				NoDefaultUserAgentHeader: true,
-				DisablePathNormalizing:   true,
-				StreamResponseBody:       true,
-				ReadTimeout:              o.UpstreamTimeout,
-				WriteTimeout:             o.UpstreamTimeout,
-				MaxConns:                 o.UpstreamMaxConns,
-				MaxConnWaitTimeout:       o.UpstreamTimeout,
-				RetryIfErr:               retryIdempotent,
-				MaxIdleConnDuration:      30 * time.Second,
-				ReadBufferSize:           64 << 10,
-			},
-			probeClient: &fasthttp.HostClient{
-				Addr: addr, Name: "prestroid-monitor", IsTLS: u.Scheme == "https", TLSConfig: o.UpstreamTLS,
-				MaxResponseBodySize: o.MonitorMaxBytes, ReadTimeout: routing.ProbeTimeout, WriteTimeout: routing.ProbeTimeout,
-				Dial: s.dialProbe,
-			},
-		}
-		s.clusters = append(s.clusters, c)
-		s.byName[c.name] = c
-		s.monitor.Targets = append(s.monitor.Targets, routing.Target{Name: c.name, Health: &c.Health, Prober: prober{c, o.MonitorUser}})
+	if err := s.addClusters(o); err != nil {
+		return nil, err
 	}
-	s.monitor.Type, s.monitor.Log = o.MonitorType, o.Logger
-	s.srv = &fasthttp.Server{
+	s.srv = s.clientServer(o)
+	if err := s.newAdmission(o); err != nil {
+		return nil, err
+	}
+	if err := s.newMetrics(o); err != nil {
+		return nil, err
+	}
+	s.newConsole(o)
+	s.start(o)
+	return s, nil
+}
+
+// newSelector is o.Selector, else a CostPolicy over o's classes, behind a
+// RulePolicy when o has rules.
+func newSelector(o Options) (routing.Selector, error) {
+	if o.Selector != nil {
+		return o.Selector, nil
+	}
+	cost := &routing.CostPolicy{Classes: o.Classes, Fallback: o.Fallback, Shadow: o.Shadow, Quantile: o.ClassQuantile}
+	if len(o.Rules) == 0 {
+		return cost, nil
+	}
+	return routing.NewRulePolicy(o.Rules, cost)
+}
+
+// clientServer is the fasthttp server of the client listener.
+func (s *Server) clientServer(o Options) *fasthttp.Server {
+	return &fasthttp.Server{
 		Handler:               s.Handler,
+		ErrorHandler:          s.errorHandler,
 		Name:                  "prestroid",
 		NoDefaultServerHeader: true,
 		NoDefaultDate:         true,
@@ -181,7 +134,11 @@ func New(o Options) (*Server, error) {
 		Logger:                frontdoor.FastHTTPLogger{L: o.Logger},
 		SecureErrorLogMessage: true, // never quote request bytes (credentials) in errors
 	}
-	s.srv.ErrorHandler = s.errorHandler
+}
+
+// newAdmission opens the admission store and the rate limits o asks for
+// (none when its budgets and rates are all zero), and the admin token.
+func (s *Server) newAdmission(o Options) error {
 	if o.AdminToken != "" {
 		h := sha256.Sum256([]byte(o.AdminToken))
 		s.adminToken = h[:]
@@ -189,34 +146,52 @@ func New(o Options) (*Server, error) {
 	if o.Admission.Enabled() {
 		st, err := admission.NewStore(*o.Admission, s.metrics.Store(), o.Logger)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.admit = st
 	}
 	if o.Admission != nil && o.Admission.Rate.Enabled() {
 		rl, err := admission.NewRateLimiter(*o.Admission, s.admit, s.metrics.Store(), o.Logger)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.rate = rl
 	}
+	return nil
+}
+
+// newMetrics registers the metrics on o.Registry (or a registry of the
+// server's own) and makes the /metrics handler.
+func (s *Server) newMetrics(o Options) error {
 	s.registry = o.Registry
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
 	if err := s.metrics.Register(s.registry, metricsView{s}, o.EstimatorStats); err != nil {
-		return nil, err
+		return err
 	}
 	s.serveMx = metrics.Handler(s.registry, o.Logger)
-	if o.ConsoleDecisions > 0 {
-		names := make([]string, len(s.clusters))
-		for i, c := range s.clusters {
-			names[i] = c.name
-		}
-		s.ring = console.NewRing(o.ConsoleDecisions, names)
-		s.console = console.New(console.Options{Ring: s.ring, Proxy: consoleView{s}, Monitor: o.MonitorInterval > 0,
-			Store: s.admit, Budgets: o.Admission, Estimator: o.Estimator != nil, EstimatorStats: o.EstimatorStats, Logger: s.log})
+	return nil
+}
+
+// newConsole makes the web console and the ring of recent decisions it
+// shows; none when o.ConsoleDecisions is not positive.
+func (s *Server) newConsole(o Options) {
+	if o.ConsoleDecisions <= 0 {
+		return
 	}
+	names := make([]string, len(s.clusters))
+	for i, c := range s.clusters {
+		names[i] = c.name
+	}
+	s.ring = console.NewRing(o.ConsoleDecisions, names)
+	s.console = console.New(console.Options{Ring: s.ring, Proxy: consoleView{s}, Monitor: o.MonitorInterval > 0,
+		Store: s.admit, Budgets: o.Admission, Estimator: o.Estimator != nil, EstimatorStats: o.EstimatorStats, Logger: s.log})
+}
+
+// start runs the background loops, the admission sweeper and the health
+// monitor, until Shutdown.
+func (s *Server) start(o Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stop, s.done = cancel, make(chan struct{})
 	go func() {
@@ -231,47 +206,6 @@ func New(o Options) (*Server, error) {
 		}
 		wg.Wait()
 	}()
-	return s, nil
-}
-
-// prober reads a cluster for the monitor (routing.Prober): a GET on its
-// buffered probe client as Options.MonitorUser.
-type prober struct {
-	c    *cluster
-	user string
-}
-
-func (p prober) Probe(path string, deadline time.Time) (int, []byte, error) {
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI(p.c.url + path)
-	req.Header.SetHost(p.c.host)
-	req.Header.Set("X-Trino-User", p.user)
-	resp.StreamBody = false
-	if err := p.c.probeClient.DoDeadline(req, resp, deadline); err != nil {
-		return 0, nil, err
-	}
-	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
-}
-
-// dialProbe is the probe clients' fasthttp.DialFunc: the monitor tracks
-// their connections and closes them when it stops.
-func (s *Server) dialProbe(addr string) (net.Conn, error) {
-	conn, err := fasthttp.DialTimeout(addr, routing.ProbeTimeout)
-	if err != nil {
-		return nil, err
-	}
-	return s.monitor.Track(conn)
-}
-
-// retryIdempotent lets fasthttp resend a request whose pooled connection
-// turned out closed (its own test: nothing was answered) when resending
-// cannot do anything twice: GET, HEAD and, unlike fasthttp's default, a
-// DELETE (cancelling a query twice is cancelling it). Never a POST.
-func retryIdempotent(req *fasthttp.Request, _ int, _ error) (resetTimeout, retry bool) {
-	return false, req.Header.IsGet() || req.Header.IsHead() || req.Header.IsDelete()
 }
 
 // Serve accepts connections on ln until Shutdown.
