@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,7 +87,7 @@ func (s *Server) admissionIdentity(h *fasthttp.RequestHeader, d *decision) (user
 	} else {
 		user = s.ident.Claimed(h).User
 	}
-	return user, userGroup(h, s.opts.Admission, user)
+	return user, s.opts.Admission.GroupOf(user, headerOf(h))
 }
 
 // cancelByClient is why a queued query its client deleted was cancelled
@@ -121,21 +119,6 @@ const (
 	queuedPrefix = "/v1/prestroid/queued/"
 )
 
-func newLocalID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return time.Now().UTC().Format("20060102_150405") + "_prestroid_" + hex.EncodeToString(b[:])
-}
-
-// idTime is when a proxy id was made (its prefix), zero when unreadable.
-func idTime(id string) time.Time {
-	if len(id) < 15 {
-		return time.Time{}
-	}
-	t, _ := time.Parse("20060102_150405", id[:15])
-	return t
-}
-
 // admitOrQueue runs admission for a placed query. It returns the admission
 // id and true when the query may be forwarded now; otherwise it has
 // answered the client.
@@ -144,7 +127,7 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bo
 	// The request's size is known before any copy, so an oversized one is
 	// refused uncopied, and only when it would have to wait (the store
 	// decides).
-	e := &admission.Entry{ID: newLocalID(), User: user, Group: group,
+	e := &admission.Entry{ID: admission.NewID(), User: user, Group: group,
 		Bytes: int64(len(ctx.Request.Header.Header()) + len(ctx.Request.Body()))}
 	if d.estimate {
 		e.CPU = d.est.CPUSeconds
@@ -262,7 +245,7 @@ func (s *Server) queuedPoll(ctx *fasthttp.RequestCtx, method, target string) {
 // be reached: the query stays queued (the client polls again) until its
 // wait runs out.
 func (s *Server) storeUnavailable(ctx *fasthttp.RequestCtx, id string, token int) {
-	enq := idTime(id)
+	enq := admission.IDTime(id)
 	if !enq.IsZero() && time.Since(enq) > s.maxWait() {
 		s.trinoError(ctx, "PRESTROID_QUEUE_TIMEOUT", "INSUFFICIENT_RESOURCES",
 			fmt.Sprintf("prestroid: query not run: waited more than %s in the proxy's admission queue (the shared queue is unreachable)", s.maxWait()))

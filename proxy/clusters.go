@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
 )
@@ -37,8 +38,8 @@ func (s *Server) addClusters(o Options) error {
 		if _, dup := s.byName[cc.Name]; dup {
 			return fmt.Errorf("proxy: duplicate cluster %s", cc.Name)
 		}
-		if strings.Contains(cc.Name, txSep) {
-			return fmt.Errorf("proxy: cluster name %q must not contain %q", cc.Name, txSep)
+		if strings.Contains(cc.Name, protocol.TxSep) {
+			return fmt.Errorf("proxy: cluster name %q must not contain %q", cc.Name, protocol.TxSep)
 		}
 		if cc.Class != "" && !classes[cc.Class] {
 			return fmt.Errorf("proxy: cluster %s: unknown cost class %q", cc.Name, cc.Class)

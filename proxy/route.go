@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimate"
-	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
@@ -81,7 +80,7 @@ func (s *Server) failover(d *decision, failed *cluster) *cluster {
 // the budget (an estimator failure is an Outcome, which the policy turns
 // into fail-open) and the policy chooses from plain values.
 func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
-	if name, ok := transactionCluster(ctx); ok {
+	if name, ok := protocol.TransactionCluster(&ctx.Request.Header); ok {
 		c, found := s.byName[name]
 		if !found {
 			return nil, fmt.Errorf("%w: transaction of unknown cluster %q", ErrBadRequest, name)
@@ -133,7 +132,7 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		return nil, err
 	}
 	in.User = id.User
-	in.Group = userGroup(&ctx.Request.Header, s.opts.Admission, id.User)
+	in.Group = s.opts.Admission.GroupOf(id.User, headerOf(&ctx.Request.Header))
 	pd := s.selector.Select(in)
 	c, ok := s.byName[pd.Cluster]
 	if !ok {
@@ -150,7 +149,7 @@ func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) routing.In
 		Source:   string(h.Peek("X-Trino-Source")),
 		Clusters: make([]routing.ClusterState, len(s.clusters)),
 	}
-	in.Group = userGroup(h, s.opts.Admission, in.User)
+	in.Group = s.opts.Admission.GroupOf(in.User, headerOf(h))
 	for _, v := range h.PeekAll("X-Trino-Client-Tags") {
 		for _, t := range strings.Split(string(v), ",") {
 			if t = strings.TrimSpace(t); t != "" {
@@ -162,23 +161,6 @@ func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) routing.In
 		in.Clusters[i] = routing.ClusterState{Name: c.name, Class: c.class, Healthy: c.Healthy(), Load: c.Load(), Default: c == def}
 	}
 	return in
-}
-
-// userGroup is the user's group: the GroupHeader's value when set and
-// present, else UserGroups' entry, else the user. o may be nil.
-func userGroup(h *fasthttp.RequestHeader, o *admission.Options, user string) string {
-	if o == nil {
-		return user
-	}
-	if o.GroupHeader != "" {
-		if g := string(h.Peek(o.GroupHeader)); g != "" {
-			return g
-		}
-	}
-	if g, ok := o.UserGroups[user]; ok {
-		return g
-	}
-	return user
 }
 
 // estimate asks the estimator as the calling user, within the budget,
@@ -280,34 +262,7 @@ func appendTiming(b []byte, name string, d time.Duration) []byte {
 	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', 3, 64)
 }
 
-// Transactions stick to the cluster that started them without any state in
-// the proxy: the transaction id handed to the client (in
-// X-Trino-Started-Transaction-Id) is "{cluster}~{trino id}", clients send it
-// back in X-Trino-Transaction-Id, and the proxy routes on the prefix and
-// forwards only the Trino id. Cluster names cannot hold "~".
-const txSep = "~"
-
-func transactionCluster(ctx *fasthttp.RequestCtx) (string, bool) {
-	v := string(ctx.Request.Header.Peek("X-Trino-Transaction-Id"))
-	i := strings.Index(v, txSep)
-	if v == "" || strings.EqualFold(v, "NONE") || i <= 0 {
-		return "", false
-	}
-	return v[:i], true
-}
-
-// stripTransactionCluster turns the client's transaction id back into
-// Trino's on an outgoing request.
-func stripTransactionCluster(req *fasthttp.Request) {
-	v := string(req.Header.Peek("X-Trino-Transaction-Id"))
-	if i := strings.Index(v, txSep); i > 0 {
-		req.Header.Set("X-Trino-Transaction-Id", v[i+len(txSep):])
-	}
-}
-
-// tagTransaction prefixes a started transaction's id with its cluster.
-func tagTransaction(h *fasthttp.ResponseHeader, c *cluster) {
-	if v := string(h.Peek("X-Trino-Started-Transaction-Id")); v != "" && !strings.Contains(v, txSep) {
-		h.Set("X-Trino-Started-Transaction-Id", c.name+txSep+v)
-	}
+// headerOf reads h's values by name (admission.Options.GroupOf).
+func headerOf(h *fasthttp.RequestHeader) func(string) string {
+	return func(name string) string { return string(h.Peek(name)) }
 }

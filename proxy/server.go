@@ -509,7 +509,7 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	if body := ctx.Request.Body(); len(body) > 0 {
 		req.SetBodyRaw(body)
 	}
-	stripTransactionCluster(req)
+	protocol.StripTransactionCluster(req)
 	if d != nil && !s.opts.Shadow {
 		s.annotate(req, d)
 	}
@@ -584,7 +584,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	protocol.CopyResponseHeaders(&ctx.Response.Header, &resp.Header, gz)
 	s.rewriteLocation(ctx, c)
 	s.rewriteAuthenticate(ctx, c)
-	tagTransaction(&ctx.Response.Header, c)
+	protocol.TagTransaction(&ctx.Response.Header, c.name)
 
 	stream := resp.BodyStream()
 	if stream == nil || ctx.IsHead() {

@@ -2,9 +2,11 @@
 // needs, as plain functions and values with no server behind them: signed
 // route tokens (token.go) and the sealing of saved queries (seal.go), the
 // streaming rewrite of QueryResults URIs (rewrite.go), which headers travel
-// and which stop at the proxy (headers.go), and query ids: which are valid
-// and the bounded maps keyed by them (querymap.go). Trino's duration
-// syntax is estimate.TrinoDuration.
+// and which stop at the proxy (headers.go), the cluster tag on transaction
+// ids (transaction.go), the proxy's own QUEUED and FAILED pages (pages.go),
+// gzip for result pages (gzip.go), and query ids: which are valid and the
+// bounded maps keyed by them (querymap.go). Trino's duration syntax is
+// estimate.TrinoDuration.
 //
 // It imports no other package of the proxy.
 package protocol
