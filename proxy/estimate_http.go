@@ -49,14 +49,6 @@ func (s *Server) estimateFor(sql string, h http.Header) (estimate.Estimate, erro
 	return s.opts.Estimator.Estimate(c, Query{SQL: sql, Header: h, Server: def.url, Planners: s.planners(def)})
 }
 
-func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, _ := json.Marshal(v)
-	ctx.Response.Reset()
-	ctx.SetStatusCode(status)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(append(b, '\n'))
-}
-
 // serveEstimate answers POST /v1/estimate.
 func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
 	h := protocol.CallerHeaders(&ctx.Request.Header)
@@ -65,7 +57,7 @@ func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
 	if len(body) > 0 && body[0] == '{' {
 		var req estimateRequest
 		if err := json.Unmarshal(body, &req); err != nil {
-			writeJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: "bad JSON body: " + err.Error()})
+			protocol.WriteJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: "bad JSON body: " + err.Error()})
 			return
 		}
 		for k, raw := range req.Headers {
@@ -74,7 +66,7 @@ func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
 			if err := json.Unmarshal(raw, &one); err == nil {
 				vals = []string{one}
 			} else if err := json.Unmarshal(raw, &vals); err != nil {
-				writeJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: fmt.Sprintf("header %s: want a string or a list of strings", k)})
+				protocol.WriteJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: fmt.Sprintf("header %s: want a string or a list of strings", k)})
 				return
 			}
 			h[http.CanonicalHeaderKey(k)] = vals
@@ -82,18 +74,18 @@ func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
 		sql = req.SQL
 	}
 	if strings.TrimSpace(sql) == "" {
-		writeJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: "no SQL: send {\"sql\": ...} or the statement as the body"})
+		protocol.WriteJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: "no SQL: send {\"sql\": ...} or the statement as the body"})
 		return
 	}
 	if h.Get("X-Trino-User") == "" && h.Get("Authorization") == "" {
-		writeJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: "no X-Trino-User (or Authorization): the EXPLAIN runs as the caller"})
+		protocol.WriteJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: "no X-Trino-User (or Authorization): the EXPLAIN runs as the caller"})
 		return
 	}
 	e, err := s.estimateFor(sql, h)
 	if err != nil {
 		s.log.Debug("estimate failed", "error", err)
-		writeJSON(ctx, fasthttp.StatusUnprocessableEntity, estimate.JSON{Error: err.Error()})
+		protocol.WriteJSON(ctx, fasthttp.StatusUnprocessableEntity, estimate.JSON{Error: err.Error()})
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, estimate.NewJSON(e))
+	protocol.WriteJSON(ctx, fasthttp.StatusOK, estimate.NewJSON(e))
 }

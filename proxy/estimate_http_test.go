@@ -21,7 +21,7 @@ func estimateProxy(t *testing.T) string {
 	})
 }
 
-func postJSON(t *testing.T, url, body string, h map[string]string, out any) int {
+func postJSON(t *testing.T, url, body string, h map[string]string, out any) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	for k, v := range h {
@@ -39,7 +39,7 @@ func postJSON(t *testing.T, url, body string, h map[string]string, out any) int 
 	if err := json.Unmarshal(b, out); err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}
-	return resp.StatusCode
+	return resp
 }
 
 func TestEstimateEndpoint(t *testing.T) {
@@ -82,7 +82,7 @@ func TestEstimateEndpoint(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var e estimate.JSON
-			if st := postJSON(t, p+"/v1/estimate", c.body, c.h, &e); st != c.status {
+			if st := postJSON(t, p+"/v1/estimate", c.body, c.h, &e).StatusCode; st != c.status {
 				t.Fatalf("status %d, want %d (%+v)", st, c.status, e)
 			}
 			if c.check != nil {
@@ -115,18 +115,10 @@ func TestRoutingEndpointWiring(t *testing.T) {
 	})
 	call := func(t *testing.T, sql string, h map[string]string) (gateway.Response, *http.Response) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", p+"/v1/routing", strings.NewReader(routingBody(sql)))
-		for k, v := range h {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var r gateway.Response
-		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("status %d: %v", resp.StatusCode, err)
+		resp := postJSON(t, p+"/v1/routing", routingBody(sql), h, &r)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
 		}
 		return r, resp
 	}

@@ -130,11 +130,11 @@ func (g *Handler) Serve(ctx *fasthttp.RequestCtx) {
 		// Not what a gateway sends: a 400 makes it log the error and
 		// route by its own default.
 		resp.Errors = append(resp.Errors, "prestroid: bad request body: "+err.Error())
-		writeJSON(ctx, fasthttp.StatusBadRequest, resp)
+		protocol.WriteJSON(ctx, fasthttp.StatusBadRequest, resp)
 		return
 	}
 	why, e := g.route(&ctx.Request.Header, &req, &resp)
-	writeJSON(ctx, fasthttp.StatusOK, resp)
+	protocol.WriteJSON(ctx, fasthttp.StatusOK, resp)
 	ctx.Response.Header.Set("X-Prestroid-Decision", why)
 	if e.Estimated {
 		ctx.Response.Header.SetBytesV("X-Prestroid-Estimate", e.AppendHeader(nil))
@@ -230,12 +230,4 @@ func (g *Handler) log() *slog.Logger {
 		return slog.Default()
 	}
 	return g.Log
-}
-
-func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, _ := json.Marshal(v)
-	ctx.Response.Reset()
-	ctx.SetStatusCode(status)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(append(b, '\n'))
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // The QueryResults pages the proxy writes itself: a query waiting in its
@@ -61,4 +63,14 @@ func SyntheticQueryID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return time.Now().UTC().Format("20060102_150405") + "_00000_p" + hex.EncodeToString(b[:])[:4]
+}
+
+// WriteJSON answers with v as JSON (and a newline) and status, replacing
+// whatever the response held.
+func WriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, _ := json.Marshal(v)
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(append(b, '\n'))
 }
