@@ -52,11 +52,9 @@ func (m ExplainMode) String() string {
 	return "unknown"
 }
 
-// ParseExplainMode reads estimator.explain's value; empty is ExplainAlways.
+// ParseExplainMode reads estimator.explain's value (config fills an absent
+// one: empty is refused here, so that it has one meaning, config's).
 func ParseExplainMode(s string) (ExplainMode, error) {
-	if s == "" {
-		return ExplainAlways, nil
-	}
 	for i, n := range explainModeNames {
 		if n == s {
 			return ExplainMode(i), nil

@@ -241,13 +241,15 @@ func TestTextStageOverTheExplainBound(t *testing.T) {
 }
 
 func TestParseExplainMode(t *testing.T) {
-	for s, want := range map[string]ExplainMode{"": ExplainAlways, "always": ExplainAlways, "when-uncertain": ExplainWhenUncertain, "never": ExplainNever} {
+	for s, want := range map[string]ExplainMode{"always": ExplainAlways, "when-uncertain": ExplainWhenUncertain, "never": ExplainNever} {
 		if got, err := ParseExplainMode(s); err != nil || got != want {
 			t.Errorf("%q: %v %v", s, got, err)
 		}
 	}
-	if _, err := ParseExplainMode("sometimes"); err == nil {
-		t.Error("sometimes must be refused")
+	for _, s := range []string{"sometimes", ""} {
+		if _, err := ParseExplainMode(s); err == nil {
+			t.Errorf("%q must be refused", s)
+		}
 	}
 }
 
