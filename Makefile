@@ -216,7 +216,7 @@ ORT_LIB := $(PRESTROID_CACHE)/ort/1.30.0/libonnxruntime.so.1
 ort:
 	scripts/install-ort.sh
 
-# Trainer (trainer/, issue 5): the Python training stack installed into the
+# Trainer (trainer/): the Python training stack installed into the
 # project venv. PyPI's torch wheel pulls about 3.1 GB of CUDA wheels on Linux
 # (first install: ~9 min on a loaded 2-core machine, 6 GB venv); keep pip's
 # cache (~/.cache/pip) between CI runs so that only the first run downloads.

@@ -73,7 +73,7 @@ type replayRun struct {
 }
 
 // Replay runs a recurring workload through the estimating proxies from a
-// cold history, in order, with feedback on (issue 17's evaluation), and
+// cold history, in order, with feedback on, and
 // reports per setting, per estimate source and overall: the decision time
 // (p50/p99), the q-error (median, p95) over the run and over its last
 // half, against the plain model's own number and the calibrated

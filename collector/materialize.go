@@ -16,7 +16,7 @@ import (
 // the connectors (which generate rows on every scan) into a lake catalog
 // (hive or iceberg on the harness's local file system, Parquet), partitioned
 // and ANALYZEd, so that the collector measures scans of real files with the
-// optimizer's real statistics (issue 18).
+// optimizer's real statistics.
 //
 // A copy of family F at scale S is schema F_S of the catalog, dots in the
 // scale made underscores (tpcds_sf1, tpch_sf0_1, tpcds_tiny). A table is

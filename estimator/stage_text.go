@@ -13,7 +13,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/plan"
 )
 
-// The text stage (issue 17 item 6): before paying for an EXPLAIN, the
+// The text stage: before paying for an EXPLAIN, the
 // bundle's text model (bundle.Model.TextQuantiles, ~0.1 ms) gives quantiles
 // of the CPU time from the SQL text and session alone. When the
 // deployment lets it (CascadeOptions.Explain) and, for

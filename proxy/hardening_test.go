@@ -17,7 +17,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 )
 
-// Each case reproduces a finding of issue 16's hardening list.
+// Each case reproduces a finding of the hardening review (RELIABILITY.md).
 
 // rawRequest writes req on a fresh connection to addr and returns the
 // status line's code and body, failing if no answer comes within 3 s.

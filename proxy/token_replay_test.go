@@ -18,7 +18,7 @@ import (
 // TestReplayedAndTruncatedTokensNeverReachUpstream: a valid route token
 // replayed onto another query's path or onto another configured cluster, a
 // token signed with another route secret, and truncated tokens all get 403
-// and cause no request on either cluster (issue 16's forged/replayed
+// and cause no request on either cluster (forged/replayed
 // tokens). Controls: the genuine URIs work, and a signer with the proxy's
 // own secret issues exactly the token the proxy handed out, so the other
 // secret's token fails for its secret alone.

@@ -17,7 +17,7 @@ import (
 // explained as before.
 //
 // Why: a client that polls system.runtime.queries for its own query must
-// not wait for an EXPLAIN of every poll (issue 17, item 5).
+// not wait for an EXPLAIN of every poll.
 func Cheap(sql, catalog, schema string) bool {
 	switch Classify(sql) {
 	case StmtShow, StmtDescribe:

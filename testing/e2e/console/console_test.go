@@ -1,4 +1,4 @@
-// Package console tests the web console (issue 19) in a real browser:
+// Package console tests the web console in a real browser:
 // headless Chromium, driven with chromedp, reads the console of the real
 // binary (estimator, admission, admin listener and token) in front of the
 // harness's real Trino after a few queries, cancels a queued query with

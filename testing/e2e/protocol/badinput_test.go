@@ -23,7 +23,7 @@ import (
 )
 
 // TestBadInputCorpus feeds the real binary, in front of the real Trino, what
-// a hostile or broken client sends (issue 16's bad-input corpus): each gets
+// a hostile or broken client sends: each gets
 // a clear answer in bounded time, nothing forged or smuggled reaches Trino,
 // and the proxy keeps serving (a normal query after each, and the process
 // still running at the end).
