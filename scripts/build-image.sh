@@ -75,9 +75,12 @@ base() {
     local h
     for h in "$@"; do args+=("--customize-hook=$h"); done
     local tmp="$tar.tmp.$$"
-    trap 'rm -f "$tmp"' EXIT
+    # The path is expanded now: the trap runs after this function's locals
+    # are gone (and set -u would fail the script on the unset name).
+    trap "rm -f '$tmp'" EXIT
     mmdebstrap --quiet "${args[@]}" bookworm "$tmp" "${sources[@]}" >&2
     mv -f "$tmp" "$tar" # atomic: a concurrent run imports a whole tarball or makes its own
+    trap - EXIT
     find "$CACHE/image" -maxdepth 1 -name "$safe-*.tar" ! -name "$safe-$key.tar" -delete
   fi
   log "$name: importing $tar"
