@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"net"
 	"strings"
 	"time"
@@ -12,6 +9,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/gateway"
+	"github.com/prestroid/prestroid/proxy/health"
 	"github.com/prestroid/prestroid/proxy/metrics"
 	"github.com/valyala/fasthttp"
 )
@@ -30,10 +28,6 @@ import (
 // in Authorization: a caller that needs both sends the token in
 // X-Prestroid-Admin-Token. Either way the token is removed from the
 // request before anything else reads it, so it never reaches a cluster.
-
-// adminTokenHeader carries the admin token beside the caller's own
-// Authorization.
-const adminTokenHeader = "X-Prestroid-Admin-Token"
 
 // isAdmin reports whether method and path name an admin endpoint (the
 // console's paths whatever the method: it answers 405 itself).
@@ -60,9 +54,9 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	if !s.adminAuthorized(&ctx.Request.Header) {
+	if !s.adminToken.Authorize(&ctx.Request.Header) {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="prestroid-admin"`)
-		s.plain(ctx, fasthttp.StatusUnauthorized, "prestroid: this admin endpoint needs the admin token (Authorization: Bearer, or "+adminTokenHeader+")")
+		s.plain(ctx, fasthttp.StatusUnauthorized, "prestroid: this admin endpoint needs the admin token (Authorization: Bearer, or "+frontdoor.AdminTokenHeader+")")
 		return
 	}
 	switch path {
@@ -88,34 +82,6 @@ func (s *Server) gatewayHandler() *gateway.Handler {
 	return g
 }
 
-// adminAuthorized checks the admin token (none configured: every request
-// passes) and strips it from h.
-func (s *Server) adminAuthorized(h *fasthttp.RequestHeader) bool {
-	if len(s.adminToken) == 0 {
-		h.Del(adminTokenHeader)
-		return true
-	}
-	ok := false
-	if v := h.Peek(adminTokenHeader); len(v) > 0 {
-		ok = s.tokenMatches(v)
-		h.Del(adminTokenHeader)
-	}
-	if auth := h.Peek(fasthttp.HeaderAuthorization); len(auth) > 7 && bytes.EqualFold(auth[:7], []byte("Bearer ")) {
-		if s.tokenMatches(bytes.TrimSpace(auth[7:])) {
-			ok = true
-			h.Del(fasthttp.HeaderAuthorization) // the admin token, not the caller's credentials
-		}
-	}
-	return ok
-}
-
-// tokenMatches compares in constant time (hashes of equal length, so the
-// token's length leaks nothing either).
-func (s *Server) tokenMatches(v []byte) bool {
-	got := sha256.Sum256(v)
-	return subtle.ConstantTimeCompare(got[:], s.adminToken) == 1
-}
-
 // AdminHandler serves only the admin endpoints, the health endpoints
 // and, with the console on, "/" (a redirect to it) and Trino's web UI of
 // the first cluster (/ui/, its own login in front), where the console's
@@ -124,7 +90,7 @@ func (s *Server) AdminHandler(ctx *fasthttp.RequestCtx) {
 	method, path := string(ctx.Method()), string(ctx.Path())
 	ui := method == fasthttp.MethodGet || method == fasthttp.MethodHead || method == fasthttp.MethodPost // the UI's login form posts
 	switch {
-	case isHealth(method, path): // probes: no token (healthz.go)
+	case health.Is(method, path): // probes: no token (healthz.go)
 		s.serveHealth(ctx)
 	case isAdmin(method, path):
 		s.admin(ctx)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/proxy/health"
 	"github.com/prestroid/prestroid/proxy/routing"
 )
 
@@ -63,12 +64,12 @@ func probeURL(t *testing.T, method, url, host string) (int, string) {
 
 // waitReady polls url's /readyz until it answers want (or fails the test
 // after 5s) and returns the decoded answer.
-func waitReady(t *testing.T, base string, want int) readiness {
+func waitReady(t *testing.T, base string, want int) health.Readiness {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		code, body := probeURL(t, "GET", base+"/readyz", "")
-		var r readiness
+		var r health.Readiness
 		if err := json.Unmarshal([]byte(body), &r); err != nil {
 			t.Fatalf("/readyz body %q: %v", body, err)
 		}
@@ -82,13 +83,13 @@ func waitReady(t *testing.T, base string, want int) readiness {
 	}
 }
 
-func check(r readiness, name string) (healthCheck, bool) {
+func check(r health.Readiness, name string) (health.Check, bool) {
 	for _, c := range r.Checks {
 		if c.Name == name {
 			return c, true
 		}
 	}
-	return healthCheck{}, false
+	return health.Check{}, false
 }
 
 func TestHealthEndpoints(t *testing.T) {

@@ -10,7 +10,6 @@ package proxy
 import (
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/health"
 	"github.com/prestroid/prestroid/proxy/metrics"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
@@ -53,7 +53,7 @@ type Server struct {
 	ring       *console.Ring          // the console's recent decisions, fed by respond and complete; nil: console off
 	console    *console.Handler       // nil: console off
 	rate       *admission.RateLimiter // nil without rate limits
-	adminToken []byte                 // SHA-256 of Options.AdminToken; nil: none
+	adminToken frontdoor.AdminToken   // guards the admin endpoints (admin.go)
 	adminSrv   atomic.Pointer[fasthttp.Server]
 	health     healthState // /readyz (healthz.go)
 	log        *slog.Logger
@@ -84,7 +84,7 @@ func New(o Options) (*Server, error) {
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: protocol.NewBoundedMap[string](o.QueryMapSize),
 		tracked: protocol.NewBoundedMap[*tracked](10000), ident: &frontdoor.Verifier{Mode: o.Identity, Claim: o.IdentityClaim, TTL: o.CredentialTTL, Tokens: o.TokenVerifier, Log: o.Logger},
-		metrics: metrics.New(), log: o.Logger}
+		metrics: metrics.New(), log: o.Logger, adminToken: frontdoor.NewAdminToken(o.AdminToken)}
 	var err error
 	if s.selector, err = newSelector(o); err != nil {
 		return nil, err
@@ -137,12 +137,8 @@ func (s *Server) clientServer(o Options) *fasthttp.Server {
 }
 
 // newAdmission opens the admission store and the rate limits o asks for
-// (none when its budgets and rates are all zero), and the admin token.
+// (none when its budgets and rates are all zero).
 func (s *Server) newAdmission(o Options) error {
-	if o.AdminToken != "" {
-		h := sha256.Sum256([]byte(o.AdminToken))
-		s.adminToken = h[:]
-	}
 	if o.Admission.Enabled() {
 		st, err := admission.NewStore(*o.Admission, s.metrics.Store(), o.Logger)
 		if err != nil {
@@ -267,7 +263,7 @@ func (s *Server) publicBase(ctx *fasthttp.RequestCtx) string {
 func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 	raw := string(ctx.Request.Header.RequestURI())
 	method := string(ctx.Method())
-	if isHealth(method, string(ctx.Path())) { // probes: no Host check, never forwarded
+	if health.Is(method, string(ctx.Path())) { // probes: no Host check, never forwarded
 		s.serveHealth(ctx)
 		return
 	}

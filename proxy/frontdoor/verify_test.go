@@ -73,3 +73,36 @@ func TestRewriteChallenge(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+func TestAdminToken(t *testing.T) {
+	const tok = "an-admin-token-of-16+"
+	for _, tc := range []struct {
+		name      string
+		guard     AdminToken
+		headers   map[string]string
+		ok        bool
+		leftAuthz string // Authorization after the check
+	}{
+		{"no token configured: every request passes", AdminToken{}, map[string]string{AdminTokenHeader: "x"}, true, ""},
+		{"the token as a Bearer credential, removed", NewAdminToken(tok), map[string]string{"Authorization": "Bearer " + tok}, true, ""},
+		{"the token beside the caller's own credentials", NewAdminToken(tok), map[string]string{AdminTokenHeader: tok, "Authorization": "Basic YWxpY2U6cHc="}, true, "Basic YWxpY2U6cHc="},
+		{"a wrong token", NewAdminToken(tok), map[string]string{AdminTokenHeader: "nope"}, false, ""},
+		{"a Bearer that is not the token is the caller's", NewAdminToken(tok), map[string]string{"Authorization": "Bearer other"}, false, "Bearer other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h fasthttp.RequestHeader
+			for k, v := range tc.headers {
+				h.Set(k, v)
+			}
+			if got := tc.guard.Authorize(&h); got != tc.ok {
+				t.Errorf("Authorize = %v, want %v", got, tc.ok)
+			}
+			if len(h.Peek(AdminTokenHeader)) != 0 {
+				t.Error("the admin token header was left for the cluster")
+			}
+			if got := string(h.Peek("Authorization")); got != tc.leftAuthz {
+				t.Errorf("Authorization left %q, want %q", got, tc.leftAuthz)
+			}
+		})
+	}
+}

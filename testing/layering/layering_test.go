@@ -35,6 +35,7 @@ var rules = []struct {
 	{"proxy/routing", "routing decides from plain values and probes through an interface the core implements: it needs no other part of the proxy",
 		[]string{"/proxy"}},
 	{"proxy/admission/...", "admission stores know nothing of the proxy's server", []string{"/proxy$", "/proxy/console", "/proxy/routing"}},
+	{"proxy/health", "the probes decide from a State value the server fills", []string{"/proxy"}},
 	{"proxy/metrics", "the metrics read the server through the State interface they declare",
 		[]string{"/proxy$", "/proxy/console", "/proxy/frontdoor"}},
 	{"proxy/gateway", "the gateway routing endpoint estimates through the func the core hands it: it imports neither the core nor its front door, admission or console",
