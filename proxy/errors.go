@@ -1,12 +1,8 @@
 package proxy
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
-	"strings"
 
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
@@ -26,57 +22,12 @@ var (
 	ErrBadRequest = errors.New("proxy: bad request")
 )
 
-// UpstreamError is a failed exchange with a cluster. Sent says whether the
-// request may have reached Trino: after a POST /v1/statement reached Trino,
-// the client must not be told to retry (429/502/503/504), or the query would
-// be submitted twice.
-//
-// Poll says the request was a poll of a running query (GET nextUri). A
-// query does not outlive its coordinator, and a poll that failed cannot be
-// told apart from a dead one, so such a failure is a well-formed Trino
-// error at once, never a 503 that clients retry for minutes against a
-// query that is gone. (A cluster whose connections are all busy is not a
-// failure of this kind: Poll is false, and the client retries.)
-type UpstreamError struct {
-	Cluster string
-	Sent    bool
-	Poll    bool
-	Err     error
-}
-
-func (e *UpstreamError) Error() string {
-	return fmt.Sprintf("proxy: cluster %s: %v", e.Cluster, e.Err)
-}
-
-func (e *UpstreamError) Unwrap() error { return e.Err }
-
-// notSent reports whether err happened before the request left the proxy:
-// a failed dial, a dial timeout, no free connection, or a TLS handshake
-// that failed (an https cluster whose certificate is not trusted: nothing
-// was written on the connection).
-func notSent(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	var cv *tls.CertificateVerificationError
-	var ua x509.UnknownAuthorityError
-	var hn x509.HostnameError
-	var ci x509.CertificateInvalidError
-	var rh tls.RecordHeaderError
-	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &rh) {
-		return true
-	}
-	return errors.Is(err, fasthttp.ErrDialTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns) ||
-		errors.Is(err, fasthttp.ErrTLSHandshakeTimeout)
-}
-
 // fail is the one error path: it turns an internal error into the right
 // HTTP status or a well-formed Trino QueryResults error. statementPOST says
 // the failed request was the query's POST /v1/statement.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 	ctx.Response.Reset()
-	var ue *UpstreamError
+	var ue *protocol.UpstreamError
 	var ae *frontdoor.AuthError
 	switch {
 	case errors.As(err, &ae):
@@ -104,7 +55,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 		s.trinoError(ctx, "PRESTROID_UPSTREAM_ERROR", "EXTERNAL",
 			fmt.Sprintf("prestroid: cluster %s failed after receiving the query; it was not resubmitted: %v", ue.Cluster, ue.Err))
 	case errors.As(err, &ue) && ue.Poll:
-		id := polledQueryID(ctx)
+		id := protocol.PolledQueryID(string(ctx.Path()))
 		s.trinoErrorFor(ctx, id, "PRESTROID_UPSTREAM_ERROR", "EXTERNAL",
 			fmt.Sprintf("prestroid: cluster %s failed while the query ran; the query is lost: %v", ue.Cluster, ue.Err))
 		if id != "" && s.admit != nil {
@@ -116,7 +67,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 	default:
 		s.plain(ctx, fasthttp.StatusInternalServerError, "prestroid: internal error")
 	}
-	s.log.Warn("request failed", "method", string(ctx.Method()), "path", redactPath(string(ctx.Path())), "error", err)
+	s.log.Warn("request failed", "method", string(ctx.Method()), "path", protocol.RedactPath(string(ctx.Path())), "error", err)
 }
 
 func (s *Server) plain(ctx *fasthttp.RequestCtx, status int, msg string) {
@@ -140,39 +91,4 @@ func (s *Server) trinoErrorFor(ctx *fasthttp.RequestCtx, id, name, typ, msg stri
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(protocol.ErrorPage(id, s.publicBase(ctx)+"/ui/query.html?"+id, name, typ, msg))
-}
-
-// polledQueryID is the Trino query id of a routed poll
-// (/r/{token}/v1/statement/{phase}/{id}/…), or "".
-func polledQueryID(ctx *fasthttp.RequestCtx) string {
-	_, target, ok := protocol.SplitRouted(string(ctx.Path()))
-	if !ok {
-		return ""
-	}
-	if id := statementQueryID(target); protocol.ValidQueryID(id) {
-		return id
-	}
-	return ""
-}
-
-// redactPath keeps an URI's shape for logs but drops route tokens, slugs and
-// segment handles, which are bearer capabilities (docs/design.md §6):
-// /r/{token}/v1/statement/executing/{id}/{slug}/{n} logs as
-// /v1/statement/executing/{id}/….
-func redactPath(p string) string {
-	if _, target, ok := protocol.SplitRouted(p); ok {
-		p = target
-	}
-	if i := strings.IndexByte(p, '?'); i >= 0 {
-		p = p[:i]
-	}
-	keep := 5 // "", v1, statement, executing, {id}
-	if strings.HasPrefix(p, "/v1/spooled/") {
-		keep = 3
-	}
-	parts := strings.SplitN(p, "/", keep+1)
-	if len(parts) > keep {
-		return strings.Join(parts[:keep], "/") + "/…"
-	}
-	return p
 }

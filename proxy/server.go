@@ -358,7 +358,7 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 		return
 	}
 	if s.admit != nil && method == fasthttp.MethodDelete && strings.HasPrefix(target, "/v1/statement/") {
-		if id := statementQueryID(target); id != "" {
+		if id := protocol.StatementQueryID(target); id != "" {
 			s.finishQuery(id) // a cancelled query frees its budget
 		}
 	}
@@ -449,20 +449,6 @@ func (s *Server) uiQuery(ctx *fasthttp.RequestCtx, raw string) {
 	s.forward(ctx, c, raw, modeRaw)
 }
 
-// statementQueryID extracts {id} from /v1/statement/{queued|executing}/{id}/...
-// (and .../executing/partialCancel/{id}/...).
-func statementQueryID(target string) string {
-	parts := strings.Split(target, "/")
-	// "", v1, statement, phase, id | partialCancel, id
-	if len(parts) < 5 {
-		return ""
-	}
-	if parts[4] == "partialCancel" {
-		return ""
-	}
-	return parts[4]
-}
-
 type fwdMode uint8
 
 const (
@@ -521,7 +507,7 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	// A cluster with every connection busy is slow, not down: nothing was
 	// sent, and the client is told to retry (a connection limit is no
 	// health signal).
-	for err != nil && notSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
+	for err != nil && protocol.NotSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
 		c.MarkDown(err)
 		if d == nil || d.Kind == routing.KindTransaction {
 			break
@@ -541,19 +527,19 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 		resp.Reset()
 		err = c.client.Do(req, resp)
 	}
-	if err != nil && ctx.IsDelete() && notSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
+	if err != nil && ctx.IsDelete() && protocol.NotSent(err) && !errors.Is(err, fasthttp.ErrNoFreeConns) {
 		// A cancel for a cluster nobody can reach: its queries died with
 		// it (or are abandoned once nobody polls), and a 503 would have
 		// clients retry the DELETE for as long as it stays down.
 		fasthttp.ReleaseResponse(resp)
-		s.log.Warn("cancel not delivered: cluster unreachable", "cluster", c.name, "path", redactPath(target), "error", err)
+		s.log.Warn("cancel not delivered: cluster unreachable", "cluster", c.name, "path", protocol.RedactPath(target), "error", err)
 		ctx.Response.Reset()
 		ctx.SetStatusCode(fasthttp.StatusNoContent)
 		return
 	}
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
-		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: !notSent(err), Poll: mode == modeJSON && !errors.Is(err, fasthttp.ErrNoFreeConns), Err: err}, mode == modeStatementPOST)
+		s.fail(ctx, &protocol.UpstreamError{Cluster: c.name, Sent: !protocol.NotSent(err), Poll: mode == modeJSON && !errors.Is(err, fasthttp.ErrNoFreeConns), Err: err}, mode == modeStatementPOST)
 		if d != nil {
 			decisionHeaders(&ctx.Response.Header, d) // where it went, even when that failed
 		}
@@ -599,7 +585,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 		zr, err := gzip.NewReader(stream)
 		if err != nil {
 			_ = release()
-			s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: true, Err: fmt.Errorf("bad gzip body: %w", err)}, mode == modeStatementPOST)
+			s.fail(ctx, &protocol.UpstreamError{Cluster: c.name, Sent: true, Err: fmt.Errorf("bad gzip body: %w", err)}, mode == modeStatementPOST)
 			return
 		}
 		src = zr
@@ -651,7 +637,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 			// The client gets an error, not this query: free its budget.
 			s.releaseSlot(admitID)
 		}
-		s.fail(ctx, &UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
+		s.fail(ctx, &protocol.UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
 	}
 }
 

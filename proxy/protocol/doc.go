@@ -4,8 +4,10 @@
 // streaming rewrite of QueryResults URIs (rewrite.go), which headers travel
 // and which stop at the proxy (headers.go), the cluster tag on transaction
 // ids (transaction.go), the proxy's own QUEUED and FAILED pages (pages.go),
-// gzip for result pages (gzip.go), and query ids: which are valid and the
-// bounded maps keyed by them (querymap.go). Trino's duration syntax is
+// gzip for result pages (gzip.go), which query a path names and what of it
+// a log may show (paths.go), whether a failed upstream request reached
+// Trino (upstream.go), and query ids: which are valid and the bounded maps
+// keyed by them (querymap.go). Trino's duration syntax is
 // estimate.TrinoDuration.
 //
 // It imports no other package of the proxy.

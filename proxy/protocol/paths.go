@@ -1,0 +1,55 @@
+package protocol
+
+import "strings"
+
+// Reading the proxy's and Trino's paths: which query a path names, and
+// what of it a log may show.
+
+// StatementQueryID extracts {id} from /v1/statement/{queued|executing}/{id}/...
+// (and .../executing/partialCancel/{id}/...).
+func StatementQueryID(target string) string {
+	parts := strings.Split(target, "/")
+	// "", v1, statement, phase, id | partialCancel, id
+	if len(parts) < 5 {
+		return ""
+	}
+	if parts[4] == "partialCancel" {
+		return ""
+	}
+	return parts[4]
+}
+
+// PolledQueryID is the Trino query id of a routed poll's path
+// (/r/{token}/v1/statement/{phase}/{id}/…), or "".
+func PolledQueryID(path string) string {
+	_, target, ok := SplitRouted(path)
+	if !ok {
+		return ""
+	}
+	if id := StatementQueryID(target); ValidQueryID(id) {
+		return id
+	}
+	return ""
+}
+
+// RedactPath keeps an URI's shape for logs but drops route tokens, slugs and
+// segment handles, which are bearer capabilities (docs/design.md §6):
+// /r/{token}/v1/statement/executing/{id}/{slug}/{n} logs as
+// /v1/statement/executing/{id}/….
+func RedactPath(p string) string {
+	if _, target, ok := SplitRouted(p); ok {
+		p = target
+	}
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	keep := 5 // "", v1, statement, executing, {id}
+	if strings.HasPrefix(p, "/v1/spooled/") {
+		keep = 3
+	}
+	parts := strings.SplitN(p, "/", keep+1)
+	if len(parts) > keep {
+		return strings.Join(parts[:keep], "/") + "/…"
+	}
+	return p
+}
