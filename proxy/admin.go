@@ -65,15 +65,16 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx) {
 	case "/v1/estimate":
 		s.serveEstimate(ctx)
 	case "/v1/routing":
-		s.gatewayHandler().Serve(ctx)
+		s.gateway.Serve(ctx)
 	default:
 		s.console.ServeAPI(ctx)
 	}
 }
 
-// gatewayHandler is Trino Gateway's routing endpoint over s's estimator
-// (estimateFor: the default cluster, Options.EstimateTimeout) and options.
-func (s *Server) gatewayHandler() *gateway.Handler {
+// newGateway is Trino Gateway's routing endpoint over s's estimator
+// (estimateFor: the default cluster, Options.EstimateTimeout) and options;
+// New makes it once.
+func (s *Server) newGateway() *gateway.Handler {
 	g := &gateway.Handler{ErrBusy: ErrEstimatorBusy, Groups: s.opts.RoutingGroups, ClassQuantile: s.opts.ClassQuantile,
 		KeepClientEstimate: s.opts.KeepClientEstimate, ClassTag: s.opts.ClassTag, Log: s.log}
 	if s.opts.Estimator != nil {

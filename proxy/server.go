@@ -26,6 +26,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
+	"github.com/prestroid/prestroid/proxy/gateway"
 	"github.com/prestroid/prestroid/proxy/health"
 	"github.com/prestroid/prestroid/proxy/metrics"
 	"github.com/prestroid/prestroid/proxy/protocol"
@@ -45,6 +46,7 @@ type Server struct {
 	registry *prometheus.Registry
 	selector routing.Selector
 	serveMx  fasthttp.RequestHandler // GET /metrics
+	gateway  *gateway.Handler        // POST /v1/routing
 	// monitor keeps the clusters' Health current; it closes the probe
 	// clients' connections when it stops, so that Shutdown does not wait
 	// out a hanging probe.
@@ -100,6 +102,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.newConsole(o)
+	s.gateway = s.newGateway()
 	s.start(o)
 	return s, nil
 }
