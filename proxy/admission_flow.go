@@ -87,7 +87,7 @@ func (s *Server) admissionIdentity(h *fasthttp.RequestHeader, d *decision) (user
 	} else {
 		user = s.ident.Claimed(h).User
 	}
-	return user, s.opts.Admission.GroupOf(user, headerOf(h))
+	return user, s.opts.Admission.GroupOf(user, h)
 }
 
 // cancelByClient is why a queued query its client deleted was cancelled

@@ -132,7 +132,7 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		return nil, err
 	}
 	in.User = id.User
-	in.Group = s.opts.Admission.GroupOf(id.User, headerOf(&ctx.Request.Header))
+	in.Group = s.opts.Admission.GroupOf(id.User, &ctx.Request.Header)
 	pd := s.selector.Select(in)
 	c, ok := s.byName[pd.Cluster]
 	if !ok {
@@ -149,7 +149,7 @@ func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) routing.In
 		Source:   string(h.Peek("X-Trino-Source")),
 		Clusters: make([]routing.ClusterState, len(s.clusters)),
 	}
-	in.Group = s.opts.Admission.GroupOf(in.User, headerOf(h))
+	in.Group = s.opts.Admission.GroupOf(in.User, h)
 	for _, v := range h.PeekAll("X-Trino-Client-Tags") {
 		for _, t := range strings.Split(string(v), ",") {
 			if t = strings.TrimSpace(t); t != "" {
@@ -260,9 +260,4 @@ func appendTiming(b []byte, name string, d time.Duration) []byte {
 	b = append(b, name...)
 	b = append(b, ";dur="...)
 	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', 3, 64)
-}
-
-// headerOf reads h's values by name (admission.Options.GroupOf).
-func headerOf(h *fasthttp.RequestHeader) func(string) string {
-	return func(name string) string { return string(h.Peek(name)) }
 }

@@ -23,16 +23,21 @@ func IDTime(id string) time.Time {
 	return t
 }
 
-// GroupOf is user's group: header(GroupHeader)'s value when GroupHeader
-// is set and the request has one, else UserGroups' entry, else the user.
-// o may be nil.
-func (o *Options) GroupOf(user string, header func(name string) string) string {
+// Header is a request's headers as GroupOf reads them
+// (*fasthttp.RequestHeader is one).
+type Header interface {
+	Peek(name string) []byte
+}
+
+// GroupOf is user's group: the request's GroupHeader when that is set and
+// present, else UserGroups' entry, else the user. o may be nil.
+func (o *Options) GroupOf(user string, h Header) string {
 	if o == nil {
 		return user
 	}
 	if o.GroupHeader != "" {
-		if g := header(o.GroupHeader); g != "" {
-			return g
+		if g := h.Peek(o.GroupHeader); len(g) > 0 {
+			return string(g)
 		}
 	}
 	if g, ok := o.UserGroups[user]; ok {

@@ -3,6 +3,8 @@ package admission
 import (
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 func TestIDs(t *testing.T) {
@@ -20,7 +22,13 @@ func TestIDs(t *testing.T) {
 
 func TestGroupOf(t *testing.T) {
 	o := &Options{GroupHeader: "X-Team", UserGroups: map[string]string{"alice": "data"}}
-	hdr := func(v string) func(string) string { return func(string) string { return v } }
+	hdr := func(v string) Header {
+		var h fasthttp.RequestHeader
+		if v != "" {
+			h.Set("X-Team", v)
+		}
+		return &h
+	}
 	for _, tc := range []struct {
 		name         string
 		o            *Options
