@@ -100,6 +100,13 @@ const (
 	DefaultMaxBatch = 32
 	// DefaultExplainTimeout is Estimator.ExplainTimeout's default.
 	DefaultExplainTimeout = 30 * time.Second
+	// DefaultTableStatsRefresh, DefaultTableStatsExpire,
+	// DefaultTableStatsRetry and DefaultTableStatsMaxEntries are
+	// Estimator.TableStats' defaults.
+	DefaultTableStatsRefresh    = time.Hour
+	DefaultTableStatsExpire     = 24 * time.Hour
+	DefaultTableStatsRetry      = 5 * time.Minute
+	DefaultTableStatsMaxEntries = 100_000
 	// DefaultCacheTTL is Estimator.CacheTTL's default.
 	DefaultCacheTTL = 60 * time.Second
 	// DefaultCacheEntries is Estimator.CacheEntries' default.
@@ -205,6 +212,10 @@ func (c *Config) FillDefaults() {
 	setDuration(&e.ExplainTimeout, DefaultExplainTimeout)
 	setDuration(&e.CacheTTL, DefaultCacheTTL)
 	setDuration(&e.ReloadInterval, DefaultReloadInterval)
+	setDuration(&e.TableStats.Refresh, DefaultTableStatsRefresh)
+	setDuration(&e.TableStats.Expire, DefaultTableStatsExpire)
+	setDuration(&e.TableStats.Retry, DefaultTableStatsRetry)
+	setInt(&e.TableStats.MaxEntries, DefaultTableStatsMaxEntries)
 	if e.PlanCacheBytes == 0 {
 		e.PlanCacheBytes = DefaultPlanCacheBytes
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Estimator configures the cost model: which bundle, how ONNX Runtime runs
@@ -66,6 +67,13 @@ type Estimator struct {
 	// VectorCacheBytes bounds the predicate-vector cache. Zero means
 	// 64 MiB; negative turns it off.
 	VectorCacheBytes int64 `yaml:"vector_cache_bytes"`
+
+	// TableStats is the cache of the statistics (SHOW STATS: rows and
+	// data size) of the tables statements name, which a text model that
+	// reads them (a bundle's text featurizer hashed-tokens-tablestats-v2)
+	// scores with. Fetched in the background as the caller, per table and
+	// caller; never on the hot path.
+	TableStats TableStats `yaml:"table_stats"`
 
 	// ReloadInterval is how often the bundle's files are checked for
 	// changes. Zero means 5s; negative means only SIGHUP reloads.
@@ -172,10 +180,15 @@ func (c *Config) validateEstimator() error {
 		v   int64
 	}{{"estimator.max_batch", int64(e.MaxBatch)}, {"estimator.workers", int64(e.Workers)},
 		{"estimator.cache_entries", int64(e.CacheEntries)}, {"estimator.cuda_device", int64(e.CUDADevice)},
-		{"estimator.max_wait", int64(e.MaxWait)}, {"estimator.explain_timeout", int64(e.ExplainTimeout)}} {
+		{"estimator.max_wait", int64(e.MaxWait)}, {"estimator.explain_timeout", int64(e.ExplainTimeout)},
+		{"estimator.table_stats.refresh", int64(e.TableStats.Refresh)}, {"estimator.table_stats.expire", int64(e.TableStats.Expire)},
+		{"estimator.table_stats.retry", int64(e.TableStats.Retry)}, {"estimator.table_stats.max_entries", int64(e.TableStats.MaxEntries)}} {
 		if f.v < 0 {
 			return bad(f.key, f.v, "must not be negative")
 		}
+	}
+	if ts := e.TableStats; ts.Expire > 0 && ts.Refresh > ts.Expire {
+		return bad("estimator.table_stats.expire", ts.Expire, "must be at least estimator.table_stats.refresh ("+time.Duration(ts.Refresh).String()+")")
 	}
 	if e.IntraOpThreads < -1 {
 		return bad("estimator.intra_op_threads", e.IntraOpThreads, "want -1 (ONNX Runtime default), 0 (1 thread) or a thread count")
@@ -211,4 +224,23 @@ func (c *Config) validateEstimator() error {
 		return bad("estimator.max_batch", e.MaxBatch, "want at most 4096")
 	}
 	return nil
+}
+
+// TableStats configures the table-statistics cache (estimator.table_stats).
+type TableStats struct {
+	// Disabled turns it off: the text model sees every table's size as
+	// unknown (and, reading sizes, defers every statement that names a
+	// table to the plan under explain: when-uncertain).
+	Disabled bool `yaml:"disabled"`
+	// Refresh is the age after which a table's statistics are fetched
+	// again (served meanwhile). Zero means 1h.
+	Refresh Duration `yaml:"refresh"`
+	// Expire is the age after which they are no longer served. Zero
+	// means 24h; at least Refresh.
+	Expire Duration `yaml:"expire"`
+	// Retry is how long a failed fetch (no such table, access denied) is
+	// remembered before the table is asked again. Zero means 5m.
+	Retry Duration `yaml:"retry"`
+	// MaxEntries bounds the cache (tables × callers). Zero means 100000.
+	MaxEntries int `yaml:"max_entries"`
 }

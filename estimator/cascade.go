@@ -95,6 +95,11 @@ type request struct {
 	// text is the text model's estimate (textStage; nil: none, or not
 	// consulted).
 	text *estimate.Estimate
+	// textFar is set by textStage when the statement is far from what the
+	// text model was trained on (a named table's size unknown, or larger
+	// than any in its training): its estimate may stand in over the
+	// EXPLAIN bound but never decides the class.
+	textFar bool
 	// planner ran the hot-path EXPLAIN whose result is res (explainStage).
 	planner string
 	res     *plan.ExplainResult

@@ -61,6 +61,11 @@ type ServiceOptions struct {
 	// Cascade tunes the cascade's stages; its zero value is documented per
 	// field.
 	Cascade CascadeOptions
+	// TableStats gives the text stage the statistics of the tables a
+	// statement names, when the bundle's text model reads them
+	// (tablestats.Cache fits; the Service closes one that has a Close
+	// method). Nil means every table's size is unknown.
+	TableStats TableStatsSource
 }
 
 // Service estimates queries: classify, EXPLAIN as the caller, featurize,
@@ -142,6 +147,9 @@ func (s *Service) Close() {
 	s.b.close()
 	if s.learn != nil {
 		s.learn.close()
+	}
+	if c, ok := s.opts.TableStats.(interface{ Close() }); ok {
+		c.Close()
 	}
 	if m := s.model.Swap(nil); m != nil {
 		m.Close()

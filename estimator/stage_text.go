@@ -80,7 +80,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		return nil, nil
 	}
 	if r.m != nil || s.textHook != nil {
-		if r.text = s.textEstimate(r.m, r.kind, r.sql, r.h); r.text != nil {
+		if r.text, r.textFar = s.textEstimate(r.m, r.kind, r.sql, r.h, r.planners); r.text != nil {
 			s.correctText(r.text, r.b)
 		}
 	}
@@ -102,6 +102,9 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	}
 	var pick *estimate.Estimate
 	for _, c := range []*estimate.Estimate{s.standIn(r.kind, r.b, r.exact), r.text} {
+		if c == r.text && r.textFar && co.Explain == ExplainWhenUncertain {
+			continue // the plan knows better
+		}
 		if c != nil && co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
 			pick = c
 		}
@@ -151,29 +154,50 @@ func TextContext(h http.Header) featurize.TextContext {
 	return tc
 }
 
+// TableStatsSource gives the text stage what the catalog says of the size
+// of the tables a statement names (tablestats.Cache): at once, from what
+// it holds (Known false for a table it does not know yet), fetching what
+// it misses in the background on server, as the caller h.
+type TableStatsSource interface {
+	Lookup(server string, tables []plan.TableName, h http.Header) []featurize.TableStats
+}
+
+// farLnRows is how far (in ln rows) beyond the largest table of its
+// training a statement's table may be before the text stage defers to
+// the plan: e^1, under three times larger.
+const farLnRows = 1.0
+
 // textEstimate runs the text model: nil without one (or when it fails).
 // The estimate is the log-normal whose median is the model's middle
 // quantile and whose Sigma is the wider of its two sides, so that the
 // estimate's quantiles at the model's outer ones cover the model's
-// interval.
-func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header) *estimate.Estimate {
+// interval. A model that reads table sizes gets those of the tables the
+// statement names (ServiceOptions.TableStats, asked of the first planner);
+// far reports that the statement is outside what it was trained on: a
+// named table whose size is not known yet, or one larger than any of its
+// training set by more than farLnRows.
+func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header, planners []string) (e *estimate.Estimate, far bool) {
 	var qs, secs []float64
 	id := ""
 	if s.textHook != nil {
 		qs, secs = s.textHook(sql)
 	} else {
 		if m == nil {
-			return nil
+			return nil, false
+		}
+		tc := TextContext(h)
+		if reads, maxLnRows := m.TextReadsTables(); reads {
+			tc.Tables, far = s.tableStats(sql, tc, h, planners, maxLnRows)
 		}
 		var ok bool
 		var err error
-		if qs, secs, ok, err = m.TextQuantiles(sql, TextContext(h)); !ok || err != nil {
-			return nil
+		if qs, secs, ok, err = m.TextQuantiles(sql, tc); !ok || err != nil {
+			return nil, false
 		}
 		id = m.ID()
 	}
 	if len(qs) == 0 || len(qs) != len(secs) {
-		return nil
+		return nil, false
 	}
 	mid := 0
 	for i, q := range qs {
@@ -195,7 +219,35 @@ func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql str
 		}
 	}
 	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceText, Model: id,
-		CPUSeconds: med, Sigma: max(sigma, sigmaFloor)}
+		CPUSeconds: med, Sigma: max(sigma, sigmaFloor)}, far
+}
+
+// tableStats looks up the statistics of the tables sql names (resolved
+// against the session in tc) and reports whether they put the statement
+// far from the text model's training (see textEstimate).
+func (s *Service) tableStats(sql string, tc featurize.TextContext, h http.Header, planners []string, maxLnRows float64) (stats []featurize.TableStats, far bool) {
+	names, _ := plan.Tables(sql, tc.Catalog, tc.Schema)
+	if len(names) == 0 {
+		return nil, false
+	}
+	server := ""
+	if len(planners) > 0 {
+		server = planners[0]
+	}
+	if s.opts.TableStats != nil {
+		stats = s.opts.TableStats.Lookup(server, names, h)
+	} else {
+		stats = make([]featurize.TableStats, len(names))
+	}
+	for _, t := range stats {
+		if !t.Known {
+			far = true
+		}
+	}
+	if maxLnRows > 0 && featurize.MaxLnRows(stats) > maxLnRows+farLnRows {
+		far = true
+	}
+	return stats, far
 }
 
 // correctText applies what the history learned about the text model on

@@ -21,6 +21,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/onnx"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/estimator/tablestats"
 	"github.com/prestroid/prestroid/models"
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
@@ -298,7 +299,17 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 	if m != nil && m.Manifest().Untrained() {
 		logger.Warn("estimator: serving an UNTRAINED model (random weights): its estimates mean nothing", "model", m.ID(), "source", m.Source())
 	}
-	ss = serviceStats{caches: caches}
+	if ts := e.TableStats; !ts.Disabled {
+		tc := tablestats.New(tablestats.Options{Refresh: time.Duration(ts.Refresh), Expire: time.Duration(ts.Expire),
+			Retry: time.Duration(ts.Retry), MaxEntries: ts.MaxEntries, Timeout: time.Duration(e.ExplainTimeout),
+			Fetch: (&tablestats.Client{HTTP: plan.NewHTTPClient(upstreamTLS)}).Fetch, Logger: logger})
+		so.TableStats = tc
+		caches = append(caches, statsCache{"table_stats", func() cache.Stats {
+			st := tc.Stats()
+			return cache.Stats{Hits: st.Hits, Misses: st.Misses}
+		}})
+	}
+	ss.caches = caches
 	ss.history, _ = so.History.(history.Reporter)
 	return estimator.NewService(m, so), bundle.LoadDir(rt, mo), ss, nil
 }

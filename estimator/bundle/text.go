@@ -17,9 +17,14 @@ import (
 // text section.
 const TextFile = "text.onnx"
 
-// TextFeaturizer names featurize.EncodeText's encoding; a bundle trained on
-// another encoding is refused (its golden cases would fail anyway).
-const TextFeaturizer = "hashed-tokens-v1"
+// TextFeaturizer names featurize.EncodeText's encoding, TextStatsFeaturizer
+// featurize.EncodeTextStats' (the hashed tokens and the statistics of the
+// tables the statement names); a bundle trained on another encoding is
+// refused (its golden cases would fail anyway).
+const (
+	TextFeaturizer      = "hashed-tokens-v1"
+	TextStatsFeaturizer = "hashed-tokens-tablestats-v2"
+)
 
 // maxTextDim bounds the text model's input size.
 const maxTextDim = 1 << 16
@@ -32,6 +37,10 @@ type TextManifest struct {
 	Quantiles  []float64 `json:"quantiles"` // increasing, in (0, 1): one output column each
 	Input      string    `json:"input"`
 	Output     string    `json:"output"`
+	// MaxLnRows (TextStatsFeaturizer) is the largest ln(1 + rows) of a
+	// table named by a training statement: beyond it the text stage
+	// defers to the plan. Zero: no bound.
+	MaxLnRows float64 `json:"max_ln_rows,omitempty"`
 	// Golden are statements with the model's expected outputs (ln CPU
 	// seconds, one per quantile): the loader encodes and scores each.
 	Golden []TextGolden `json:"golden"`
@@ -39,20 +48,25 @@ type TextManifest struct {
 
 // TextGolden is one golden case of the text model.
 type TextGolden struct {
-	Name     string            `json:"name"`
-	SQL      string            `json:"sql"`
-	Catalog  string            `json:"catalog"`
-	Schema   string            `json:"schema"`
-	Session  map[string]string `json:"session"`
-	Expected []float32         `json:"expected"`
+	Name    string            `json:"name"`
+	SQL     string            `json:"sql"`
+	Catalog string            `json:"catalog"`
+	Schema  string            `json:"schema"`
+	Session map[string]string `json:"session"`
+	// Tables are the statistics of the tables the statement names
+	// (TextStatsFeaturizer).
+	Tables   []featurize.TableStats `json:"tables,omitempty"`
+	Expected []float32              `json:"expected"`
 }
 
 func (t *TextManifest) validate() error {
 	switch {
 	case t.Model != TextFile:
 		return fmt.Errorf("text.model %q, want %q", t.Model, TextFile)
-	case t.Featurizer != TextFeaturizer:
-		return fmt.Errorf("text.featurizer %q, this server encodes %q", t.Featurizer, TextFeaturizer)
+	case t.Featurizer != TextFeaturizer && t.Featurizer != TextStatsFeaturizer:
+		return fmt.Errorf("text.featurizer %q, this server encodes %q and %q", t.Featurizer, TextFeaturizer, TextStatsFeaturizer)
+	case t.Featurizer == TextStatsFeaturizer && t.Dim <= featurize.TextStatsDim:
+		return fmt.Errorf("text.dim=%d, want more than the %d table-statistics features", t.Dim, featurize.TextStatsDim)
 	case t.Dim < 1 || t.Dim > maxTextDim:
 		return fmt.Errorf("text.dim=%d, want 1..%d", t.Dim, maxTextDim)
 	case t.Input == "" || t.Output == "":
@@ -101,7 +115,7 @@ func loadText(b *Bundle, rt Runtime) (*textModel, error) {
 		return nil, fail(err)
 	}
 	for i, g := range tm.Golden {
-		got, err := t.run(g.SQL, featurize.TextContext{Catalog: g.Catalog, Schema: g.Schema, Session: g.Session})
+		got, err := t.run(g.SQL, featurize.TextContext{Catalog: g.Catalog, Schema: g.Schema, Session: g.Session, Tables: g.Tables})
 		if err != nil {
 			sess.Close()
 			return nil, fail(err)
@@ -137,7 +151,12 @@ func (t *textModel) checkIO() error {
 func (t *textModel) run(sql string, ctx featurize.TextContext) ([]float32, error) {
 	buf := t.bufs.Get().(*[]float32)
 	defer t.bufs.Put(buf)
-	x := featurize.EncodeText(*buf, sql, ctx)
+	var x []float32
+	if t.mf.Featurizer == TextStatsFeaturizer {
+		x = featurize.EncodeTextStats(*buf, sql, ctx)
+	} else {
+		x = featurize.EncodeText(*buf, sql, ctx)
+	}
 	out, shape, err := t.sess.Run([]Tensor{{Shape: []int64{1, int64(t.mf.Dim)}, Float32: x}})
 	if err != nil {
 		return nil, fmt.Errorf("estimator: text inference: %w", err)
@@ -150,6 +169,16 @@ func (t *textModel) run(sql string, ctx featurize.TextContext) ([]float32, error
 
 // HasText reports whether the bundle has a text model.
 func (m *Model) HasText() bool { return m.text != nil }
+
+// TextReadsTables reports whether the text model reads the statistics of
+// the tables a statement names (featurize.TextContext.Tables), and the
+// largest ln(1 + rows) it was trained on (0: no bound).
+func (m *Model) TextReadsTables() (reads bool, maxLnRows float64) {
+	if m.text == nil || m.text.mf.Featurizer != TextStatsFeaturizer {
+		return false, 0
+	}
+	return true, m.text.mf.MaxLnRows
+}
 
 // TextQuantiles returns the manifest's quantiles and the text model's CPU
 // seconds at each for sql in ctx; ok is false when the bundle has no text

@@ -31,6 +31,19 @@ type TextContext struct {
 	Catalog, Schema string
 	// Session holds the session properties sent with the statement.
 	Session map[string]string
+	// Tables are the statistics of the tables the statement names (one
+	// per table, known or not; plan.Tables finds them), read by
+	// EncodeTextStats only. Nil: no table named, or none looked up.
+	Tables []TableStats
+}
+
+// TableStats are what the catalog says of a table's size (SHOW STATS:
+// the row count and the sum of its columns' data sizes). Known is false
+// when the catalog was not asked yet, refused, or has no row count.
+type TableStats struct {
+	Rows  float64 `json:"rows"`
+	Bytes float64 `json:"bytes,omitempty"` // 0 when the connector gives no column sizes
+	Known bool    `json:"known"`
 }
 
 const (
@@ -148,4 +161,85 @@ func EncodeText(dst []float32, sql string, ctx TextContext) []float32 {
 		}
 	}
 	return dst
+}
+
+// TextStatsDim is the number of table-statistics features EncodeTextStats
+// appends to the hashed vector.
+const TextStatsDim = 8
+
+// EncodeTextStats is EncodeText's hashed vector in dst[:len(dst)-TextStatsDim]
+// followed by TextStatsDim features of ctx.Tables (the v2 text encoding),
+// each in about [0, 1]:
+//
+//	0  ln(1 + tables named) / 3
+//	1  the share of them with known statistics (0 when none is named)
+//	2  1 when some named table's statistics are unknown
+//	3  the largest ln(1 + rows) / 20 of the known tables
+//	4  the second largest ln(1 + rows) / 20 (a join of two large tables)
+//	5  ln(1 + Σ rows) / 20
+//	6  the largest ln(1 + bytes) / 25
+//	7  ln(1 + Σ bytes) / 25
+//
+// so that a count over a 1.5M-row table and one over a 15k-row table are
+// different inputs even when their text is the same. len(dst) must exceed
+// TextStatsDim.
+func EncodeTextStats(dst []float32, sql string, ctx TextContext) []float32 {
+	n := len(dst) - TextStatsDim
+	if n <= 0 {
+		clear(dst)
+		return dst
+	}
+	EncodeText(dst[:n], sql, ctx)
+	f := TextStatsFeatures(ctx.Tables)
+	copy(dst[n:], f[:])
+	return dst
+}
+
+// TextStatsFeatures are the TextStatsDim features of EncodeTextStats.
+func TextStatsFeatures(tables []TableStats) [TextStatsDim]float32 {
+	var f [TextStatsDim]float32
+	if len(tables) == 0 {
+		return f
+	}
+	known := 0
+	var max1, max2, sumRows, maxBytes, sumBytes float64
+	for _, t := range tables {
+		if !t.Known || !(t.Rows >= 0) {
+			continue
+		}
+		known++
+		lr := math.Log1p(t.Rows)
+		switch {
+		case lr > max1:
+			max1, max2 = lr, max1
+		case lr > max2:
+			max2 = lr
+		}
+		sumRows += t.Rows
+		if t.Bytes > 0 {
+			maxBytes = math.Max(maxBytes, math.Log1p(t.Bytes))
+			sumBytes += t.Bytes
+		}
+	}
+	f[0] = float32(math.Log1p(float64(len(tables))) / 3)
+	f[1] = float32(known) / float32(len(tables))
+	if known < len(tables) {
+		f[2] = 1
+	}
+	f[3], f[4], f[5] = float32(max1/20), float32(max2/20), float32(math.Log1p(sumRows)/20)
+	f[6], f[7] = float32(maxBytes/25), float32(math.Log1p(sumBytes)/25)
+	return f
+}
+
+// MaxLnRows is the largest ln(1 + rows) of the known tables (0 when none
+// is known): what the text stage compares with the largest table its model
+// was trained on.
+func MaxLnRows(tables []TableStats) float64 {
+	m := 0.0
+	for _, t := range tables {
+		if t.Known && t.Rows > 0 {
+			m = math.Max(m, math.Log1p(t.Rows))
+		}
+	}
+	return m
 }

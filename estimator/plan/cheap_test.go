@@ -1,6 +1,9 @@
 package plan
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestCheap(t *testing.T) {
 	for _, c := range []struct {
@@ -38,6 +41,36 @@ func TestCheap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := Cheap(c.sql, c.catalog, c.schema); got != c.want {
 				t.Errorf("Cheap(%q, %q, %q) = %v, want %v", c.sql, c.catalog, c.schema, got, c.want)
+			}
+		})
+	}
+}
+
+func TestTables(t *testing.T) {
+	for _, c := range []struct {
+		name, sql, catalog, schema string
+		want                       string // comma-separated catalog.schema.table
+		complete                   bool
+	}{
+		{"one-part names resolve against the session", "SELECT count(*) FROM orders", "iceberg", "tpch_sf1", "iceberg.tpch_sf1.orders", true},
+		{"two- and three-part names", "SELECT * FROM tpch_tiny.nation n JOIN tpch.sf1.region r ON n.n_regionkey = r.r_regionkey", "iceberg", "x", "iceberg.tpch_tiny.nation,tpch.sf1.region", true},
+		{"quoted names keep their value, lower-cased", `SELECT * FROM "Tpch"."SF1"."Orders"`, "", "", "tpch.sf1.orders", true},
+		{"each table once, in order", "SELECT * FROM a, b WHERE x IN (SELECT y FROM a)", "c", "s", "c.s.a,c.s.b", true},
+		{"WITH queries are not tables", "WITH q AS (SELECT * FROM lineitem) SELECT * FROM q JOIN orders ON true", "c", "s", "c.s.lineitem,c.s.orders", true},
+		{"a FROM inside a function call is no relation", "SELECT extract(year FROM o_orderdate) FROM orders", "c", "s", "c.s.orders", false},
+		{"a table function is left out", "SELECT * FROM TABLE(system.sequence(1, 10)) t, nation", "c", "s", "c.s.nation", false},
+		{"no session schema: one-part names unresolved", "SELECT * FROM nation", "tpch", "", "", false},
+		{"not a query", "INSERT INTO t SELECT * FROM nation", "c", "s", "", false},
+		{"a parenthesized join", "SELECT * FROM (nation n JOIN region r ON true)", "c", "s", "c.s.nation,c.s.region", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, complete := Tables(c.sql, c.catalog, c.schema)
+			var names []string
+			for _, n := range got {
+				names = append(names, n.String())
+			}
+			if s := strings.Join(names, ","); s != c.want || complete != c.complete {
+				t.Errorf("Tables(%q) = %q, %v; want %q, %v", c.sql, s, complete, c.want, c.complete)
 			}
 		})
 	}
