@@ -138,6 +138,12 @@ type Config struct {
 	// layer (0: the trainer's default).
 	TextDim    int
 	TextHidden int
+	// TableStats is a file of table statistics (TableStatsFile, written
+	// by `prestroid table-stats`): with it the text step trains on the
+	// v2 encoding (featurize.EncodeTextStats), each statement with the
+	// statistics of the tables it names. Empty: the v1 encoding (text
+	// alone).
+	TableStats string
 
 	// Log receives the steps' one-line summaries and the Python children's
 	// output. Nil means os.Stderr.

@@ -32,15 +32,28 @@ func Text(cfg *Config) error {
 	if dim == 0 {
 		dim = featurize.DefaultTextDim
 	}
-	counts, err := WriteTextMatrices(cfg.Workdir, qs, dim)
+	var stats *TableStatsFile
+	if cfg.TableStats != "" {
+		if stats, err = ReadTableStats(cfg.TableStats); err != nil {
+			return err
+		}
+		dim += featurize.TextStatsDim
+	}
+	tm, err := WriteTextMatrices(cfg.Workdir, qs, dim, stats)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.log(), "text: %d hashed features; train %d, val %d, test %d queries\n",
-		dim, counts["train"], counts["val"], counts["test"])
+	counts := tm.Counts
+	fmt.Fprintf(cfg.log(), "text: %d features (%s); train %d, val %d, test %d queries\n",
+		dim, tm.Featurizer, counts["train"], counts["val"], counts["test"])
+	if stats != nil {
+		fmt.Fprintf(cfg.log(), "text: %d of %d statements name tables of known size (%d with sizes withheld in training); largest ln(1+rows) %.2f\n",
+			tm.WithStats, tm.WithTables, tm.Withheld, tm.MaxLnRows)
+	}
 	args := []string{"-m", "trainer.text", "--workdir", cfg.Workdir, "--out", cfg.Out,
 		"--seed", strconv.Itoa(cfg.Seed), "--threads", strconv.Itoa(cfg.Threads), "--dim", strconv.Itoa(dim),
-		"--epochs", strconv.Itoa(cfg.Epochs), "--patience", strconv.Itoa(cfg.Patience)}
+		"--epochs", strconv.Itoa(cfg.Epochs), "--patience", strconv.Itoa(cfg.Patience),
+		"--featurizer", tm.Featurizer, "--max-ln-rows", strconv.FormatFloat(tm.MaxLnRows, 'f', 4, 64)}
 	if cfg.TextHidden > 0 {
 		args = append(args, "--hidden", strconv.Itoa(cfg.TextHidden))
 	}
@@ -52,14 +65,41 @@ func (q *Query) TextContext() featurize.TextContext {
 	return featurize.TextContext{Catalog: q.Catalog, Schema: q.Schema, Session: q.Session}
 }
 
-// WriteTextMatrices writes text_{split}.npz and text_{split}.keys.txt into
-// dir for each split that has queries and returns the count per split.
-func WriteTextMatrices(dir string, qs []*Query, dim int) (map[string]int, error) {
+// TextMatrices says what WriteTextMatrices wrote.
+type TextMatrices struct {
+	Counts     map[string]int // queries per split
+	Featurizer string         // bundle.TextFeaturizer or TextStatsFeaturizer's name
+	// With table statistics: statements naming a table, those whose
+	// tables' sizes are all known, training statements shown with the
+	// sizes withheld (unknownShare), and the largest ln(1 + rows) named.
+	WithTables, WithStats, Withheld int
+	MaxLnRows                       float64
+}
+
+// The text encodings' names (bundle.TextFeaturizer, TextStatsFeaturizer;
+// training does not import the serving bundle package).
+const (
+	textFeaturizerV1 = "hashed-tokens-v1"
+	textFeaturizerV2 = "hashed-tokens-tablestats-v2"
+)
+
+// WriteTextMatrices writes text_{split}.npz, text_{split}.keys.txt and,
+// with table statistics, text_{split}.tables.jsonl (each row's tables, for
+// the golden cases) into dir for each split that has queries. Without
+// stats the encoding is featurize.EncodeText (dim features); with them
+// featurize.EncodeTextStats (dim includes featurize.TextStatsDim), each
+// statement with the statistics of the tables it names, except a share of
+// the training statements shown with every size unknown (dropStats).
+func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) (*TextMatrices, error) {
 	bySplit := map[string][]*Query{}
 	for _, q := range qs {
 		bySplit[q.Split] = append(bySplit[q.Split], q)
 	}
-	counts := map[string]int{}
+	tm := &TextMatrices{Counts: map[string]int{}, Featurizer: textFeaturizerV1}
+	if stats != nil {
+		tm.Featurizer = textFeaturizerV2
+	}
+	trained := map[string][]featurize.TableStats{}
 	for _, split := range []string{"train", "val", "test"} {
 		part := bySplit[split]
 		if len(part) == 0 {
@@ -67,9 +107,31 @@ func WriteTextMatrices(dir string, qs []*Query, dim int) (map[string]int, error)
 		}
 		x := make([]float32, len(part)*dim)
 		y := make([]float32, len(part))
+		var tables [][]featurize.TableStats
 		for i, q := range part {
-			featurize.EncodeText(x[i*dim:(i+1)*dim], q.SQL, q.TextContext())
+			if stats == nil {
+				featurize.EncodeText(x[i*dim:(i+1)*dim], q.SQL, q.TextContext())
+				y[i] = float32(q.LnCPU)
+				continue
+			}
+			tc := q.TextContext()
+			tc.Tables = stats.tablesOf(q)
+			if len(tc.Tables) > 0 {
+				tm.WithTables++
+				if featurize.TextStatsFeatures(tc.Tables)[2] == 0 {
+					tm.WithStats++
+				}
+				if split == "train" {
+					trained[q.Key] = tc.Tables
+					if dropStats(q.Key) {
+						tm.Withheld++
+						tc.Tables = make([]featurize.TableStats, len(tc.Tables))
+					}
+				}
+			}
+			featurize.EncodeTextStats(x[i*dim:(i+1)*dim], q.SQL, tc)
 			y[i] = float32(q.LnCPU)
+			tables = append(tables, tc.Tables)
 		}
 		err := writeFile(filepath.Join(dir, "text_"+split+".npz"), func(w io.Writer) error {
 			z := npy.NewNPZWriter(w)
@@ -95,9 +157,27 @@ func WriteTextMatrices(dir string, qs []*Query, dim int) (map[string]int, error)
 		if err != nil {
 			return nil, err
 		}
-		counts[split] = len(part)
+		if stats != nil {
+			err = writeFile(filepath.Join(dir, "text_"+split+".tables.jsonl"), func(w io.Writer) error {
+				enc := json.NewEncoder(w)
+				for _, t := range tables {
+					if t == nil {
+						t = []featurize.TableStats{}
+					}
+					if err := enc.Encode(t); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		tm.Counts[split] = len(part)
 	}
-	return counts, nil
+	tm.MaxLnRows = maxLnRows(trained)
+	return tm, nil
 }
 
 // readQueries reads queries.jsonl whole (the text step needs only the SQL

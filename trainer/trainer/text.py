@@ -35,6 +35,7 @@ QUANTILES = (0.1, 0.5, 0.9)
 GOLDEN_CASES = 8
 PARITY_TOL = 1e-4
 FEATURIZER = "hashed-tokens-v1"     # featurize.EncodeText; bump both together
+FEATURIZER_STATS = "hashed-tokens-tablestats-v2"  # featurize.EncodeTextStats (+ table statistics)
 
 
 class TextQuantiles(torch.nn.Module):
@@ -196,10 +197,18 @@ def onnx_predict(path, x):
     return sess.run(["q"], {"x": np.ascontiguousarray(x)})[0]
 
 
-def golden_cases(workdir, part, q, n=GOLDEN_CASES):
-    """The first n queries of part as SQL + context + expected quantiles."""
+def golden_cases(workdir, part, q, n=GOLDEN_CASES, split=None):
+    """The first n queries of part as SQL + context + expected quantiles
+    (+ the statistics of the tables each names, for the v2 encoding: the
+    split's text_{split}.tables.jsonl)."""
     want = {k: i for i, k in enumerate(part["keys"][:n])}
     cases = [None] * len(want)
+    tables = None
+    if split is not None:
+        path = os.path.join(workdir, f"text_{split}.tables.jsonl")
+        if os.path.exists(path):
+            with open(path) as f:
+                tables = [json.loads(line) for _, line in zip(range(n), f)]
     with open(os.path.join(workdir, "queries.jsonl")) as f:
         for line in f:
             r = json.loads(line)
@@ -209,6 +218,8 @@ def golden_cases(workdir, part, q, n=GOLDEN_CASES):
             cases[i] = {"name": r["key"], "sql": r["sql"], "catalog": r.get("catalog", ""),
                         "schema": r.get("schema", ""), "session": r.get("session") or {},
                         "expected": [float(v) for v in q[i]]}
+            if tables is not None:
+                cases[i]["tables"] = tables[i]
     return [c for c in cases if c is not None]
 
 
@@ -226,6 +237,10 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=64,
                     help="first hidden layer (64: the default bundle's; 256 read 4x the weights per statement)")
     ap.add_argument("--dropout", type=float, default=0.2)
+    ap.add_argument("--featurizer", default=FEATURIZER, choices=(FEATURIZER, FEATURIZER_STATS),
+                    help="the encoding the Go step wrote (with table statistics: " + FEATURIZER_STATS + ")")
+    ap.add_argument("--max-ln-rows", type=float, default=0.0,
+                    help="largest ln(1+rows) of a table named in training (the serving stage defers beyond it)")
     ap.add_argument("--coverage", type=float, default=0.8,
                     help="conformal calibration target for [q10, q90] on the validation templates (0: off)")
     a = ap.parse_args(argv)
@@ -270,7 +285,8 @@ def main(argv=None):
     onnx_path = os.path.join(a.out, "text.onnx")
     tmp = onnx_path + ".tmp"
     export(model, a.dim, tmp)
-    gold_part = test if test is not None and len(test["y"]) else train
+    gold_split = "test" if test is not None and len(test["y"]) else "train"
+    gold_part = test if gold_split == "test" else train
     ref = predict(model, gold_part["x"][:GOLDEN_CASES])
     got = onnx_predict(tmp, gold_part["x"][:GOLDEN_CASES])
     diff = float(np.max(np.abs(got - ref))) if len(ref) else 0.0
@@ -283,14 +299,17 @@ def main(argv=None):
     with open(manifest_path) as f:
         manifest = json.load(f)
     manifest["text"] = {
-        "model": "text.onnx", "featurizer": FEATURIZER, "dim": a.dim, "quantiles": list(QUANTILES),
+        "model": "text.onnx", "featurizer": a.featurizer, "dim": a.dim, "quantiles": list(QUANTILES),
         "input": "x", "output": "q",
         "conformal_margin_ln": margin, "coverage_target": a.coverage,
         "training": {"queries": int(len(train["y"])), "epochs": len(history), "seed": a.seed,
                      "hidden": a.hidden, "dropout": a.dropout, "torch": torch.__version__},
         "metrics": clean(mets),
-        "golden": golden_cases(a.workdir, gold_part, ref),
+        "golden": golden_cases(a.workdir, gold_part, ref,
+                               split=gold_split if a.featurizer == FEATURIZER_STATS else None),
     }
+    if a.featurizer == FEATURIZER_STATS and a.max_ln_rows > 0:
+        manifest["text"]["max_ln_rows"] = a.max_ln_rows
     with open(manifest_path + ".tmp", "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
