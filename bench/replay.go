@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -67,6 +68,7 @@ type replayRun struct {
 	source             string
 	est, model, actual float64 // CPU seconds; model 0 when the model did not run on the hot path
 	optimizer          float64 // the calibrated optimizer's CPU seconds (0: no hot-path plan, or not fitted yet)
+	lo, hi             float64 // the served central 80% interval, CPU seconds
 	class              int     // the class of the cluster it went to (-1: not a class's)
 	decide             time.Duration
 	explained          bool
@@ -140,7 +142,7 @@ func Replay(w io.Writer, o ReplayOptions) error {
 		it := collector.TemplateVariant(s.t, o.Scale, s.v, int64(o.Seed), 0, o.Domains)
 		for k := range o.Settings {
 			j := (i + k) % len(o.Settings)
-			r, err := replayOne(client, o.Settings[j].ProxyURL, it)
+			r, err := replayOne(client, o.Settings[j].ProxyURL, "bench-replay", it)
 			if err != nil {
 				fmt.Fprintf(w, "  %s: skipped %s v%d: %v\n", o.Settings[j].Name, s.t.Name, s.v, err)
 				continue
@@ -189,16 +191,28 @@ func writeRun(w io.Writer, setting string, r replayRun) {
 	w.Write(append(b, '\n'))
 }
 
-// replayOne runs one statement to its end through the proxy.
-func replayOne(c *http.Client, base string, it collector.Item) (replayRun, error) {
+// errNotEstimated: the statement ran, but the proxy served no estimate
+// for it (it failed open).
+var errNotEstimated = errors.New("not estimated")
+
+// statementHeader is the header of a statement's submission as user: the
+// item's catalog, schema and session.
+func statementHeader(user string, it collector.Item) http.Header {
+	h := http.Header{}
+	h.Set("X-Trino-User", user)
+	h.Set("X-Trino-Catalog", it.Catalog)
+	h.Set("X-Trino-Schema", it.Schema)
+	for k, v := range it.Session {
+		h.Add("X-Trino-Session", k+"="+v)
+	}
+	return h
+}
+
+// replayOne runs one statement to its end through the proxy, as user.
+func replayOne(c *http.Client, base, user string, it collector.Item) (replayRun, error) {
 	var r replayRun
 	req, _ := http.NewRequest("POST", base+"/v1/statement", strings.NewReader(it.SQL))
-	req.Header.Set("X-Trino-User", "bench-replay")
-	req.Header.Set("X-Trino-Catalog", it.Catalog)
-	req.Header.Set("X-Trino-Schema", it.Schema)
-	for k, v := range it.Session {
-		req.Header.Add("X-Trino-Session", k+"="+v)
-	}
+	req.Header = statementHeader(user, it)
 	type page struct {
 		NextURI string `json:"nextUri"`
 		Error   *struct{ Message string }
@@ -226,6 +240,7 @@ func replayOne(c *http.Client, base string, it collector.Item) (replayRun, error
 	est := h.Get("X-Prestroid-Estimate")
 	r.source, _, _ = strings.Cut(est, ";")
 	r.est = estimateField(est, "cpu")
+	r.lo, r.hi = estimateField(est, "lo"), estimateField(est, "hi")
 	r.model = estimateField(est, "model")
 	r.optimizer = estimateField(est, "optimizer")
 	r.decide = serverTiming(h.Get("Server-Timing"), "prestroid")
@@ -238,7 +253,7 @@ func replayOne(c *http.Client, base string, it collector.Item) (replayRun, error
 	r.explained = serverTiming(h.Get("Server-Timing"), "explain") > 0
 	for p.NextURI != "" {
 		g, _ := http.NewRequest("GET", p.NextURI, nil)
-		g.Header.Set("X-Trino-User", "bench-replay")
+		g.Header.Set("X-Trino-User", user)
 		if p, _, err = do(g); err != nil {
 			return r, err
 		}
@@ -247,7 +262,7 @@ func replayOne(c *http.Client, base string, it collector.Item) (replayRun, error
 		return r, fmt.Errorf("state %s %v", p.Stats.State, p.Error)
 	}
 	if r.source == "" {
-		return r, fmt.Errorf("not estimated: %s", h.Get("X-Prestroid-Decision"))
+		return r, fmt.Errorf("%w: %s", errNotEstimated, h.Get("X-Prestroid-Decision"))
 	}
 	r.actual = math.Max(float64(p.Stats.CPUTimeMillis)/1000, 0.001)
 	return r, nil

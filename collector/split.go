@@ -84,3 +84,30 @@ func (s *Split) WriteFile(path string) error {
 	}
 	return nil
 }
+
+// LoadSplit reads a split file (data/split.json, written by WriteFile).
+func LoadSplit(path string) (*Split, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
+	var s Split
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("collector: split %s: %w", path, err)
+	}
+	return &s, nil
+}
+
+// Part is the template names of a part of the split: "train",
+// "validation" or "test" (false for any other name).
+func (s *Split) Part(name string) ([]string, bool) {
+	switch name {
+	case "train":
+		return s.Train, true
+	case "validation":
+		return s.Validation, true
+	case "test":
+		return s.Test, true
+	}
+	return nil, false
+}

@@ -23,3 +23,23 @@ func TestHashPart(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadSplitReadsThePartsOfTheCommittedSplit(t *testing.T) {
+	s, err := LoadSplit("../data/split.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, ok := s.Part("test")
+	if !ok || len(test) == 0 {
+		t.Fatalf("test part %v (ok %v)", test, ok)
+	}
+	if p := s.ByTemplate[test[0]]; p != "test" {
+		t.Errorf("%s of the test part is in %q by template", test[0], p)
+	}
+	if _, ok := s.Part("holdout"); ok {
+		t.Error("an unknown part was found")
+	}
+	if _, err := LoadSplit("../data/no-such-split.json"); err == nil {
+		t.Error("a missing file was read")
+	}
+}

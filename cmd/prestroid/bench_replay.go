@@ -48,17 +48,10 @@ func benchReplay(args []string) int {
 		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
 		return 1
 	}
-	var bounds []float64
-	for _, f := range strings.Split(*classes, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		b, err := strconv.ParseFloat(f, 64)
-		if err != nil || !(b > 0) || (len(bounds) > 0 && b <= bounds[len(bounds)-1]) {
-			fmt.Fprintf(os.Stderr, "prestroid bench replay: --classes %q: want increasing positive CPU seconds\n", *classes)
-			return 2
-		}
-		bounds = append(bounds, b)
+	bounds, err := parseClassBounds(*classes)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
+		return 2
 	}
 	o := bench.ReplayOptions{Workloads: *workloads, Families: fam, Scale: *scale, Domains: dom, N: *n, New: *share, Seed: *seed, Bounds: bounds, MaxDuration: *maxDur}
 	if *runsOut != "" {
@@ -105,4 +98,22 @@ func runBenchReplay(trino, model, ortLib string, settings []string, ro bench.Rep
 		ro.Settings = append(ro.Settings, bench.ReplaySetting{Name: mode, ProxyURL: base})
 	}
 	return bench.Replay(os.Stdout, ro)
+}
+
+// parseClassBounds reads --classes: the routing classes' CPU-second
+// bounds, comma-separated, increasing (a last unbounded class follows
+// them).
+func parseClassBounds(s string) ([]float64, error) {
+	var bounds []float64
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		b, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(b > 0) || (len(bounds) > 0 && b <= bounds[len(bounds)-1]) {
+			return nil, fmt.Errorf("--classes %q: want increasing positive CPU seconds", s)
+		}
+		bounds = append(bounds, b)
+	}
+	return bounds, nil
 }

@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/collector"
+)
+
+// run is a hand-made execution: served est in [lo, hi] to class, actual
+// CPU seconds.
+func run(kind, source string, est, lo, hi, actual float64, class int) servedRun {
+	return servedRun{replayRun: replayRun{kind: kind, source: source, est: est, lo: lo, hi: hi, actual: actual,
+		class: class, decide: time.Millisecond}, scale: "tiny", cost: math.NaN()}
+}
+
+func rowOf(t *testing.T, tb ServedTable, group string) ServedRow {
+	t.Helper()
+	for _, r := range tb.Rows {
+		if r.Group == group {
+			return r
+		}
+	}
+	t.Fatalf("no row %q", group)
+	return ServedRow{}
+}
+
+func near(a num, b float64) bool { return math.Abs(float64(a)-b) < 1e-9 }
+
+func TestServedRowsCountCoverageWrongAndTooSmallClasses(t *testing.T) {
+	bounds := []float64{2, 20} // classes: <= 2 s, <= 20 s, larger
+	log := &servedLog{minCalib: 10}
+	for _, r := range []servedRun{
+		run(kindNewShape, "model", 1, 0.5, 2, 1, 0),       // inside, right class
+		run(kindNewShape, "model", 1, 0.5, 2, 5, 0),       // outside, class 0 for 5 s: wrong and too small
+		run(kindNewLiterals, "text", 30, 10, 60, 0.5, 2),  // outside, class 2 for 0.5 s: wrong, not too small
+		run(kindRepeat, "history", 10, 5, 15, 10, 1),      // inside, right class
+		run(kindRepeat, "history", 40, 30, 50, 25, 1),     // outside, class 1 for 25 s: too small
+		run(kindRepeat, "history", 0.01, 0.005, 1, 1, -1), // inside; a cluster of no class: wrong, not too small
+	} {
+		log.add(r)
+	}
+	tb := servedTable("tiny", log.runs, bounds)
+
+	all := rowOf(t, tb, "all, first sight")
+	if all.N != 3 || !near(all.Coverage, 1.0/3) || !near(all.Wrong, 2.0/3) || !near(all.TooSmall, 1.0/3) {
+		t.Errorf("first sight: n %d, coverage %v, wrong %v, too small %v; want 3, 1/3, 2/3, 1/3", all.N, all.Coverage, all.Wrong, all.TooSmall)
+	}
+	if r := rowOf(t, tb, "all, new shape"); r.N != 2 || !near(r.Q50, 5) || !near(r.Coverage, 0.5) {
+		t.Errorf("new shape: n %d, q50 %v, coverage %v; want 2, 5 (the upper median of q 1 and 5), 0.5", r.N, r.Q50, r.Coverage)
+	}
+	rep := rowOf(t, tb, "all, repeat")
+	if rep.N != 3 || !near(rep.Coverage, 2.0/3) || !near(rep.Wrong, 2.0/3) || !near(rep.TooSmall, 1.0/3) {
+		t.Errorf("repeat: n %d, coverage %v, wrong %v, too small %v; want 3, 2/3, 2/3, 1/3", rep.N, rep.Coverage, rep.Wrong, rep.TooSmall)
+	}
+	big := rowOf(t, tb, "cpu>=1s, repeat")
+	if big.N != 3 {
+		t.Errorf("cpu>=1s repeat: n %d, want 3 (10 s, 25 s, 1 s)", big.N)
+	}
+	if r := rowOf(t, tb, "cpu>=1s, first sight"); r.N != 2 || !near(r.TooSmall, 0.5) {
+		t.Errorf("cpu>=1s first sight: n %d, too small %v; want 2, 0.5", r.N, r.TooSmall)
+	}
+	if r := rowOf(t, tb, "source history"); r.N != 3 {
+		t.Errorf("source history: n %d, want 3", r.N)
+	}
+	if r := rowOf(t, tb, "source optimizer"); r.N != 0 || !math.IsNaN(float64(r.Coverage)) {
+		t.Errorf("source optimizer: n %d, coverage %v; want 0, NaN", r.N, r.Coverage)
+	}
+	if !near(tb.DecisionP50MS, 1) {
+		t.Errorf("decision p50 %v ms, want 1", tb.DecisionP50MS)
+	}
+}
+
+func TestServedOptimizerBaselineIsFittedOnlyOnEarlierExecutions(t *testing.T) {
+	const a, b = 1.0, 0.5 // ln CPU = a + b·ln(1+cost)
+	line := func(cost float64) float64 { return math.Exp(a + b*math.Log1p(cost)) }
+	log := &servedLog{minCalib: 10}
+	for i := range 10 {
+		cost := math.Pow(10, float64(i))
+		r := log.add(servedRun{replayRun: replayRun{kind: kindNewShape, est: 1, actual: line(cost)}, cost: cost})
+		if r.opt != 0 {
+			t.Fatalf("execution %d has an optimizer number %v with %d before it (want none below 10)", i, r.opt, i)
+		}
+	}
+	// No plan cost: no number, and nothing learned.
+	if r := log.add(servedRun{replayRun: replayRun{est: 1, actual: 1000}, cost: math.NaN()}); r.opt != 0 {
+		t.Errorf("an execution without a plan cost got optimizer number %v", r.opt)
+	}
+	// The 11th costed one: the line through the 10 before it, whatever its own actual.
+	r := log.add(servedRun{replayRun: replayRun{kind: kindRepeat, est: 2, actual: 100 * line(5)}, cost: 5})
+	if math.Abs(r.opt-line(5)) > 1e-6*line(5) {
+		t.Errorf("11th execution: optimizer %v, want %v (the fit before it, not pulled by its own actual)", r.opt, line(5))
+	}
+	// The 12th sees the 11th's miss: its number moves off the line.
+	r = log.add(servedRun{replayRun: replayRun{kind: kindRepeat, est: 2, actual: line(5)}, cost: 5})
+	if r.opt <= line(5)*1.01 {
+		t.Errorf("12th execution: optimizer %v, want above %v after the 11th ran 100x over", r.opt, line(5))
+	}
+	row := servedRow(log.runs, []float64{2, 20})
+	if row.Optimizer.N != 2 || row.N != 13 {
+		t.Errorf("optimizer baseline on %d of %d executions, want 2 of 13", row.Optimizer.N, row.N)
+	}
+	if !near(row.Optimizer.ServedQ50, 100*line(5)/2) {
+		t.Errorf("served q50 on the optimizer's executions %v, want %v (the upper of the two)", row.Optimizer.ServedQ50, 100*line(5)/2)
+	}
+}
+
+func TestServedReportJSONWritesNullForFiguresOfNothing(t *testing.T) {
+	rep := &ServedReport{Bounds: []float64{2}, Skipped: map[string]int{}}
+	rep.fill([]servedRun{run(kindNewShape, "model", 1, 0.5, 2, 1, 0)}, []string{"tiny"})
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"group":"all, repeat","n":0,"q50":null`) {
+		t.Errorf("an empty group's figures are not null: %s", b)
+	}
+	var buf bytes.Buffer
+	rep.Text(&buf)
+	if !strings.Contains(buf.String(), "scale tiny: 1 executions") || strings.Contains(buf.String(), "all, repeat") {
+		t.Errorf("text report: want the tiny table without empty rows:\n%s", buf.String())
+	}
+}
+
+func TestServedWorkloadFillsThePartsTemplatesAsCollectDoes(t *testing.T) {
+	dom, err := collector.LoadDomains(filepath.Join("..", "data", "domains.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q12 := collector.Template{Name: "tpch/q12", Family: "tpch", Catalog: "tpch",
+		Text: `SELECT count(*) FROM "${database}"."${schema}"."${prefix}lineitem" AS l WHERE l.shipmode IN ('MAIL', 'SHIP') AND l.quantity < 10`}
+	w := ServedWorkload{
+		Split:  &collector.Split{Train: []string{"tpch/q01"}, Test: []string{"gen/window", "tpch/q12", "tpcds/q99", "gen/nope"}},
+		Parts:  []string{"test"},
+		Scales: []string{"tiny", "sf1"}, Storage: "iceberg", Variants: 2, Seed: 1, SessionShare: 0.5,
+	}
+	items, skipped, err := w.Items([]collector.Template{q12}, dom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(skipped, []string{"tpcds/q99", "gen/nope"}) {
+		t.Errorf("not buildable: %v, want tpcds/q99 (no file) and gen/nope (no kind)", skipped)
+	}
+	count := map[string]int{}
+	for _, it := range items {
+		count[it.Workload.Template+"@"+it.Workload.Scale]++
+		want := map[string]string{"tpch": "tpch_", "gen": "tpcds_"}[it.Workload.Family] + strings.ReplaceAll(it.Workload.Scale, ".", "_")
+		if it.Catalog != "iceberg" || it.Schema != want {
+			t.Errorf("%s at %s runs on %s.%s, want iceberg.%s", it.Workload.Template, it.Workload.Scale, it.Catalog, it.Schema, want)
+		}
+	}
+	for _, k := range []string{"tpch/q12@tiny", "tpch/q12@sf1", "gen/window@tiny", "gen/window@sf1"} {
+		if count[k] != 2 {
+			t.Errorf("%s: %d statements, want 2 (the variants)", k, count[k])
+		}
+	}
+	if len(count) != 4 {
+		t.Errorf("statements of %v, want only q12 and gen/window (no other generator kind)", count)
+	}
+	if _, _, err := (ServedWorkload{Split: w.Split, Parts: []string{"holdout"}}).Items(nil, dom); err == nil {
+		t.Error("an unknown part was accepted")
+	}
+}

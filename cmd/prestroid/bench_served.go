@@ -1,0 +1,372 @@
+package main
+
+// prestroid bench served: flag parsing and the wiring for bench.Served:
+// the binary as shipped (`prestroid serve`, a subprocess with a generated
+// configuration: one cluster per routing class, all the one real Trino,
+// everything else the shipped defaults) and the statements of the split's
+// held-out templates, filled as collect fills them.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trinodb/trino-go-client/trino"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/prestroid/prestroid/bench"
+	"github.com/prestroid/prestroid/collector"
+)
+
+func init() {
+	registerBench("served", "the estimates `prestroid serve` as shipped serves on the split's held-out templates: q-error, 80% interval coverage, wrong and too-small class per scale, kind and source, vs the calibrated optimizer and the plain model", benchServed)
+}
+
+// servedFlags are bench served's flags.
+type servedFlags struct {
+	binary, trino, classes, explain, model, ortLib string
+	workloads, split, parts, templates, domains    string
+	scales, catalog                                string
+	variants, repeats                              int
+	seed                                           int64
+	sessionShare                                   float64
+	maxDuration                                    time.Duration
+	runsOut, out, serveLog                         string
+	progress                                       bool
+}
+
+func servedFlagSet(f *servedFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("bench served", flag.ContinueOnError)
+	self, _ := os.Executable()
+	fs.StringVar(&f.binary, "binary", self, "the prestroid binary whose serve is evaluated")
+	fs.StringVar(&f.trino, "trino", "http://127.0.0.1:8095", "real Trino coordinator URL: every class's cluster, and asked directly for the optimizer baseline's plans")
+	fs.StringVar(&f.classes, "classes", "2,20", "routing classes' CPU-second bounds, comma-separated, increasing (a last unbounded class is added)")
+	fs.StringVar(&f.explain, "explain", "", "estimator.explain of the proxy: always, when-uncertain or never (default: the shipped default)")
+	fs.StringVar(&f.model, "model", "", "model bundle directory (estimator.model; default: the embedded model)")
+	fs.StringVar(&f.ortLib, "ort-lib", "", "ONNX Runtime library (estimator.ort_lib; default: $PRESTROID_ORT_LIB, then the one `make ort` installs)")
+	fs.StringVar(&f.workloads, "workloads", "../shared/workloads", "directory with tpch/*.sql and tpcds/*.sql: trinodb/trino's benchmark queries (docs/workloads.md)")
+	fs.StringVar(&f.split, "split", "data/split.json", "template-level train/validation/test split")
+	fs.StringVar(&f.parts, "parts", "test", "parts of the split whose templates run, comma-separated")
+	fs.StringVar(&f.templates, "templates", "", "keep only these templates of the parts, comma-separated (e.g. tpch/q12,gen/window; empty: all)")
+	fs.StringVar(&f.domains, "domains", "data/domains.json", "literal domains of the variant generator (missing ones are read from --trino, not saved)")
+	fs.StringVar(&f.scales, "scales", "tiny,sf1", "schemas the templates are filled at, comma-separated, in order")
+	fs.StringVar(&f.catalog, "catalog", "iceberg", "storage catalog of the materialized copies, as collect --storage (empty: the tpch/tpcds connectors)")
+	fs.IntVar(&f.variants, "variants", 3, "variants per template and scale (variant 0: the file's own values)")
+	fs.IntVar(&f.repeats, "repeats", 1, "passes after the first that run every statement again, shuffled")
+	fs.Int64Var(&f.seed, "seed", 1, "seed of the variants (as collect's) and of the orders")
+	fs.Float64Var(&f.sessionShare, "session-share", 0.5, "share of variants run with a varied session (as collect's)")
+	fs.DurationVar(&f.maxDuration, "max-duration", 0, "stop after this long and report on what ran (0: none)")
+	fs.StringVar(&f.runsOut, "runs-out", "", "write one JSON line per execution to this file")
+	fs.StringVar(&f.out, "out", "", "write the report's every figure as JSON to this file")
+	fs.StringVar(&f.serveLog, "serve-log", "", "the proxy's stderr (default: beside --out, else --runs-out, else bench-served.serve.log)")
+	fs.BoolVar(&f.progress, "progress", true, "a line per execution on stderr")
+	return fs
+}
+
+func benchServed(args []string) int {
+	var f servedFlags
+	if err := servedFlagSet(&f).Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runBenchServed(ctx, &f); err != nil {
+		fmt.Fprintln(os.Stderr, "prestroid bench served:", err)
+		return 1
+	}
+	return 0
+}
+
+func runBenchServed(ctx context.Context, f *servedFlags) error {
+	bounds, err := parseClassBounds(f.classes)
+	if err != nil {
+		return err
+	}
+	if f.binary == "" {
+		return errors.New("--binary: no prestroid binary")
+	}
+	ts, err := collector.LoadTemplates(f.workloads)
+	if err != nil {
+		return err
+	}
+	split, err := collector.LoadSplit(f.split)
+	if err != nil {
+		return err
+	}
+	dom, err := collector.LoadDomains(f.domains)
+	if err != nil {
+		return err
+	}
+	wl := bench.ServedWorkload{Split: split, Parts: splitList(f.parts), Templates: splitList(f.templates),
+		Scales: splitList(f.scales), Storage: f.catalog, Variants: f.variants, Seed: f.seed, SessionShare: f.sessionShare}
+	gen, _, _, err := wl.GenConfig(ts)
+	if err != nil {
+		return err
+	}
+	conn, err := trino.NewConnector(&trino.Config{ServerURI: strings.Replace(f.trino, "://", "://"+bench.ServedUser+"@", 1), Source: "prestroid-bench"})
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	if err := fetchDomains(ctx, db, dom, ts, gen); err != nil {
+		return err
+	}
+	if f.catalog != "" {
+		if err := checkStorage(ctx, db, f.catalog, ts, gen); err != nil {
+			return err
+		}
+	}
+	items, skipped, err := wl.Items(ts, dom)
+	if err != nil {
+		return err
+	}
+	if len(skipped) > 0 {
+		fmt.Printf("not run: %s (neither a template file in %s nor a generator kind)\n", strings.Join(skipped, ", "), f.workloads)
+	}
+
+	dir, err := os.MkdirTemp("", "prestroid-bench-served-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cfg, err := servedConfig(f, bounds, port)
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(dir, "prestroid.yaml")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return err
+	}
+	logPath := servedLogPath(f)
+	proxy, err := startServe(ctx, f.binary, cfgPath, logPath, port)
+	if err != nil {
+		return err
+	}
+	defer proxy.stop()
+	fmt.Printf("prestroid serve (%s) on %s, its log in %s\n", f.binary, proxy.base, logPath)
+
+	o := bench.ServedOptions{ProxyURL: proxy.base, Trino: f.trino, Bounds: bounds, Items: items,
+		Repeats: f.repeats, Seed: uint64(f.seed), MaxDuration: f.maxDuration}
+	if f.progress {
+		o.Progress = os.Stderr
+	}
+	if f.runsOut != "" {
+		rf, err := os.Create(f.runsOut)
+		if err != nil {
+			return err
+		}
+		defer rf.Close()
+		o.Runs = rf
+	}
+	rep, err := bench.Served(ctx, os.Stdout, o)
+	if err != nil {
+		return err
+	}
+	if f.out == "" {
+		return nil
+	}
+	rep.Settings = map[string]any{"binary": f.binary, "trino": f.trino, "classes": bounds, "explain": f.explain,
+		"model": f.model, "parts": wl.Parts, "templates": wl.Templates, "scales": wl.Scales, "catalog": f.catalog,
+		"variants": f.variants, "repeats": f.repeats, "seed": f.seed, "session_share": f.sessionShare,
+		"not_run": skipped, "config": string(cfg)}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(f.out, append(b, '\n'), 0o644)
+}
+
+// servedConfig is the proxy's configuration: listening on port, one
+// cluster per routing class (named bench.ClassName(i), all of them
+// f.trino), and f's estimator settings where given; every other setting
+// is the shipped default.
+func servedConfig(f *servedFlags, bounds []float64, port int) ([]byte, error) {
+	type class struct {
+		Name          string  `yaml:"name"`
+		MaxCPUSeconds float64 `yaml:"max_cpu_seconds,omitempty"`
+	}
+	type cluster struct {
+		Name  string `yaml:"name"`
+		URL   string `yaml:"url"`
+		Class string `yaml:"class"`
+	}
+	var c struct {
+		Listen   string    `yaml:"listen"`
+		Clusters []cluster `yaml:"clusters"`
+		Routing  struct {
+			Classes []class `yaml:"classes"`
+		} `yaml:"routing"`
+		Estimator struct {
+			Explain string `yaml:"explain,omitempty"`
+			Model   string `yaml:"model,omitempty"`
+			ORTLib  string `yaml:"ort_lib,omitempty"`
+		} `yaml:"estimator,omitempty"`
+	}
+	c.Listen = "127.0.0.1:" + strconv.Itoa(port)
+	for i := 0; i <= len(bounds); i++ {
+		cl := class{Name: bench.ClassName(i)}
+		if i < len(bounds) {
+			cl.MaxCPUSeconds = bounds[i]
+		}
+		c.Routing.Classes = append(c.Routing.Classes, cl)
+		c.Clusters = append(c.Clusters, cluster{Name: cl.Name, URL: f.trino, Class: cl.Name})
+	}
+	c.Estimator.Explain, c.Estimator.Model, c.Estimator.ORTLib = f.explain, f.model, f.ortLib
+	b, err := yaml.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte("# prestroid bench served: the shipped defaults but for these\n"), b...), nil
+}
+
+// servedLogPath is where the proxy's stderr goes: --serve-log, else
+// beside --out or --runs-out.
+func servedLogPath(f *servedFlags) string {
+	switch {
+	case f.serveLog != "":
+		return f.serveLog
+	case f.out != "":
+		return strings.TrimSuffix(f.out, filepath.Ext(f.out)) + ".serve.log"
+	case f.runsOut != "":
+		return strings.TrimSuffix(f.runsOut, filepath.Ext(f.runsOut)) + ".serve.log"
+	}
+	return "bench-served.serve.log"
+}
+
+// servedEnv is the proxy's environment: this one's without the
+// PRESTROID_ variables that override a configuration (PRESTROID_UPSTREAM
+// would replace the clusters), so that the generated configuration and
+// the shipped defaults are what runs. PRESTROID_ORT_LIB and
+// PRESTROID_CACHE only say where the ONNX Runtime library is.
+func servedEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PRESTROID_") && k != "PRESTROID_ORT_LIB" && k != "PRESTROID_CACHE" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// serveProcess is a running `prestroid serve`.
+type serveProcess struct {
+	base string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited
+	log  *os.File
+}
+
+// startServe starts `binary serve --config cfgPath` (stderr and stdout to
+// logPath) and waits until it answers /readyz with a model loaded.
+func startServe(ctx context.Context, binary, cfgPath, logPath string, port int) (*serveProcess, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, "serve", "--config", cfgPath)
+	cmd.Env = servedEnv(os.Environ())
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s serve: %w", binary, err)
+	}
+	p := &serveProcess{base: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan struct{}), log: lf}
+	go func() {
+		cmd.Wait()
+		close(p.done)
+	}()
+	if err := p.waitReady(ctx, 2*time.Minute); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("prestroid serve (log %s): %w", logPath, err)
+	}
+	return p, nil
+}
+
+// waitReady polls /readyz until it is ready; a proxy without an estimator
+// (the model or ONNX Runtime did not load) is refused: it would estimate
+// nothing.
+func (p *serveProcess) waitReady(ctx context.Context, limit time.Duration) error {
+	c := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(limit)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited: %v", p.cmd.ProcessState)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		resp, err := c.Get(p.base + "/readyz")
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		var r struct {
+			Status string
+			Checks []struct {
+				Name, Detail string
+				OK           bool
+			}
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			last = fmt.Sprintf("/readyz %s %+v", resp.Status, r.Checks)
+			continue
+		}
+		for _, ch := range r.Checks {
+			if ch.Name == "estimator" && ch.Detail != "model loaded" {
+				return fmt.Errorf("no estimator: %s", ch.Detail)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("not ready after %s: %s", limit, last)
+}
+
+// stop ends the proxy: SIGTERM, then SIGKILL if it has not exited within
+// 15 s.
+func (p *serveProcess) stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.log.Close()
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/config"
+	"github.com/prestroid/prestroid/internal/workloads"
+)
+
+func TestBenchServedFlagsDefaultToTheTestPartOnIcebergAtTinyAndSF1(t *testing.T) {
+	var f servedFlags
+	if err := servedFlagSet(&f).Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	for _, c := range []struct{ name, got, want string }{
+		{"binary", f.binary, self}, {"trino", f.trino, "http://127.0.0.1:8095"}, {"classes", f.classes, "2,20"},
+		{"parts", f.parts, "test"}, {"scales", f.scales, "tiny,sf1"}, {"catalog", f.catalog, "iceberg"},
+		{"split", f.split, "data/split.json"}, {"explain", f.explain, ""},
+	} {
+		if c.got != c.want {
+			t.Errorf("--%s defaults to %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if f.variants != 3 || f.repeats != 1 {
+		t.Errorf("--variants %d --repeats %d, want 3 and 1", f.variants, f.repeats)
+	}
+	if err := servedFlagSet(&f).Parse([]string{"--catalog", "", "--explain", "never", "--repeats", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.catalog != "" || f.explain != "never" || f.repeats != 2 {
+		t.Errorf("flags not applied: catalog %q explain %q repeats %d", f.catalog, f.explain, f.repeats)
+	}
+}
+
+// loadServed writes the generated configuration and loads it as serve
+// does.
+func loadServed(t *testing.T, f *servedFlags, bounds []float64) *config.Config {
+	t.Helper()
+	b, err := servedConfig(f, bounds, 18123)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "prestroid.yaml")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"PRESTROID_UPSTREAM", "PRESTROID_EXPLAIN", "PRESTROID_MODEL", "PRESTROID_LISTEN"} {
+		t.Setenv(k, "") // restored after the test
+		os.Unsetenv(k)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	cfg.FillDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	return cfg
+}
+
+func TestBenchServedConfigIsOneClusterPerClassAndTheShippedDefaults(t *testing.T) {
+	f := &servedFlags{trino: "http://127.0.0.1:8095"}
+	cfg := loadServed(t, f, []float64{2, 20})
+	if cfg.Listen != "127.0.0.1:18123" {
+		t.Errorf("listen %q", cfg.Listen)
+	}
+	if len(cfg.Routing.Classes) != 3 || len(cfg.Clusters) != 3 {
+		t.Fatalf("%d classes and %d clusters, want 3 and 3", len(cfg.Routing.Classes), len(cfg.Clusters))
+	}
+	for i, want := range []float64{2, 20, 0} {
+		c, cl := cfg.Routing.Classes[i], cfg.Clusters[i]
+		name := "class" + string(rune('0'+i))
+		if c.Name != name || c.MaxCPUSeconds != want || cl.Name != name || cl.Class != name || cl.URL != f.trino {
+			t.Errorf("class %d: %+v, cluster %+v; want %s bounded by %v, served by %s", i, c, cl, name, want, f.trino)
+		}
+	}
+	def, _ := config.Load("")
+	def.FillDefaults()
+	if cfg.Estimator.Explain != def.Estimator.Explain || cfg.Estimator.CacheTTL != def.Estimator.CacheTTL ||
+		cfg.Estimator.History != def.Estimator.History || cfg.Estimator.Model != "" {
+		t.Errorf("estimator settings differ from the shipped defaults: %+v", cfg.Estimator)
+	}
+
+	f = &servedFlags{trino: "http://t:1", explain: "never", model: "/m", ortLib: "/lib/ort.so"}
+	cfg = loadServed(t, f, []float64{5})
+	if cfg.Estimator.Explain != "never" || cfg.Estimator.Model != "/m" || cfg.Estimator.ORTLib != "/lib/ort.so" || len(cfg.Routing.Classes) != 2 {
+		t.Errorf("flags not in the configuration: explain %q model %q ort %q, %d classes", cfg.Estimator.Explain, cfg.Estimator.Model, cfg.Estimator.ORTLib, len(cfg.Routing.Classes))
+	}
+}
+
+func TestBenchServedKeepsConfigOverridesOutOfTheProxysEnvironment(t *testing.T) {
+	got := servedEnv([]string{"PATH=/bin", "PRESTROID_UPSTREAM=http://x", "PRESTROID_ORT_LIB=/o", "PRESTROID_EXPLAIN=always", "PRESTROID_CACHE=/c", "HOME=/h"})
+	if want := []string{"PATH=/bin", "PRESTROID_ORT_LIB=/o", "PRESTROID_CACHE=/c", "HOME=/h"}; !slices.Equal(got, want) {
+		t.Errorf("env %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		f    servedFlags
+		want string
+	}{
+		{servedFlags{out: "/tmp/r/served.json"}, "/tmp/r/served.serve.log"},
+		{servedFlags{runsOut: "runs.jsonl"}, "runs.serve.log"},
+		{servedFlags{out: "o.json", serveLog: "x.log"}, "x.log"},
+		{servedFlags{}, "bench-served.serve.log"},
+	} {
+		if got := servedLogPath(&c.f); got != c.want {
+			t.Errorf("log of %+v: %q, want %q", c.f, got, c.want)
+		}
+	}
+}
+
+// TestBenchServedAgainstTrino runs the command end to end on one
+// template at tiny on the tpch connector: the harness Trino (make test),
+// this package built as the binary under test.
+func TestBenchServedAgainstTrino(t *testing.T) {
+	trinoURL := os.Getenv("PRESTROID_TRINO_URL")
+	if trinoURL == "" {
+		t.Skip("PRESTROID_TRINO_URL not set: run `make test`, which starts a real Trino")
+	}
+	wl, err := workloads.FromEnv("../../../shared/workloads")
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "prestroid")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var f servedFlags
+	if err := servedFlagSet(&f).Parse([]string{"--binary", bin, "--trino", trinoURL, "--workloads", wl,
+		"--split", "../../data/split.json", "--domains", "../../data/domains.json", "--templates", "tpch/q12",
+		"--scales", "tiny", "--catalog", "", "--variants", "1", "--repeats", "1", "--progress=false",
+		"--ort-lib", os.Getenv("PRESTROID_ORT_LIB"), "--out", filepath.Join(dir, "served.json")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := runBenchServed(ctx, &f); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Executions int
+		Overall    struct {
+			Rows []struct {
+				Group string
+				N     int
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, r := range rep.Overall.Rows {
+		n[r.Group] = r.N
+	}
+	if rep.Executions != 2 || n["all, new shape"] != 1 || n["all, repeat"] != 1 {
+		t.Errorf("executions %d, rows %v; want tpch/q12 once new, once repeated", rep.Executions, n)
+	}
+}
