@@ -40,6 +40,10 @@ import (
 //	                log-linear fit on this deployment's history
 //	none            fail open (the error)
 //
+// A statement that ran before but did not satisfy the history stage gets
+// the answer of a stage after it (text, model+residual, model, optimizer)
+// combined with its own runs (temper, repeats.go).
+//
 // Over the EXPLAIN bound (CascadeOptions.ExplainLimit on every planner)
 // the cascade never waits: it answers from the statement's or its shape's
 // history (source history, with the model's uncertainty), else from the
@@ -137,8 +141,9 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	return s.cascade(r, stages)
 }
 
-// cascade runs the stages in order on r until one answers; the answer
-// carries r's Basis in Learn.
+// cascade runs the stages in order on r until one answers; the answer is
+// tempered by the statement's own runs (temper) and carries r's Basis in
+// Learn.
 func (s *Service) cascade(r *request, stages []stage) (*estimate.Estimate, error) {
 	for _, st := range stages {
 		e, err := st.run(s, r)
@@ -146,6 +151,7 @@ func (s *Service) cascade(r *request, stages []stage) (*estimate.Estimate, error
 		case err != nil:
 			return nil, err
 		case e != nil:
+			s.temper(e, r)
 			e.Learn = MarshalBasis(r.b)
 			return e, nil
 		}

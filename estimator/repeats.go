@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/history"
 )
 
@@ -21,7 +22,9 @@ import (
 // A statement's next run is then predicted from its mean with variance
 // u + r (runNoise): r the noise of one run, the statement's own spread
 // shrunk toward σ² and at least σ², and u = r·v that of the mean. The
-// history's intervals are √(u+r) (historyEstimate, standIn, busyEstimate).
+// history's intervals are √(u+r) (historyEstimate, standIn, busyEstimate),
+// and temper weighs a later stage's number against the statement's mean by
+// precision.
 
 // floorTTL is how long the run-to-run noise read from the history is
 // reused: another replica's repeats reach this one within it (this
@@ -107,4 +110,44 @@ func (s *Service) runNoise(st history.Stats, prior float64) (u, r float64) {
 		u = max(u, (n*max(st.Var, 0)+k*prior*prior)/(n+k)-r)
 	}
 	return u, r
+}
+
+// temper combines e, the answer of a stage after the history, with the
+// statement's own runs (request.exact) when it ran before: in ln CPU, its
+// learned offset is first held between the stage's raw number and the
+// statement's mean m (an offset learned from other statements or shapes
+// may move the number toward m, never away from it nor past it), then the
+// number x and m are weighted by precision, x with the stage's σ², m with
+// u (runNoise, with standIn's prior MaxSpread). The served σ is that of
+// the combined mean plus one run's noise r: √(u·σ²/(u+σ²) + r), never
+// below the run-to-run noise. The stage's σ is its spread against whole
+// runs, so it weighs x a little less than an error of x alone would; the
+// statement's runs, the better evidence, gain by it. Source stays the
+// stage's; the history's answers, the cheap stage's and estimates without
+// a positive number are left alone.
+func (s *Service) temper(e *estimate.Estimate, r *request) {
+	if r.b == nil || r.exact.Count == 0 || !(e.CPUSeconds > 0) {
+		return
+	}
+	raw := math.NaN() // the stage's number before its learned offset
+	switch e.Source {
+	case estimate.SourceModel, estimate.SourceModelResidual:
+		if e.ModelCPUSeconds > 0 {
+			raw = math.Log(e.ModelCPUSeconds)
+		}
+	case estimate.SourceText:
+		raw = r.b.LnText
+	case estimate.SourceOptimizer: // its fit is its calibration: no offset
+	default:
+		return
+	}
+	m, x := r.exact.Mean, math.Log(e.CPUSeconds)
+	if !math.IsNaN(raw) {
+		x = min(max(x, min(raw, m)), max(raw, m))
+	}
+	u, noise := s.runNoise(r.exact, s.opts.Cascade.MaxSpread)
+	vs := max(e.Sigma*e.Sigma, sigmaFloor*sigmaFloor)
+	w := vs / (vs + u) // m's weight
+	e.CPUSeconds = math.Exp(w*m + (1-w)*x)
+	e.Sigma = math.Sqrt(u*vs/(u+vs) + noise)
 }

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/testing/redistest"
 )
@@ -166,5 +168,122 @@ func TestRepeatErrorIsTheHistorysPredictionError(t *testing.T) {
 	s.Flush()
 	if g, _ := s.learn.get(keyRepeat); g.Count != 3 {
 		t.Fatalf("%d repeats, want 3 (the batch's second run of a statement is one)", g.Count)
+	}
+}
+
+// The statement's own runs and a later stage's number: the served number
+// lies between them in ln CPU (between the statement's mean and the stage's
+// raw number when the stage's learned offset pointed away from the mean or
+// past it), nearer the better known, and its σ is never below one run's
+// noise.
+func TestTemperLiesBetweenTheStageAndTheStatementsRuns(t *testing.T) {
+	s := newCascade(t, defaults, nil)
+	const floor = 0.25 // defaults.RepeatSigma, nothing learned
+	for i, c := range []struct {
+		name        string
+		runs        []float64 // the statement's, seconds
+		source      estimate.Source
+		raw, stage  float64 // the stage's number before and after its offset
+		sigma       float64 // the stage's
+		lo, hi      float64 // the served number
+		sigLo, sigH float64 // its σ
+	}{
+		// One run at 0.2 s; the model's 2 s corrected to 1 s, σ 1: the run
+		// weighs 1/u = 16 (u = 0.25²) against 1, and σ² = u·1/(u+1) + 0.25².
+		{"one run, a model σ of 1: near the run", []float64{0.2}, estimate.SourceModelResidual, 2, 1, 1,
+			0.2 * math.Pow(5, 1.0/17) * 0.999, 0.2 * math.Pow(5, 1.0/17) * 1.001, 0.3483, 0.3484},
+		{"a confident stage: near the stage, σ at the noise", []float64{0.2}, estimate.SourceModel, 2, 1, 0.05,
+			0.9, 1, floor, 0.26},
+		{"an offset away from the run counts for nothing", []float64{0.2}, estimate.SourceModelResidual, 1, 3, 1,
+			0.2, 0.2 * math.Pow(5, 1.0/17) * 1.001, floor, 0.35},
+		{"an offset past the run stops at it", []float64{4}, estimate.SourceModelResidual, 1, 9, 1,
+			4 * 0.999, 4 * 1.001, floor, 0.35},
+		{"text, likewise", []float64{0.2}, estimate.SourceText, 1, 3, 0.5,
+			0.2, 1, floor, 0.35},
+		{"the optimizer has no offset to hold", []float64{0.2}, estimate.SourceOptimizer, math.NaN(), 5, 1,
+			0.2, 5, floor, 0.35},
+		// (Its two repeats, predicted exactly, also lower the learned
+		// noise to 0.25/√3.)
+		{"three runs weigh more than one", []float64{0.2, 0.2, 0.2}, estimate.SourceModel, 2, 2, 1,
+			0.2, 0.2 * math.Pow(10, 1.0/17), floor / math.Sqrt(3), 0.3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := fmt.Sprintf("SELECT * FROM t%d", i)
+			observe(s, q, c.runs...)
+			r := newRequest(nil, q)
+			historyStage{}.run(s, r)
+			e := &estimate.Estimate{Estimated: true, Source: c.source, CPUSeconds: c.stage, Sigma: c.sigma}
+			switch c.source {
+			case estimate.SourceModel, estimate.SourceModelResidual:
+				e.ModelCPUSeconds = c.raw
+			case estimate.SourceText:
+				r.b.LnText = math.Log(c.raw)
+			}
+			s.temper(e, r)
+			m := math.Exp(r.exact.Mean)
+			if e.CPUSeconds < min(m, c.stage)*(1-1e-12) || e.CPUSeconds > max(m, c.stage)*(1+1e-12) ||
+				e.CPUSeconds < c.lo || e.CPUSeconds > c.hi || e.Sigma < c.sigLo || e.Sigma > c.sigH || e.Sigma < s.repeatSigma() || e.Source != c.source {
+				t.Fatalf("served %s %.4g s σ %.4f; want %.4g–%.4g s (runs' mean %.4g s, stage %.4g s), σ %.4f–%.4f",
+					e.Source, e.CPUSeconds, e.Sigma, c.lo, c.hi, m, c.stage, c.sigLo, c.sigH)
+			}
+		})
+	}
+	t.Run("a statement that never ran is left alone", func(t *testing.T) {
+		r := newRequest(nil, "SELECT * FROM never_ran")
+		historyStage{}.run(s, r)
+		e := &estimate.Estimate{Estimated: true, Source: estimate.SourceModel, CPUSeconds: 2, ModelCPUSeconds: 1, Sigma: 1}
+		if s.temper(e, r); e.CPUSeconds != 2 || e.Sigma != 1 {
+			t.Fatalf("got %.4g s σ %.4g; want the stage's 2 s σ 1", e.CPUSeconds, e.Sigma)
+		}
+	})
+}
+
+// The case seen through the proxy: the deployment's global offset, learned
+// from other shapes' cold first runs, is 3×; a statement runs far below
+// the model's number. Its second run was served by model+residual at half
+// the shape's evidence and half the global offset, 5× what it had just
+// cost; now the statement's own run decides.
+func TestSecondRunIsServedNearTheFirst(t *testing.T) {
+	srv := httptest.NewServer(&fakePlanner{})
+	defer srv.Close()
+	s := newCascade(t, defaults, constModel(2))
+	// Other shapes run at 1× and 9× the model's number (3× on average, a
+	// spread of ln 3), ten before the statement's first run, ten between
+	// its first and its second.
+	others := func(from int) {
+		for i := from; i < from+10; i++ {
+			e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM other%d", i))
+			s.Observe(basisOf(e), 2*math.Pow(9, float64(i%2)))
+			s.Flush()
+		}
+	}
+	others(0)
+	const q = "SELECT * FROM lineitem WHERE l_orderkey = 42"
+	first := estimateSQL(t, s, []string{srv.URL}, q)
+	const actual = 0.2
+	if first.Source != estimate.SourceModel || first.CPUSeconds < 4 {
+		t.Fatalf("first run: %s %.3g s; want the model with the global offset, ≥ 4 s", first.Source, first.CPUSeconds)
+	}
+	s.Observe(basisOf(first), actual)
+	s.Flush()
+	others(10)
+	second := estimateSQL(t, s, []string{srv.URL}, q)
+	t.Logf("first run: served %.3g s, ran %.3g s; second: served %s %.3g s σ %.3f", first.CPUSeconds, actual, second.Source, second.CPUSeconds, second.Sigma)
+	if second.Source != estimate.SourceModelResidual || second.CPUSeconds < actual || second.CPUSeconds > 1.3*actual {
+		t.Fatalf("second run: %s %.3g s; want model+residual within 1.3× of the first run's %.3g s, never below it", second.Source, second.CPUSeconds, actual)
+	}
+	if second.Sigma < defaults.RepeatSigma {
+		t.Fatalf("second run: σ %.3f below the run-to-run noise %.2f", second.Sigma, defaults.RepeatSigma)
+	}
+	// Other literals of the same shape are not the statement: the shape's
+	// residual, shrunk toward the global offset, lies between the plain
+	// model's number (the global offset alone) and the shape's own
+	// residual's.
+	other := estimateSQL(t, s, []string{srv.URL}, "SELECT * FROM lineitem WHERE l_orderkey = 43")
+	plain := estimateSQL(t, s, []string{srv.URL}, "SELECT * FROM brand_new")
+	t.Logf("other literals: %s %.3g s; a new shape: %s %.3g s", other.Source, other.CPUSeconds, plain.Source, plain.CPUSeconds)
+	if other.Source != estimate.SourceModelResidual || other.CPUSeconds < actual || other.CPUSeconds > plain.CPUSeconds {
+		t.Fatalf("other literals: %s %.3g s; want model+residual between the shape's %.3g s and the plain model's %.3g s",
+			other.Source, other.CPUSeconds, actual, plain.CPUSeconds)
 	}
 }
