@@ -128,7 +128,8 @@ const (
 	DefaultHistoryMaxSpread   = 0.5 // ln CPU: runs within ~1.6x of each other
 	DefaultHistoryAlpha       = 0.2
 	DefaultHistoryShrink      = 1.0
-	DefaultHistoryModelSigma  = 1.0 // ln CPU: the model within ~2.7x, before this deployment's own spread is known
+	DefaultHistoryModelSigma  = 1.0  // ln CPU: the model within ~2.7x, before this deployment's own spread is known
+	DefaultHistoryRepeatSigma = 0.25 // ln CPU: reruns within ~1.4x (80%), before this deployment's own repeats are known
 	DefaultHistoryMinCalib    = 10
 	// DefaultHistoryRedisTimeout bounds one history read from Redis
 	// (Estimator.History.RedisTimeout).
@@ -231,6 +232,7 @@ func (c *Config) FillDefaults() {
 	setFloat(&h.Alpha, DefaultHistoryAlpha)
 	setFloat(&h.Shrink, DefaultHistoryShrink)
 	setFloat(&h.ModelSigma, DefaultHistoryModelSigma)
+	setFloat(&h.RepeatSigma, DefaultHistoryRepeatSigma)
 	setInt(&h.MinCalibration, DefaultHistoryMinCalib)
 	// Replicas that share admission share the history, unless it is
 	// explicitly a file per replica.

@@ -52,6 +52,7 @@ func TestFillDefaultsSetsZeroFieldsOnly(t *testing.T) {
 		{"estimator.history.alpha", c.Estimator.History.Alpha, DefaultHistoryAlpha},
 		{"estimator.history.shrink", c.Estimator.History.Shrink, DefaultHistoryShrink},
 		{"estimator.history.model_sigma", c.Estimator.History.ModelSigma, DefaultHistoryModelSigma},
+		{"estimator.history.repeat_sigma", c.Estimator.History.RepeatSigma, DefaultHistoryRepeatSigma},
 		{"estimator.history.min_calibration", c.Estimator.History.MinCalibration, DefaultHistoryMinCalib},
 		{"estimator.history.path (empty: in memory)", c.Estimator.History.Path, ""},
 		{"estimator.history.redis (empty: admission.redis, here none)", c.Estimator.History.Redis, ""},

@@ -149,6 +149,12 @@ type History struct {
 	// deviation of ln CPU) until this deployment's own is learned. Zero
 	// means 1.
 	ModelSigma float64 `yaml:"model_sigma"`
+	// RepeatSigma is the prior of the run-to-run noise (standard deviation
+	// of ln CPU between runs of one statement: load, JIT warmth), which
+	// floors the history's intervals, until this deployment's own repeats
+	// teach it (each weighs as much as the prior after Shrink of them).
+	// Zero means 0.25.
+	RepeatSigma float64 `yaml:"repeat_sigma"`
 	// MinCalibration is how many explained runs the optimizer calibration
 	// (Trino's cpuCost → seconds) needs before it stands in for a failing
 	// model. Zero means 10.
@@ -200,6 +206,7 @@ func (c *Config) validateEstimator() error {
 	}{{"estimator.cheap_cpu_seconds", e.CheapCPUSeconds}, {"estimator.history.max_entries", float64(h.MaxEntries)},
 		{"estimator.history.min_count", float64(h.MinCount)}, {"estimator.history.max_spread", h.MaxSpread},
 		{"estimator.history.shrink", h.Shrink}, {"estimator.history.model_sigma", h.ModelSigma},
+		{"estimator.history.repeat_sigma", h.RepeatSigma},
 		{"estimator.history.min_calibration", float64(h.MinCalibration)}} {
 		if f.v < 0 || f.v != f.v {
 			return bad(f.key, f.v, "must not be negative")

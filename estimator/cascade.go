@@ -40,6 +40,10 @@ import (
 //	                log-linear fit on this deployment's history
 //	none            fail open (the error)
 //
+// A statement that ran before but did not satisfy the history stage gets
+// the answer of a stage after it (text, model+residual, model, optimizer)
+// combined with its own runs (temper, repeats.go).
+//
 // Over the EXPLAIN bound (CascadeOptions.ExplainLimit on every planner)
 // the cascade never waits: it answers from the statement's or its shape's
 // history (source history, with the model's uncertainty), else from the
@@ -142,8 +146,9 @@ func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string,
 	return s.cascade(r, stages)
 }
 
-// cascade runs the stages in order on r until one answers; the answer
-// carries r's Basis in Learn.
+// cascade runs the stages in order on r until one answers; the answer is
+// tempered by the statement's own runs (temper) and carries r's Basis in
+// Learn.
 func (s *Service) cascade(r *request, stages []stage) (*estimate.Estimate, error) {
 	for _, st := range stages {
 		e, err := st.run(s, r)
@@ -151,6 +156,7 @@ func (s *Service) cascade(r *request, stages []stage) (*estimate.Estimate, error
 		case err != nil:
 			return nil, err
 		case e != nil:
+			s.temper(e, r)
 			e.Learn = MarshalBasis(r.b)
 			return e, nil
 		}
@@ -186,6 +192,12 @@ type CascadeOptions struct {
 	// estimate (before the deployment's own residual spread is known). Zero
 	// means none: model estimates carry no interval until learned.
 	ModelSigma float64
+	// RepeatSigma is the prior of the run-to-run noise (standard deviation
+	// of ln CPU between runs of one statement: load, JIT warmth) until the
+	// deployment's own repeats teach it (repeats.go); it floors the
+	// history's intervals. Zero means no prior: the floor is what the
+	// repeats taught (shrunk toward 0 by Shrink runs), sigmaFloor before.
+	RepeatSigma float64
 	// MinCalibration is how many queries the optimizer calibration needs
 	// before the optimizer stage serves. Zero means as soon as a line fits.
 	MinCalibration int
@@ -248,6 +260,7 @@ const (
 	keyModel     = "g:model"
 	keyText      = "g:text"
 	keyOptimizer = "g:optimizer" // (ln(1+cpuCost), ln CPU)
+	keyRepeat    = "g:repeat"    // a repeat's (ln actual − the statement's mean before it), scaled (repeats.go)
 )
 
 // HistoryKeys are the history keys of sql run in the session h: the exact
@@ -341,7 +354,8 @@ func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float
 }
 
 // Observe learns from a completed query: its statement's and shape's
-// history, the shape's residual and the global calibrations, from the
+// history, the shape's residual, the global calibrations and, when the
+// statement ran before, the run-to-run noise (repeats.go), from the
 // estimate's Basis and the query's actual CPU time. It never blocks: the
 // write happens on the learner's goroutine (dropped when its queue is
 // full). A nil Basis is ignored. When the text stage answered and its
@@ -420,6 +434,11 @@ type learner struct {
 	q                         chan observation
 	done                      chan struct{}
 	observed, dropped, errors atomic.Uint64
+	// floor caches the run-to-run noise read from keyRepeat (repeatSigma);
+	// floorGen counts this learner's writes to keyRepeat, which make it
+	// stale at once (another replica's, within floorTTL).
+	floor    atomic.Pointer[cachedFloor]
+	floorGen atomic.Uint64
 }
 
 func newLearner(st history.Store, o CascadeOptions, log *slog.Logger) *learner {
@@ -471,6 +490,11 @@ func (l *learner) write(batch []observation) {
 	var ups []history.Update
 	var flushes []chan struct{}
 	a := l.opts.Alpha
+	// The statements' histories as this batch leaves them, for the
+	// prediction error of each repeat (a statement may run twice in one
+	// batch).
+	exact := map[string]history.Stats{}
+	repeats := false
 	for _, o := range batch {
 		if o.flush != nil {
 			flushes = append(flushes, o.flush)
@@ -479,6 +503,19 @@ func (l *learner) write(batch []observation) {
 		b, y, at := o.b, o.y, o.at
 		add := func(key string, v float64) {
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(v, a, at) }})
+		}
+		if b.Exact != "" {
+			st, ok := exact[b.Exact]
+			if !ok {
+				st, _ = l.store.Get(b.Exact)
+			}
+			if st.Count > 0 {
+				z := repeatError(st, y, a)
+				ra := repeatAlpha(a)
+				ups = append(ups, history.Update{Key: keyRepeat, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(z, ra, at) }})
+				repeats = true
+			}
+			exact[b.Exact] = st.Add(y, a, at)
 		}
 		add(b.Exact, y)
 		add(b.Shape, y)
@@ -500,6 +537,9 @@ func (l *learner) write(batch []observation) {
 		if err := l.store.Update(ups...); err != nil {
 			l.errors.Add(1)
 			l.log.Warn("estimator: history write failed", "error", err)
+		}
+		if repeats {
+			l.floorGen.Add(1)
 		}
 	}
 	for _, f := range flushes {

@@ -97,7 +97,7 @@ func estimateSQL(t *testing.T, s *Service, planners []string, sql string) *estim
 // basisOf is what e hands Observe, as the proxy hands it back.
 func basisOf(e *estimate.Estimate) *Basis { return UnmarshalBasis(e.Learn) }
 
-var defaults = CascadeOptions{CheapCPUSeconds: 0.01, MinCount: 2, MaxSpread: 0.5, Alpha: 0.2, Shrink: 1, ModelSigma: 1, MinCalibration: 5}
+var defaults = CascadeOptions{CheapCPUSeconds: 0.01, MinCount: 2, MaxSpread: 0.5, Alpha: 0.2, Shrink: 1, ModelSigma: 1, RepeatSigma: 0.25, MinCalibration: 5}
 
 func TestCascadeExactRepeatSkipsExplain(t *testing.T) {
 	f := &fakePlanner{}

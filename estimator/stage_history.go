@@ -14,8 +14,9 @@ import (
 // It answers when that record is confident (at least MinCount runs,
 // spread at most MaxSpread): the recency-weighted CPU time, no EXPLAIN,
 // with the plan of the statement's last EXPLAIN when the plan cache still
-// holds it. Without a history, or for EXECUTE (its text does not say what
-// runs), it passes with no Basis.
+// holds it, and an interval at least the run-to-run noise's
+// (historyEstimate). Without a history, or for EXECUTE (its text does not
+// say what runs), it passes with no Basis.
 type historyStage struct{}
 
 func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
@@ -30,18 +31,22 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		r.exact = x
 	}
 	if r.exact.Count >= uint64(max(co.MinCount, 1)) && r.exact.Spread() <= co.MaxSpread {
-		e := s.historyEstimate(r.kind, r.b, r.exact, r.exact.Spread())
+		e := s.historyEstimate(r.kind, r.b, r.exact, 0)
 		s.cachedPlan(e, r.fingerprint(), r.h)
 		return e, nil
 	}
 	return nil, nil
 }
 
-// historyEstimate serves a statement from its history.
-func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, sigma float64) *estimate.Estimate {
+// historyEstimate serves a statement from its history st (Count > 0):
+// its mean, with the σ of its next run about it (runNoise: its spread
+// shrunk toward the learned run-to-run noise, at least that noise, plus
+// the mean's own uncertainty), at least atLeast.
+func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, atLeast float64) *estimate.Estimate {
 	b.Source = estimate.SourceHistory
+	u, r := s.runNoise(st, 0)
 	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
-		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
+		CPUSeconds: math.Exp(st.Mean), Sigma: max(math.Sqrt(u+r), atLeast)}
 }
 
 // standIn is the pre-plan stage's history estimate (estimator.explain
@@ -51,7 +56,8 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 // neither. Its Sigma shrinks the observed spread toward a prior by Shrink
 // observations (at least one): MaxSpread for reruns of the statement (the
 // run-to-run noise a trusted history may have), ModelSigma for other
-// literals (which may cost more).
+// literals (which may cost more); and it is at least what the learned
+// run-to-run noise predicts of the next run (runNoise).
 func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats) *estimate.Estimate {
 	if b == nil {
 		return nil
@@ -65,11 +71,9 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats
 		}
 		st, prior = shape, co.ModelSigma
 	}
-	prior = max(prior, sigmaFloor)
-	n, k := float64(st.Count), max(co.Shrink, 1)
-	sigma := math.Sqrt((n*max(st.Var, 0) + k*prior*prior) / (n + k))
+	u, r := s.runNoise(st, max(prior, sigmaFloor))
 	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
-		CPUSeconds: math.Exp(st.Mean), Sigma: max(sigma, sigmaFloor)}
+		CPUSeconds: math.Exp(st.Mean), Sigma: math.Sqrt(u + r)}
 }
 
 // cachedPlan gives an estimate made without EXPLAIN the plan of the
@@ -89,7 +93,8 @@ func (s *Service) cachedPlan(e *estimate.Estimate, fp string, h http.Header) {
 
 // busyEstimate stands in for an EXPLAIN the bound refused: the statement's
 // history, however short, else its shape's, with at least the model's
-// uncertainty (other literals may cost more); nil when there is neither.
+// uncertainty (other literals may cost more) and its spread; nil when
+// there is neither.
 func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h http.Header) *estimate.Estimate {
 	if b == nil {
 		return nil

@@ -164,7 +164,7 @@ func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptio
 	return estimator.CascadeOptions{
 		CheapCPUSeconds: e.CheapCPUSeconds, ExplainLimit: max(e.ExplainConcurrency, 0),
 		MinCount: h.MinCount, MaxSpread: h.MaxSpread, Alpha: h.Alpha, Shrink: h.Shrink,
-		ModelSigma: h.ModelSigma, MinCalibration: h.MinCalibration,
+		ModelSigma: h.ModelSigma, RepeatSigma: h.RepeatSigma, MinCalibration: h.MinCalibration,
 		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile,
 	}
 }

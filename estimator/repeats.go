@@ -1,0 +1,153 @@
+package estimator
+
+import (
+	"math"
+	"time"
+
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/history"
+)
+
+// Repeats: what a statement's own runs say of its next one.
+//
+// Two runs of one statement differ by the load and the JIT's warmth: the
+// run-to-run noise σ, one per deployment, learned from its repeats. Each
+// time a statement that ran before completes, the learner folds the error
+// of its history's prediction, ln actual − the statement's mean before
+// this run, into keyRepeat, scaled by 1/√(1+v) (repeatError): the mean of n
+// runs is itself off by σ²·v (v = 1/n for a plain mean), so the scaled
+// errors' RMS is σ whatever the counts. repeatSigma shrinks that RMS
+// toward CascadeOptions.RepeatSigma by Shrink repeats.
+//
+// A statement's next run is then predicted from its mean with variance
+// u + r (runNoise): r the noise of one run, the statement's own spread
+// shrunk toward σ² and at least σ², and u = r·v that of the mean. The
+// history's intervals are √(u+r) (historyEstimate, standIn, busyEstimate),
+// and temper weighs a later stage's number against the statement's mean by
+// precision.
+
+// floorTTL is how long the run-to-run noise read from the history is
+// reused: another replica's repeats reach this one within it (this
+// replica's own at once, floorGen). The history stage then reads one key,
+// not two, on the hot path.
+const floorTTL = time.Second
+
+type cachedFloor struct {
+	sigma float64
+	gen   uint64
+	until time.Time
+}
+
+// repeatAlpha is the recency weight of a repeat's error in keyRepeat:
+// 0.01 (the last ~200 repeats weigh most), or alpha when lower (0: a plain
+// mean). The noise is the deployment's, not one statement's: at the
+// history's own 0.2 its RMS would rest on the last ~9 repeats and every
+// interval's width would move by ±25% with their luck.
+func repeatAlpha(alpha float64) float64 { return min(alpha, 0.01) }
+
+// meanVariance is the variance of the history's mean of n runs, in units
+// of one run's: the weights max(alpha, 1/k) of history.Stats give the
+// plain mean's 1/n up to n = 1/alpha, then a variance tending to
+// alpha/(2−alpha) (the EWMA's). +Inf for n = 0.
+func meanVariance(n uint64, alpha float64) float64 {
+	if n == 0 {
+		return math.Inf(1)
+	}
+	if !(alpha > 0) || float64(n)*alpha <= 1 {
+		return 1 / float64(n)
+	}
+	if alpha >= 1 {
+		return 1
+	}
+	// Up to k0 = ⌊1/alpha⌋ runs the weight is 1/k; after, each run gives
+	// v ← (1−alpha)²·v + alpha², whose fixed point is alpha/(2−alpha).
+	k0 := math.Floor(1 / alpha)
+	fix := alpha / (2 - alpha)
+	return fix + math.Pow(1-alpha, 2*(float64(n)-k0))*(1/k0-fix)
+}
+
+// repeatError is the scaled error of a statement's history st (Count > 0)
+// on a run of ln CPU y: (y − mean)/√(1+v), whose RMS is the run-to-run
+// noise.
+func repeatError(st history.Stats, y, alpha float64) float64 {
+	return (y - st.Mean) / math.Sqrt(1+meanVariance(st.Count, alpha))
+}
+
+// repeatSigma is the run-to-run noise: the RMS of the repeats' scaled
+// errors, shrunk toward CascadeOptions.RepeatSigma by Shrink repeats (at
+// least one). Read from the history at most once per floorTTL.
+func (s *Service) repeatSigma() float64 {
+	l := s.learn
+	gen, now := l.floorGen.Load(), time.Now()
+	if c := l.floor.Load(); c != nil && c.gen == gen && now.Before(c.until) {
+		return c.sigma
+	}
+	co := &s.opts.Cascade
+	sigma := co.RepeatSigma
+	if g, ok := l.get(keyRepeat); ok && g.Count > 0 {
+		n, k := float64(g.Count), max(co.Shrink, 1)
+		ms := g.Mean*g.Mean + max(g.Var, 0) // the EWMA of the squared errors
+		sigma = math.Sqrt((n*ms + k*co.RepeatSigma*co.RepeatSigma) / (n + k))
+	}
+	l.floor.Store(&cachedFloor{sigma: sigma, gen: gen, until: now.Add(floorTTL)})
+	return sigma
+}
+
+// runNoise is what a statement's (or a shape's) runs st (Count > 0)
+// predict of its next run, as variances of ln CPU: u of their mean about
+// its true cost, r of one run about it. r is the runs' spread shrunk
+// toward the run-to-run noise σ² by Shrink runs (at least one) and at
+// least σ² (and sigmaFloor²); u is r times the mean's variance factor
+// (meanVariance), raised so that u + r is at least the spread shrunk
+// toward prior² (standIn's priors; 0: none).
+func (s *Service) runNoise(st history.Stats, prior float64) (u, r float64) {
+	co := &s.opts.Cascade
+	f := max(s.repeatSigma(), sigmaFloor)
+	n, k := float64(st.Count), max(co.Shrink, 1)
+	r = max(f*f, (n*max(st.Var, 0)+k*f*f)/(n+k))
+	u = r * meanVariance(st.Count, co.Alpha)
+	if prior > 0 {
+		u = max(u, (n*max(st.Var, 0)+k*prior*prior)/(n+k)-r)
+	}
+	return u, r
+}
+
+// temper combines e, the answer of a stage after the history, with the
+// statement's own runs (request.exact) when it ran before: in ln CPU, its
+// learned offset is first held between the stage's raw number and the
+// statement's mean m (an offset learned from other statements or shapes
+// may move the number toward m, never away from it nor past it), then the
+// number x and m are weighted by precision, x with the stage's σ², m with
+// u (runNoise, with standIn's prior MaxSpread). The served σ is that of
+// the combined mean plus one run's noise r: √(u·σ²/(u+σ²) + r), never
+// below the run-to-run noise. The stage's σ is its spread against whole
+// runs, so it weighs x a little less than an error of x alone would; the
+// statement's runs, the better evidence, gain by it. Source stays the
+// stage's; the history's answers, the cheap stage's and estimates without
+// a positive number are left alone.
+func (s *Service) temper(e *estimate.Estimate, r *request) {
+	if r.b == nil || r.exact.Count == 0 || !(e.CPUSeconds > 0) {
+		return
+	}
+	raw := math.NaN() // the stage's number before its learned offset
+	switch e.Source {
+	case estimate.SourceModel, estimate.SourceModelResidual:
+		if e.ModelCPUSeconds > 0 {
+			raw = math.Log(e.ModelCPUSeconds)
+		}
+	case estimate.SourceText:
+		raw = r.b.LnText
+	case estimate.SourceOptimizer: // its fit is its calibration: no offset
+	default:
+		return
+	}
+	m, x := r.exact.Mean, math.Log(e.CPUSeconds)
+	if !math.IsNaN(raw) {
+		x = min(max(x, min(raw, m)), max(raw, m))
+	}
+	u, noise := s.runNoise(r.exact, s.opts.Cascade.MaxSpread)
+	vs := max(e.Sigma*e.Sigma, sigmaFloor*sigmaFloor)
+	w := vs / (vs + u) // m's weight
+	e.CPUSeconds = math.Exp(w*m + (1-w)*x)
+	e.Sigma = math.Sqrt(u*vs/(u+vs) + noise)
+}
