@@ -86,6 +86,9 @@ type Service struct {
 	// textHook, when set (tests only), stands in for the text model: its
 	// quantiles and the CPU seconds at each.
 	textHook func(sql string) (quantiles, seconds []float64)
+	// textHookReads, when positive (tests only), makes textHook a model
+	// that reads table sizes, trained on tables up to this ln(1 + rows).
+	textHookReads float64
 
 	// The text stage's background EXPLAINs (background.go).
 	pending                     pendingSet

@@ -180,6 +180,9 @@ func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql str
 	var qs, secs []float64
 	id := ""
 	if s.textHook != nil {
+		if s.textHookReads > 0 {
+			_, far = s.tableStats(sql, TextContext(h), h, planners, s.textHookReads)
+		}
 		qs, secs = s.textHook(sql)
 	} else {
 		if m == nil {

@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 // The text stage's unit tests: the fake planner of cascade_test.go, the
@@ -313,6 +316,56 @@ func TestHistoryStandsInBeforeThePlan(t *testing.T) {
 				t.Errorf("%s, %q: %.4g s sigma %.4f; want 0.2 s sigma %.4f", mode, c.sql, e.CPUSeconds, e.Sigma, c.wantSigma)
 			}
 			waitFor(t, "the background EXPLAIN", func() bool { return f.explains.Load() == before+1 })
+		}
+		srv.Close()
+	}
+}
+
+// sizes is a TableStatsSource that knows some tables' row counts.
+type sizes map[string]float64
+
+func (z sizes) Lookup(server string, tables []plan.TableName, h http.Header) []featurize.TableStats {
+	out := make([]featurize.TableStats, len(tables))
+	for i, t := range tables {
+		if rows, ok := z[t.String()]; ok {
+			out[i] = featurize.TableStats{Rows: rows, Known: true}
+		}
+	}
+	return out
+}
+
+// A text model that reads table sizes decides under when-uncertain only
+// for statements whose tables' sizes are known and within its training
+// (ln rows up to 10 here, ~22k rows, plus e×); under never it answers
+// whatever it knows.
+func TestTextStageDefersWhenTableSizesAreUnknownOrBeyondTraining(t *testing.T) {
+	const (
+		known   = "SELECT count(*) FROM orders -- text 0.05 0.1 0.2"
+		unknown = "SELECT count(*) FROM lineitem -- text 0.05 0.1 0.2"
+		huge    = "SELECT count(*) FROM huge -- text 0.05 0.1 0.2"
+		noTable = "SELECT count(*) FROM TABLE(sequence(start => 1, stop => 10)) -- text 0.05 0.1 0.2"
+	)
+	z := sizes{"tpch.tiny.orders": 15000, "tpch.tiny.huge": 1e9}
+	for _, c := range []struct {
+		mode ExplainMode
+		sql  string
+		want estimate.Source
+	}{
+		{ExplainWhenUncertain, known, estimate.SourceText},
+		{ExplainWhenUncertain, unknown, estimate.SourceModel},
+		{ExplainWhenUncertain, huge, estimate.SourceModel},
+		{ExplainWhenUncertain, noTable, estimate.SourceText},
+		{ExplainNever, unknown, estimate.SourceText},
+		{ExplainNever, huge, estimate.SourceText},
+	} {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		s := newTextCascade(t, c.mode, 0.5)
+		s.textHookReads = 10
+		s.opts.TableStats = z
+		e := estimateSQL(t, s, []string{srv.URL}, c.sql)
+		if e.Source != c.want {
+			t.Errorf("%s, %q: source %s, want %s", c.mode, c.sql, e.Source, c.want)
 		}
 		srv.Close()
 	}

@@ -69,10 +69,27 @@ func (f *TableStatsFile) tablesOf(q *Query) []featurize.TableStats {
 // its first fetch, and the model must still answer (as a stand-in).
 const unknownShare = 0.15
 
-func dropStats(key string) bool {
+func dropStats(key string) bool { return keyShare(key, "stats") < unknownShare }
+
+// blindShare is the share of training statements the text step shows
+// without their session's schema name (their tables still resolved with
+// it, so their sizes are read): a deployment's schemas are not the
+// training set's tpch_sf1 or tpcds_sf0_1, and a model that reads the
+// scale from a schema's name would know nothing there; these statements
+// make it read the size from the tables' statistics. (The catalog stays:
+// it says the storage, connector or Parquet, which costs per row differ
+// by an order of magnitude.)
+const blindShare = 0.3
+
+func blindContext(key string) bool { return keyShare(key, "context") < blindShare }
+
+// keyShare is a number in [0, 1) fixed by key and salt.
+func keyShare(key, salt string) float64 {
 	h := fnv.New32a()
+	h.Write([]byte(salt))
+	h.Write([]byte{0})
 	h.Write([]byte(key))
-	return float64(h.Sum32()%1000) < unknownShare*1000
+	return float64(h.Sum32()%1000) / 1000
 }
 
 // maxLnRows is the largest ln(1 + rows) of a table a training statement

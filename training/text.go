@@ -47,8 +47,8 @@ func Text(cfg *Config) error {
 	fmt.Fprintf(cfg.log(), "text: %d features (%s); train %d, val %d, test %d queries\n",
 		dim, tm.Featurizer, counts["train"], counts["val"], counts["test"])
 	if stats != nil {
-		fmt.Fprintf(cfg.log(), "text: %d of %d statements name tables of known size (%d with sizes withheld in training); largest ln(1+rows) %.2f\n",
-			tm.WithStats, tm.WithTables, tm.Withheld, tm.MaxLnRows)
+		fmt.Fprintf(cfg.log(), "text: %d of %d statements name tables of known size; in training %d with sizes withheld, %d without their session's schema; largest ln(1+rows) %.2f\n",
+			tm.WithStats, tm.WithTables, tm.Withheld, tm.Blind, tm.MaxLnRows)
 	}
 	args := []string{"-m", "trainer.text", "--workdir", cfg.Workdir, "--out", cfg.Out,
 		"--seed", strconv.Itoa(cfg.Seed), "--threads", strconv.Itoa(cfg.Threads), "--dim", strconv.Itoa(dim),
@@ -72,7 +72,9 @@ type TextMatrices struct {
 	// With table statistics: statements naming a table, those whose
 	// tables' sizes are all known, training statements shown with the
 	// sizes withheld (unknownShare), and the largest ln(1 + rows) named.
-	WithTables, WithStats, Withheld int
+	// Blind counts the training statements shown without their session's
+	// catalog and schema names (blindShare).
+	WithTables, WithStats, Withheld, Blind int
 	MaxLnRows                       float64
 }
 
@@ -126,6 +128,9 @@ func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) 
 					if dropStats(q.Key) {
 						tm.Withheld++
 						tc.Tables = make([]featurize.TableStats, len(tc.Tables))
+					} else if blindContext(q.Key) {
+						tm.Blind++
+						tc.Schema = ""
 					}
 				}
 			}
