@@ -14,6 +14,11 @@
 #   PRESTROID_GATE          1: also train a cost-anchored network on the same workdir
 #                           and gate the two (prestroid ensemble --gate), as
 #                           models/default is; 0: the plain network alone  default 1
+#   PRESTROID_STATS_SERVER  a coordinator the text stage's table sizes are read from
+#                           (prestroid table-stats: SHOW STATS of every table the
+#                           records name); empty: a text stage that reads text alone
+#                           (a bundle always gets a text stage)       default empty
+#   PRESTROID_STATS_USER    the Trino user they are read as          default prestroid-train
 #   PRESTROID_MAX_REGRESSION the new bundle may be this much worse (test MSE, relative) default 0.05
 #   PRESTROID_RELOAD        the command that makes the proxy reload  default pkill -HUP -f '[p]restroid serve'
 #   PRESTROID_BIN           the prestroid binary                    default bin/prestroid
@@ -57,6 +62,17 @@ else
   # shellcheck disable=SC2086
   "$prestroid" train "$@" $flags --out "$model.new" --workdir "$work"
 fi
+
+# the text stage on the same queries, with the sizes of the tables they name
+# when a coordinator is given (the serving cache reads the same SHOW STATS)
+stats=
+if [ -n "${PRESTROID_STATS_SERVER:-}" ]; then
+  "$prestroid" table-stats --server "$PRESTROID_STATS_SERVER" --user "${PRESTROID_STATS_USER:-prestroid-train}" \
+    --out "$work/table-stats.json" "$@"
+  stats="--table-stats $work/table-stats.json"
+fi
+# shellcheck disable=SC2086
+"$prestroid" train "$@" --out "$model.new" --workdir "$work" --steps text --threads 1 --patience 15 $stats
 
 # mse BUNDLE DATA-FLAGS...: test MSE of a bundle on the queries of this run's test split
 mse() {

@@ -16,7 +16,9 @@ import (
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/estimator/tablestats"
 	"github.com/prestroid/prestroid/models"
+	"github.com/prestroid/prestroid/training"
 )
 
 // copyDefault copies the embedded default bundle (which has a text stage)
@@ -160,10 +162,19 @@ func BenchmarkTextDecision(b *testing.B) {
 	}
 	co := estimator.CascadeOptions{Explain: estimator.ExplainWhenUncertain, ClassBounds: []float64{100, 0}, ClassQuantile: 0.9,
 		ModelSigma: 1, MaxSpread: 0.5, Shrink: 1, MinCount: 2}
-	svc := estimator.NewService(m, estimator.ServiceOptions{Explain: &plan.ExplainClient{}, ExplainTimeout: time.Millisecond,
-		History: history.NewMemory(1000), Cascade: co})
-	defer svc.Close()
 	h := http.Header{"X-Trino-User": {"bench"}, "X-Trino-Catalog": {"tpcds"}, "X-Trino-Schema": {"tiny"}}
+	// The tables' sizes as Trino gave them (data/table-stats.json), in the
+	// serving cache, for a text model that reads them.
+	ts := tablestats.New(tablestats.Options{})
+	if f, err := training.ReadTableStats(filepath.Join("..", "..", "data", "table-stats.json")); err == nil {
+		names, _ := plan.Tables(string(sql), "tpcds", "tiny")
+		for _, n := range names {
+			ts.Seed(n, h, f.Tables[n.String()])
+		}
+	}
+	svc := estimator.NewService(m, estimator.ServiceOptions{Explain: &plan.ExplainClient{}, ExplainTimeout: time.Millisecond,
+		History: history.NewMemory(1000), Cascade: co, TableStats: ts})
+	defer svc.Close()
 	planners := []string{"http://127.0.0.1:1"}
 	b.ReportAllocs()
 	for b.Loop() {

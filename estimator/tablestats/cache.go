@@ -297,3 +297,12 @@ func (c *Cache) Close() {
 	c.cancel()
 	<-c.done
 }
+
+// Seed stores st as the statistics of t for the caller h, fetched now, as
+// a fetch would (benchmarks and tests that have no coordinator).
+func (c *Cache) Seed(t plan.TableName, h http.Header, st featurize.TableStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.evictLocked()
+	c.entries[key{ReaderKey(h), t}] = &entry{stats: st, ok: true, at: now()}
+}

@@ -416,6 +416,11 @@ func TestRetrainScript(t *testing.T) {
 			"PRESTROID_TRAIN_WORKDIR="+filepath.Join(dir, "work"), "PRESTROID_TRAIN_DATA="+recPath,
 			"PRESTROID_TRAIN_FLAGS=--pf 8 --epochs 2 --kernels 8,8,8 --dense 4,2 --min-count 1",
 			"PRESTROID_MAX_REGRESSION="+tolerance, "PRESTROID_RELOAD=echo reload >> "+reloaded)
+		if trino := os.Getenv("PRESTROID_TRINO_URL"); trino != "" {
+			// The text stage reads the sizes of the records' tables from
+			// the harness Trino (SHOW STATS), as the serving cache does.
+			cmd.Env = append(cmd.Env, "PRESTROID_STATS_SERVER="+trino)
+		}
 		out, err := cmd.CombinedOutput()
 		t.Logf("retrain.sh (tolerance %s):\n%s", tolerance, out)
 		return string(out), err
@@ -438,6 +443,19 @@ func TestRetrainScript(t *testing.T) {
 	first := modelID(model)
 	if !strings.Contains(first, "-gated-") { // PRESTROID_GATE defaults to 1, as models/default is built
 		t.Errorf("serving %s: want a gated bundle (plain and cost-anchored network)", first)
+	}
+	// Every retrained bundle has a text stage, reading table sizes when
+	// a coordinator gave them.
+	b, err := bundle.Read(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantText := bundle.TextFeaturizer
+	if os.Getenv("PRESTROID_TRINO_URL") != "" {
+		wantText = bundle.TextStatsFeaturizer
+	}
+	if tm := b.Manifest.Text; tm == nil || tm.Featurizer != wantText {
+		t.Errorf("retrained bundle's text stage %+v: want featurizer %s", tm, wantText)
 	}
 
 	time.Sleep(time.Second) // model ids have second resolution
