@@ -75,7 +75,7 @@ type TextMatrices struct {
 	// Blind counts the training statements shown without their session's
 	// catalog and schema names (blindShare).
 	WithTables, WithStats, Withheld, Blind int
-	MaxLnRows                       float64
+	MaxLnRows                              float64
 }
 
 // The text encodings' names (bundle.TextFeaturizer, TextStatsFeaturizer;
