@@ -511,7 +511,7 @@ func (l *learner) write(batch []observation) {
 			}
 			if st.Count > 0 {
 				z := repeatError(st, y, a)
-				ra := repeatAlpha(a)
+				ra := slowAlpha(a)
 				ups = append(ups, history.Update{Key: keyRepeat, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(z, ra, at) }})
 				repeats = true
 			}
@@ -528,8 +528,8 @@ func (l *learner) write(batch []observation) {
 			add(keyText, y-b.LnText)
 		}
 		if !math.IsNaN(b.LnCost) {
-			x := b.LnCost
-			ups = append(ups, history.Update{Key: keyOptimizer, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, a, at) }})
+			x, ca := b.LnCost, slowAlpha(a)
+			ups = append(ups, history.Update{Key: keyOptimizer, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})
 		}
 		l.observed.Add(1)
 	}

@@ -38,12 +38,15 @@ type cachedFloor struct {
 	until time.Time
 }
 
-// repeatAlpha is the recency weight of a repeat's error in keyRepeat:
-// 0.01 (the last ~200 repeats weigh most), or alpha when lower (0: a plain
-// mean). The noise is the deployment's, not one statement's: at the
-// history's own 0.2 its RMS would rest on the last ~9 repeats and every
-// interval's width would move by ±25% with their luck.
-func repeatAlpha(alpha float64) float64 { return min(alpha, 0.01) }
+// slowAlpha is the recency weight of the deployment-wide statistics that
+// many statements feed — a repeat's error in keyRepeat, the optimizer
+// calibration's line in keyOptimizer: 0.01 (the last ~200 observations
+// weigh most), or alpha when lower (0: a plain mean). They describe the
+// deployment, not one statement: at the history's own 0.2 the repeats'
+// RMS would rest on the last ~9 repeats and every interval's width would
+// move by ±25% with their luck, and the calibration's slope would follow
+// the sizes of the last few statements explained.
+func slowAlpha(alpha float64) float64 { return min(alpha, 0.01) }
 
 // meanVariance is the variance of the history's mean of n runs, in units
 // of one run's: the weights max(alpha, 1/k) of history.Stats give the
@@ -67,15 +70,21 @@ func meanVariance(n uint64, alpha float64) float64 {
 }
 
 // repeatError is the scaled error of a statement's history st (Count > 0)
-// on a run of ln CPU y: (y − mean)/√(1+v), whose RMS is the run-to-run
-// noise.
+// on a run of ln CPU y: |y − mean|/√(1+v), whose mean is the run-to-run
+// noise's mean absolute deviation.
 func repeatError(st history.Stats, y, alpha float64) float64 {
-	return (y - st.Mean) / math.Sqrt(1+meanVariance(st.Count, alpha))
+	return math.Abs(y-st.Mean) / math.Sqrt(1+meanVariance(st.Count, alpha))
 }
 
-// repeatSigma is the run-to-run noise: the RMS of the repeats' scaled
-// errors, shrunk toward CascadeOptions.RepeatSigma by Shrink repeats (at
-// least one). Read from the history at most once per floorTTL.
+// repeatSigma is the run-to-run noise: √(π/2) times the mean absolute
+// scaled error of the repeats (a normal's σ from its mean absolute
+// deviation), shrunk toward CascadeOptions.RepeatSigma by Shrink repeats
+// (at least one). Read from the history at most once per floorTTL. Not
+// their RMS: a statement's first run after a pause (cold caches, JIT) can
+// cost four times its next, and a few such squares would widen every
+// history interval past the 80% it means (an 80% interval covered 98% of
+// the next runs on Parquet with the RMS; the mean absolute error weighs
+// an outlier by its size, not its square).
 func (s *Service) repeatSigma() float64 {
 	l := s.learn
 	gen, now := l.floorGen.Load(), time.Now()
@@ -86,8 +95,8 @@ func (s *Service) repeatSigma() float64 {
 	sigma := co.RepeatSigma
 	if g, ok := l.get(keyRepeat); ok && g.Count > 0 {
 		n, k := float64(g.Count), max(co.Shrink, 1)
-		ms := g.Mean*g.Mean + max(g.Var, 0) // the EWMA of the squared errors
-		sigma = math.Sqrt((n*ms + k*co.RepeatSigma*co.RepeatSigma) / (n + k))
+		mad := math.Sqrt(math.Pi/2) * g.Mean // the EWMA of the absolute errors
+		sigma = (n*mad + k*co.RepeatSigma) / (n + k)
 	}
 	l.floor.Store(&cachedFloor{sigma: sigma, gen: gen, until: now.Add(floorTTL)})
 	return sigma

@@ -51,9 +51,10 @@ func TestHistoryStage(t *testing.T) {
 				return
 			}
 			// Two equal runs: the second, a repeat the history predicted
-			// exactly, shrinks the prior run-to-run noise 0.25 to 0.25/√2;
-			// the next run is off the mean of two by that noise times √1.5.
-			want := 0.25 / math.Sqrt2 * math.Sqrt(1.5)
+			// exactly (absolute error 0), shrinks the prior run-to-run
+			// noise 0.25 to 0.25/2; the next run is off the mean of two by
+			// that noise times √1.5.
+			want := 0.25 / 2 * math.Sqrt(1.5)
 			if e.Source != estimate.SourceHistory || b.Source != estimate.SourceHistory || math.Abs(e.CPUSeconds-8) > 1e-9 ||
 				math.Abs(e.Sigma-want) > 1e-9 || e.Statement != "query" || e.Planner != "" {
 				t.Fatalf("got %+v; want history, 8 s, σ %.4f (the run-to-run noise learned from one exact repeat, and the mean's), no planner", e, want)

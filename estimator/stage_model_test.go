@@ -61,3 +61,31 @@ func TestModelStage(t *testing.T) {
 		}
 	})
 }
+
+// The model's estimate and the calibrated optimizer's are weighed by
+// their learned precision: equal spreads give their geometric mean, a
+// shape's own narrow residual spread keeps nearly the model's number, and
+// the interval never narrows below the better of the two.
+func TestBlendOptimizer(t *testing.T) {
+	for _, c := range []struct {
+		name                  string
+		model, sigma, opt, sd float64
+		want, wantSigma       float64
+	}{
+		{"equal spreads: the geometric mean", 4, 1, 1, 1, 2, 1},
+		{"a narrow model+residual keeps its number", 4, 0.1, 1, 1, 4 * math.Pow(0.25, 0.01/1.01), 0.1},
+		{"a narrow optimizer fit pulls toward it", 4, 1, 1, 0.5, math.Exp(0.2 * math.Log(4)), 0.5},
+		{"no optimizer number: unchanged", 4, 1, 0, 1, 4, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := &estimate.Estimate{CPUSeconds: c.model, Sigma: c.sigma}
+			blendOptimizer(e, c.opt, c.sd)
+			if math.Abs(e.CPUSeconds-c.want) > 1e-9*c.want || math.Abs(e.Sigma-c.wantSigma) > 1e-9 {
+				t.Errorf("blend(%v ±%v, %v ±%v) = %v ±%v, want %v ±%v", c.model, c.sigma, c.opt, c.sd, e.CPUSeconds, e.Sigma, c.want, c.wantSigma)
+			}
+			if lo, hi := min(c.model, c.opt), max(c.model, c.opt); c.opt > 0 && (e.CPUSeconds < lo-1e-12 || e.CPUSeconds > hi+1e-12) {
+				t.Errorf("%v outside [%v, %v]", e.CPUSeconds, lo, hi)
+			}
+		})
+	}
+}
