@@ -127,7 +127,7 @@ func (s *Service) runNoise(st history.Stats, prior float64) (u, r float64) {
 // statement's mean m (an offset learned from other statements or shapes
 // may move the number toward m, never away from it nor past it), then the
 // number x and m are weighted by precision, x with the stage's σ², m with
-// u (runNoise, with standIn's prior MaxSpread). The served σ is that of
+// u (runNoise, as standIn's for reruns). The served σ is that of
 // the combined mean plus one run's noise r: √(u·σ²/(u+σ²) + r), never
 // below the run-to-run noise. The stage's σ is its spread against whole
 // runs, so it weighs x a little less than an error of x alone would; the
@@ -154,7 +154,7 @@ func (s *Service) temper(e *estimate.Estimate, r *request) {
 	if !math.IsNaN(raw) {
 		x = min(max(x, min(raw, m)), max(raw, m))
 	}
-	u, noise := s.runNoise(r.exact, s.opts.Cascade.MaxSpread)
+	u, noise := s.runNoise(r.exact, 0)
 	vs := max(e.Sigma*e.Sigma, sigmaFloor*sigmaFloor)
 	w := vs / (vs + u) // m's weight
 	e.CPUSeconds = math.Exp(w*m + (1-w)*x)

@@ -203,9 +203,10 @@ func TestTemperLiesBetweenTheStageAndTheStatementsRuns(t *testing.T) {
 		{"the optimizer has no offset to hold", []float64{0.2}, estimate.SourceOptimizer, math.NaN(), 5, 1,
 			0.2, 5, floor, 0.35},
 		// (Its two repeats, predicted exactly, also lower the learned
-		// noise to 0.25/√3.)
+		// noise to 0.25/3: a mean absolute error of 0 over two repeats,
+		// shrunk toward the prior by one.)
 		{"three runs weigh more than one", []float64{0.2, 0.2, 0.2}, estimate.SourceModel, 2, 2, 1,
-			0.2, 0.2 * math.Pow(10, 1.0/17), floor / math.Sqrt(3), 0.3},
+			0.2, 0.2 * math.Pow(10, 1.0/17), floor / 3, 0.3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := fmt.Sprintf("SELECT * FROM t%d", i)

@@ -53,17 +53,20 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.
 // when-uncertain or never): the statement's own runs (exact, as historyStage
 // read them) when they are too few (or too spread) to answer alone, else
 // its shape's (the same query with other literals), nil when there are
-// neither. Its Sigma shrinks the observed spread toward a prior by Shrink
-// observations (at least one): MaxSpread for reruns of the statement (the
-// run-to-run noise a trusted history may have), ModelSigma for other
-// literals (which may cost more); and it is at least what the learned
-// run-to-run noise predicts of the next run (runNoise).
+// neither. Its Sigma is what the learned run-to-run noise predicts of the
+// next run (runNoise) and, for other literals (which may cost more), at
+// least the shape's spread shrunk toward ModelSigma by Shrink
+// observations.
 func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats) *estimate.Estimate {
 	if b == nil {
 		return nil
 	}
 	co := &s.opts.Cascade
-	st, prior := exact, co.MaxSpread
+	// Reruns of the statement: the learned run-to-run noise alone (a
+	// prior of max_spread, the most a trusted history may spread, made an
+	// 80% interval of a statement run once hold 98% of its next runs on
+	// Parquet); other literals may cost more: the model's prior.
+	st, prior := exact, 0.0
 	if st.Count == 0 {
 		shape, ok := s.learn.get(b.Shape)
 		if !ok || shape.Count == 0 {
@@ -71,7 +74,7 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats
 		}
 		st, prior = shape, co.ModelSigma
 	}
-	u, r := s.runNoise(st, max(prior, sigmaFloor))
+	u, r := s.runNoise(st, prior)
 	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
 		CPUSeconds: math.Exp(st.Mean), Sigma: math.Sqrt(u + r)}
 }
