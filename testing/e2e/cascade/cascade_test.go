@@ -109,6 +109,18 @@ func postHeaders(t *testing.T, base, sql string) http.Header {
 	return h
 }
 
+// statsOnTrino counts the finished SHOW STATS queries of a table (its
+// quoted name) that Trino ran (the table-statistics cache's fetches).
+func statsOnTrino(t *testing.T, trino, table string) int {
+	t.Helper()
+	var n int
+	err := e2e.OpenDB(t, trino, "").QueryRow("SELECT count(*) FROM system.runtime.queries WHERE query LIKE 'SHOW STATS FOR %' AND strpos(query, ?) > 0 AND state = 'FINISHED'", table).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // explainsOnTrino counts the EXPLAINs of statements carrying marker that
 // Trino ran (the proxy's EXPLAIN text starts with its prefix; the counting
 // query itself does not).
