@@ -122,6 +122,7 @@ const (
 	// The cascade's defaults (Estimator.History, Estimator.CheapCPUSeconds,
 	// Estimator.ExplainConcurrency; estimator.CascadeOptions).
 	DefaultCheapCPUSeconds    = 0.01
+	DefaultTextMaxSeconds     = 1.0
 	DefaultExplainConcurrency = 16
 	DefaultHistoryMaxEntries  = 100000
 	DefaultHistoryMinCount    = 2
@@ -224,6 +225,7 @@ func (c *Config) FillDefaults() {
 		e.VectorCacheBytes = DefaultVectorCacheBytes
 	}
 	setFloat(&e.CheapCPUSeconds, DefaultCheapCPUSeconds)
+	setFloat(&e.TextMaxSeconds, DefaultTextMaxSeconds)
 	setInt(&e.ExplainConcurrency, DefaultExplainConcurrency)
 	h := &e.History
 	setInt(&h.MaxEntries, DefaultHistoryMaxEntries)

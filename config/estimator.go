@@ -84,6 +84,14 @@ type Estimator struct {
 	// information_schema or VALUES), made without EXPLAIN. Zero means
 	// 0.01 s.
 	CheapCPUSeconds float64 `yaml:"cheap_cpu_seconds"`
+	// TextMaxSeconds: under explain: when-uncertain the text model decides
+	// a statement only when the high end of its 80% interval is at most
+	// this many CPU seconds; a statement that may cost more is explained
+	// (its EXPLAIN, tens of milliseconds of planning, is small beside it,
+	// and the plan-based number is what its resource estimate and cost
+	// accounting carry). Zero means 1 s; negative means no bound (the
+	// classes alone decide).
+	TextMaxSeconds float64 `yaml:"text_max_seconds"`
 	// ExplainConcurrency bounds the EXPLAINs running at once on each
 	// cluster; over it on every healthy cluster, a query is estimated
 	// from history or fails open at once (never queued). Zero means 16;

@@ -222,6 +222,11 @@ type CascadeOptions struct {
 	// cover. Zero means the median, as for every class quantile in code
 	// (package estimate); config fills routing.class_quantile's default.
 	ClassQuantile float64
+	// TextMaxSeconds bounds the statements the text model decides under
+	// ExplainWhenUncertain: the high end of its 80% interval at most this
+	// many CPU seconds (larger ones are explained: the plan-based number
+	// is worth its EXPLAIN there). Zero means no bound.
+	TextMaxSeconds float64
 }
 
 // ErrExplainBusy means every planner was at its EXPLAIN bound and no

@@ -102,8 +102,8 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	}
 	var pick *estimate.Estimate
 	for _, c := range []*estimate.Estimate{s.standIn(r.kind, r.b, r.exact), r.text} {
-		if c == r.text && r.textFar && co.Explain == ExplainWhenUncertain {
-			continue // the plan knows better
+		if c == r.text && co.Explain == ExplainWhenUncertain && (r.textFar || co.TextMaxSeconds > 0 && textHigh(c) > co.TextMaxSeconds) {
+			continue // the plan knows better, or its number is worth the EXPLAIN
 		}
 		if c != nil && co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
 			pick = c
@@ -152,6 +152,12 @@ func TextContext(h http.Header) featurize.TextContext {
 		}
 	}
 	return tc
+}
+
+// textHigh is the high end of e's 80% interval.
+func textHigh(e *estimate.Estimate) float64 {
+	_, hi := e.Interval()
+	return hi
 }
 
 // TableStatsSource gives the text stage what the catalog says of the size

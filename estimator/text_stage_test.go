@@ -370,3 +370,32 @@ func TestTextStageDefersWhenTableSizesAreUnknownOrBeyondTraining(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// Under when-uncertain a statement the text model finds may cost more
+// than TextMaxSeconds is explained even when its interval lies inside one
+// class; without the bound the class alone decides.
+func TestTextStageExplainsStatementsThatMayBeLarge(t *testing.T) {
+	const (
+		small  = "SELECT count(*) FROM orders WHERE o_orderkey = 1 -- text 0.05 0.1 0.2"
+		medium = "SELECT count(*) FROM lineitem WHERE l_orderkey = 2 -- text 2 3 5"
+	)
+	for _, c := range []struct {
+		max  float64
+		sql  string
+		want estimate.Source
+	}{
+		{1, small, estimate.SourceText},
+		{1, medium, estimate.SourceModel},
+		{0, medium, estimate.SourceText},
+		{10, medium, estimate.SourceText},
+	} {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		s := newTextCascade(t, ExplainWhenUncertain, 3)
+		s.opts.Cascade.TextMaxSeconds = c.max
+		if e := estimateSQL(t, s, []string{srv.URL}, c.sql); e.Source != c.want {
+			t.Errorf("text_max_seconds %v, %q: source %s, want %s", c.max, c.sql, e.Source, c.want)
+		}
+		srv.Close()
+	}
+}

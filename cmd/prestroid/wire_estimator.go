@@ -166,6 +166,7 @@ func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptio
 		MinCount: h.MinCount, MaxSpread: h.MaxSpread, Alpha: h.Alpha, Shrink: h.Shrink,
 		ModelSigma: h.ModelSigma, RepeatSigma: h.RepeatSigma, MinCalibration: h.MinCalibration,
 		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile,
+		TextMaxSeconds: max(e.TextMaxSeconds, 0), // negative (no bound): 0 in the cascade
 	}
 }
 
