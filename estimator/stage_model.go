@@ -56,8 +56,8 @@ func (modelStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 // TPC templates over Parquet (sf10), first sight, the model alone was
 // 2.57× off in the median (p90 10.0), the calibrated optimizer 2.01×
 // (4.14), their geometric mean 1.97× (4.55), and on the statements of at
-// least 1 s CPU 1.19× (2.10) against 1.97× and 2.01× (BENCHMARKS.md, "The
-// estimates served on Parquet"). A shape with residuals of its own
+// least 1 s CPU 1.19× (2.10) against 1.97× and 2.01× (prestroid bench
+// served, models/README.md "Served on Parquet"). A shape with residuals of its own
 // (model+residual, a small spread) keeps nearly its own number. The
 // served Sigma is the smaller of the two (no narrower: the errors are not
 // independent).
