@@ -160,7 +160,7 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 		return err
 	}
 	logPath := servedLogPath(f)
-	proxy, err := startServe(ctx, f.binary, cfgPath, logPath, port)
+	proxy, err := startServe(ctx, f.binary, cfgPath, logPath, port, f.ortLib != "")
 	if err != nil {
 		return err
 	}
@@ -259,12 +259,15 @@ func servedLogPath(f *servedFlags) string {
 // PRESTROID_ variables that override a configuration (PRESTROID_UPSTREAM
 // would replace the clusters), so that the generated configuration and
 // the shipped defaults are what runs. PRESTROID_ORT_LIB and
-// PRESTROID_CACHE only say where the ONNX Runtime library is.
-func servedEnv(env []string) []string {
+// PRESTROID_CACHE only say where the ONNX Runtime library is; the first
+// is dropped too when the configuration names the library (ortInConfig:
+// --ort-lib), which it would override.
+func servedEnv(env []string, ortInConfig bool) []string {
 	var out []string
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "PRESTROID_") && k != "PRESTROID_ORT_LIB" && k != "PRESTROID_CACHE" {
+		keep := k == "PRESTROID_CACHE" || k == "PRESTROID_ORT_LIB" && !ortInConfig
+		if strings.HasPrefix(k, "PRESTROID_") && !keep {
 			continue
 		}
 		out = append(out, kv)
@@ -291,13 +294,13 @@ type serveProcess struct {
 
 // startServe starts `binary serve --config cfgPath` (stderr and stdout to
 // logPath) and waits until it answers /readyz with a model loaded.
-func startServe(ctx context.Context, binary, cfgPath, logPath string, port int) (*serveProcess, error) {
+func startServe(ctx context.Context, binary, cfgPath, logPath string, port int, ortInConfig bool) (*serveProcess, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(binary, "serve", "--config", cfgPath)
-	cmd.Env = servedEnv(os.Environ())
+	cmd.Env = servedEnv(os.Environ(), ortInConfig)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()

@@ -52,7 +52,9 @@ func loadServed(t *testing.T, f *servedFlags, bounds []float64) *config.Config {
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"PRESTROID_UPSTREAM", "PRESTROID_EXPLAIN", "PRESTROID_MODEL", "PRESTROID_LISTEN"} {
+	// As servedEnv leaves them to the proxy (PRESTROID_ORT_LIB too when
+	// --ort-lib is given, which these configurations test).
+	for _, k := range []string{"PRESTROID_UPSTREAM", "PRESTROID_EXPLAIN", "PRESTROID_MODEL", "PRESTROID_LISTEN", "PRESTROID_ORT_LIB"} {
 		t.Setenv(k, "") // restored after the test
 		os.Unsetenv(k)
 	}
@@ -98,9 +100,13 @@ func TestBenchServedConfigIsOneClusterPerClassAndTheShippedDefaults(t *testing.T
 }
 
 func TestBenchServedKeepsConfigOverridesOutOfTheProxysEnvironment(t *testing.T) {
-	got := servedEnv([]string{"PATH=/bin", "PRESTROID_UPSTREAM=http://x", "PRESTROID_ORT_LIB=/o", "PRESTROID_EXPLAIN=always", "PRESTROID_CACHE=/c", "HOME=/h"})
-	if want := []string{"PATH=/bin", "PRESTROID_ORT_LIB=/o", "PRESTROID_CACHE=/c", "HOME=/h"}; !slices.Equal(got, want) {
+	env := []string{"PATH=/bin", "PRESTROID_UPSTREAM=http://x", "PRESTROID_ORT_LIB=/o", "PRESTROID_EXPLAIN=always", "PRESTROID_CACHE=/c", "HOME=/h"}
+	if got, want := servedEnv(env, false), []string{"PATH=/bin", "PRESTROID_ORT_LIB=/o", "PRESTROID_CACHE=/c", "HOME=/h"}; !slices.Equal(got, want) {
 		t.Errorf("env %v, want %v", got, want)
+	}
+	// --ort-lib in the configuration: the environment must not override it.
+	if got, want := servedEnv(env, true), []string{"PATH=/bin", "PRESTROID_CACHE=/c", "HOME=/h"}; !slices.Equal(got, want) {
+		t.Errorf("env with --ort-lib %v, want %v", got, want)
 	}
 	for _, c := range []struct {
 		f    servedFlags

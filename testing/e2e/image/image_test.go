@@ -163,9 +163,12 @@ func checkProxying(t *testing.T, trino, base string) {
 		t.Errorf("CLI through the image: %d lines, want the 25 nations:\n%s", n, got)
 	}
 
-	// The same query by hand: the POST's cost headers, then every page
-	// through the container (URIs rewritten to it) up to the result.
-	resp, p := e2e.Do(t, "POST", base+"/v1/statement", joinSQL, nil)
+	// The same query by hand (with a literal, so that neither its history
+	// nor its shape's, learned from the CLI's run, answers: a model
+	// scores it): the POST's cost headers, then every page through the
+	// container (URIs rewritten to it) up to the result.
+	bySQL := strings.Replace(joinSQL, " GROUP BY", " WHERE n.nationkey >= 0 GROUP BY", 1)
+	resp, p := e2e.Do(t, "POST", base+"/v1/statement", bySQL, nil)
 	if resp.StatusCode != 200 {
 		t.Fatalf("POST /v1/statement through the image: %s", resp.Status)
 	}
