@@ -102,10 +102,13 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	}
 	var pick *estimate.Estimate
 	for _, c := range []*estimate.Estimate{s.standIn(r.kind, r.b, r.exact), r.text} {
+		if c == nil {
+			continue
+		}
 		if c == r.text && co.Explain == ExplainWhenUncertain && (r.textFar || co.TextMaxSeconds > 0 && textHigh(c) > co.TextMaxSeconds) {
 			continue // the plan knows better, or its number is worth the EXPLAIN
 		}
-		if c != nil && co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
+		if co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
 			pick = c
 		}
 	}

@@ -378,6 +378,7 @@ func TestTextStageExplainsStatementsThatMayBeLarge(t *testing.T) {
 	const (
 		small  = "SELECT count(*) FROM orders WHERE o_orderkey = 1 -- text 0.05 0.1 0.2"
 		medium = "SELECT count(*) FROM lineitem WHERE l_orderkey = 2 -- text 2 3 5"
+		noText = "SELECT count(*) FROM part WHERE p_partkey = 3"
 	)
 	for _, c := range []struct {
 		max  float64
@@ -388,6 +389,7 @@ func TestTextStageExplainsStatementsThatMayBeLarge(t *testing.T) {
 		{1, medium, estimate.SourceModel},
 		{0, medium, estimate.SourceText},
 		{10, medium, estimate.SourceText},
+		{1, noText, estimate.SourceModel}, // no text estimate: nothing to bound
 	} {
 		f := &fakePlanner{}
 		srv := httptest.NewServer(f)
