@@ -249,12 +249,7 @@ func (c *ExplainClient) Explain(ctx context.Context, server string, sql string, 
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("estimator: EXPLAIN: bad server URL %q", server)
 	}
-	hdr := make(http.Header, len(h)+3)
-	for k, vs := range h {
-		if callerhdr.Forward(k) {
-			hdr[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
-		}
-	}
+	hdr := callerhdr.Copy(h, 3)
 	hdr.Set("Accept-Encoding", "gzip")
 	hdr.Set("User-Agent", "prestroid-estimator")
 

@@ -158,12 +158,7 @@ func (c *Cache) request(server string, keys []key, h http.Header, t time.Time) {
 			continue
 		}
 		if hdr == nil {
-			hdr = make(http.Header, len(h))
-			for name, vs := range h {
-				if callerhdr.Forward(name) {
-					hdr[http.CanonicalHeaderKey(name)] = append([]string(nil), vs...)
-				}
-			}
+			hdr = callerhdr.Copy(h, 0)
 		}
 		select {
 		case c.queue <- job{k: k, server: server, h: hdr}:

@@ -64,12 +64,7 @@ func (c *Client) Fetch(ctx context.Context, server string, t plan.TableName, h h
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return featurize.TableStats{}, fmt.Errorf("tablestats: bad server URL %q", server)
 	}
-	hdr := make(http.Header, len(h)+1)
-	for k, vs := range h {
-		if callerhdr.Forward(k) {
-			hdr[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
-		}
-	}
+	hdr := callerhdr.Copy(h, 1)
 	hdr.Set("User-Agent", "prestroid-estimator")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader("SHOW STATS FOR "+QuoteName(t)))
 	if err != nil {

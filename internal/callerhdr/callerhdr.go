@@ -14,7 +14,10 @@
 // EXPLAIN client both apply this rule; neither keeps a copy of it.
 package callerhdr
 
-import "strings"
+import (
+	"net/http"
+	"strings"
+)
 
 const trinoPrefix = "X-Trino-"
 
@@ -30,4 +33,18 @@ func Forward(name string) bool {
 	}
 	return !strings.EqualFold(name, "X-Trino-Query-Data-Encoding") &&
 		!strings.EqualFold(name, "X-Trino-Transaction-Id")
+}
+
+// Copy returns the headers of h that Forward lets through, under their
+// canonical names, each value slice copied (h is only read): what a
+// request made on the caller's behalf carries. extra reserves room for
+// headers the caller of Copy adds.
+func Copy(h http.Header, extra int) http.Header {
+	out := make(http.Header, len(h)+extra)
+	for k, vs := range h {
+		if Forward(k) {
+			out[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
+		}
+	}
+	return out
 }

@@ -1,6 +1,10 @@
 package callerhdr
 
-import "testing"
+import (
+	"net/http"
+	"reflect"
+	"testing"
+)
 
 func TestForward(t *testing.T) {
 	cases := []struct {
@@ -29,5 +33,19 @@ func TestForward(t *testing.T) {
 		if got := Forward(c.name); got != c.want {
 			t.Errorf("Forward(%q) = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestCopyKeepsWhatGoesWithTheCaller(t *testing.T) {
+	h := http.Header{"x-trino-user": {"alice"}, "Authorization": {"Bearer t"}, "Cookie": {"c"},
+		"X-Trino-Session": {"a=1", "b=2"}, "X-Trino-Transaction-Id": {"x~y"}}
+	got := Copy(h, 1)
+	want := http.Header{"X-Trino-User": {"alice"}, "Authorization": {"Bearer t"}, "X-Trino-Session": {"a=1", "b=2"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Copy = %v, want %v", got, want)
+	}
+	got["X-Trino-Session"][0] = "changed"
+	if h["X-Trino-Session"][0] != "a=1" {
+		t.Error("Copy shares its value slices with the caller's headers")
 	}
 }
