@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,37 +11,22 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimator/featurize"
+	"github.com/prestroid/prestroid/estimator/internal/trinotest"
 	"github.com/prestroid/prestroid/estimator/plan"
 )
-
-// trinoURL is the harness Trino (make test sets PRESTROID_TRINO_URL).
-func trinoURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("PRESTROID_TRINO_URL")
-	if u == "" {
-		t.Skip("PRESTROID_TRINO_URL not set")
-	}
-	return strings.TrimRight(u, "/")
-}
-
-func caller(user string) http.Header {
-	h := http.Header{}
-	h.Set("X-Trino-User", user)
-	return h
-}
 
 // The real Trino's own statistics: the tpch connector knows its tables'
 // row counts at every scale, and an unknown table is an error.
 func TestFetchFromTrino(t *testing.T) {
-	server := trinoURL(t)
+	server := trinotest.URL(t)
 	c := &Client{}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tiny, err := c.Fetch(ctx, server, plan.TableName{Catalog: "tpch", Schema: "tiny", Table: "orders"}, caller("stats-test"))
+	tiny, err := c.Fetch(ctx, server, plan.TableName{Catalog: "tpch", Schema: "tiny", Table: "orders"}, trinotest.UserHeader("stats-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sf1, err := c.Fetch(ctx, server, plan.TableName{Catalog: "tpch", Schema: "sf1", Table: "orders"}, caller("stats-test"))
+	sf1, err := c.Fetch(ctx, server, plan.TableName{Catalog: "tpch", Schema: "sf1", Table: "orders"}, trinotest.UserHeader("stats-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +36,12 @@ func TestFetchFromTrino(t *testing.T) {
 	if !(sf1.Bytes > tiny.Bytes && tiny.Bytes > 0) {
 		t.Errorf("data sizes tiny %v, sf1 %v: want positive and growing", tiny.Bytes, sf1.Bytes)
 	}
-	_, err = c.Fetch(ctx, server, plan.TableName{Catalog: "tpch", Schema: "tiny", Table: "no_such_table"}, caller("stats-test"))
+	_, err = c.Fetch(ctx, server, plan.TableName{Catalog: "tpch", Schema: "tiny", Table: "no_such_table"}, trinotest.UserHeader("stats-test"))
 	if err == nil || !strings.Contains(err.Error(), "TABLE_NOT_FOUND") {
 		t.Errorf("missing table: err %v, want TABLE_NOT_FOUND", err)
 	}
 	// Names are quoted: a name that would be SQL stays a name.
-	_, err = c.Fetch(ctx, server, plan.TableName{Catalog: "tpch", Schema: "tiny", Table: `orders" x`}, caller("stats-test"))
+	_, err = c.Fetch(ctx, server, plan.TableName{Catalog: "tpch", Schema: "tiny", Table: `orders" x`}, trinotest.UserHeader("stats-test"))
 	if err == nil {
 		t.Error("a table named `orders\" x` was read")
 	}
@@ -118,25 +102,25 @@ func TestCacheServesPerCallerAndRefreshes(t *testing.T) {
 	orders := []plan.TableName{{Catalog: "c", Schema: "s", Table: "orders"}, {Catalog: "c", Schema: "s", Table: "bad"}}
 
 	// A miss answers at once, unknown, and fetches in the background.
-	if got := c.Lookup("http://trino", orders, caller("alice")); got[0].Known || got[1].Known {
+	if got := c.Lookup("http://trino", orders, trinotest.UserHeader("alice")); got[0].Known || got[1].Known {
 		t.Fatalf("first lookup %+v: want unknown", got)
 	}
 	wait(t, c)
-	got := c.Lookup("http://trino", orders, caller("alice"))
+	got := c.Lookup("http://trino", orders, trinotest.UserHeader("alice"))
 	if !got[0].Known || got[0].Rows != 100 || got[1].Known {
 		t.Fatalf("after the fetch %+v: want orders 100 rows, bad unknown", got)
 	}
 	// Another caller is not served alice's statistics: fetched as bob.
-	if got := c.Lookup("http://trino", orders[:1], caller("bob")); got[0].Known {
+	if got := c.Lookup("http://trino", orders[:1], trinotest.UserHeader("bob")); got[0].Known {
 		t.Fatalf("bob served alice's statistics: %+v", got)
 	}
 	wait(t, c)
-	if got := c.Lookup("http://trino", orders[:1], caller("bob")); !got[0].Known {
+	if got := c.Lookup("http://trino", orders[:1], trinotest.UserHeader("bob")); !got[0].Known {
 		t.Fatalf("bob after his own fetch: %+v", got)
 	}
 	// Fresh entries and remembered failures are not fetched again.
 	for i := 0; i < 10; i++ {
-		c.Lookup("http://trino", orders, caller("alice"))
+		c.Lookup("http://trino", orders, trinotest.UserHeader("alice"))
 	}
 	wait(t, c)
 	if n, bad := f.calls["alice/c.s.orders"], f.calls["alice/c.s.bad"]; n != 1 || bad != 1 {
@@ -146,11 +130,11 @@ func TestCacheServesPerCallerAndRefreshes(t *testing.T) {
 	// served while it is fetched again.
 	clock = clock.Add(90 * time.Minute)
 	f.rows.Store(200)
-	if got := c.Lookup("http://trino", orders, caller("alice")); got[0].Rows != 100 {
+	if got := c.Lookup("http://trino", orders, trinotest.UserHeader("alice")); got[0].Rows != 100 {
 		t.Fatalf("stale entry not served while refreshed: %+v", got)
 	}
 	wait(t, c)
-	if got := c.Lookup("http://trino", orders, caller("alice")); got[0].Rows != 200 {
+	if got := c.Lookup("http://trino", orders, trinotest.UserHeader("alice")); got[0].Rows != 200 {
 		t.Fatalf("after the refresh: %+v, want 200 rows", got)
 	}
 	if n, bad := f.calls["alice/c.s.orders"], f.calls["alice/c.s.bad"]; n != 2 || bad != 2 {
@@ -158,7 +142,7 @@ func TestCacheServesPerCallerAndRefreshes(t *testing.T) {
 	}
 	// Past Expire nothing is served (and it is fetched again).
 	clock = clock.Add(4 * time.Hour)
-	if got := c.Lookup("", orders[:1], caller("alice")); got[0].Known {
+	if got := c.Lookup("", orders[:1], trinotest.UserHeader("alice")); got[0].Known {
 		t.Fatalf("expired entry served: %+v", got)
 	}
 	st := c.Stats()
@@ -173,7 +157,7 @@ func TestCacheNeverWaitsAndStaysBounded(t *testing.T) {
 	defer c.Close()
 	start := time.Now()
 	for i := 0; i < 200; i++ {
-		c.Lookup("http://trino", []plan.TableName{{Catalog: "c", Schema: "s", Table: "t" + string(rune('a'+i%26)) + string(rune('a'+i/26))}}, caller("u"))
+		c.Lookup("http://trino", []plan.TableName{{Catalog: "c", Schema: "s", Table: "t" + string(rune('a'+i%26)) + string(rune('a'+i/26))}}, trinotest.UserHeader("u"))
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("200 lookups with the fetcher blocked took %v", d)
@@ -185,15 +169,15 @@ func TestCacheNeverWaitsAndStaysBounded(t *testing.T) {
 }
 
 func TestReaderKeyHidesCredentials(t *testing.T) {
-	h := caller("alice")
+	h := trinotest.UserHeader("alice")
 	h.Set("Authorization", "Bearer secret-token")
 	k := ReaderKey(h)
 	if strings.Contains(k, "secret") || strings.Contains(k, "alice") {
 		t.Errorf("ReaderKey %q shows the caller", k)
 	}
-	h2 := caller("alice")
+	h2 := trinotest.UserHeader("alice")
 	h2.Set("Authorization", "Bearer other-token")
-	if ReaderKey(h2) == k || ReaderKey(caller("alice")) == k {
+	if ReaderKey(h2) == k || ReaderKey(trinotest.UserHeader("alice")) == k {
 		t.Error("callers with other credentials share a reader key")
 	}
 }
