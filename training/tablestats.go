@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"os"
 
 	"github.com/prestroid/prestroid/estimator/featurize"
@@ -90,15 +89,4 @@ func keyShare(key, salt string) float64 {
 	h.Write([]byte{0})
 	h.Write([]byte(key))
 	return float64(h.Sum32()%1000) / 1000
-}
-
-// maxLnRows is the largest ln(1 + rows) of a table a training statement
-// names (the manifest's text.max_ln_rows: beyond it the text stage
-// defers to the plan).
-func maxLnRows(tables map[string][]featurize.TableStats) float64 {
-	m := 0.0
-	for _, ts := range tables {
-		m = math.Max(m, featurize.MaxLnRows(ts))
-	}
-	return m
 }

@@ -101,7 +101,6 @@ func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) 
 	if stats != nil {
 		tm.Featurizer = textFeaturizerV2
 	}
-	trained := map[string][]featurize.TableStats{}
 	for _, split := range []string{"train", "val", "test"} {
 		part := bySplit[split]
 		if len(part) == 0 {
@@ -124,7 +123,7 @@ func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) 
 					tm.WithStats++
 				}
 				if split == "train" {
-					trained[q.Key] = tc.Tables
+					tm.MaxLnRows = max(tm.MaxLnRows, featurize.MaxLnRows(tc.Tables))
 					if dropStats(q.Key) {
 						tm.Withheld++
 						tc.Tables = make([]featurize.TableStats, len(tc.Tables))
@@ -181,7 +180,6 @@ func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) 
 		}
 		tm.Counts[split] = len(part)
 	}
-	tm.MaxLnRows = maxLnRows(trained)
 	return tm, nil
 }
 
