@@ -112,22 +112,22 @@ func postHeaders(t *testing.T, base, sql string) http.Header {
 // statsOnTrino counts the finished SHOW STATS queries of a table (its
 // quoted name) that Trino ran (the table-statistics cache's fetches).
 func statsOnTrino(t *testing.T, trino, table string) int {
-	t.Helper()
-	var n int
-	err := e2e.OpenDB(t, trino, "").QueryRow("SELECT count(*) FROM system.runtime.queries WHERE query LIKE 'SHOW STATS FOR %' AND strpos(query, ?) > 0 AND state = 'FINISHED'", table).Scan(&n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return queriesOnTrino(t, trino, "query LIKE 'SHOW STATS FOR %' AND state = 'FINISHED'", table)
 }
 
 // explainsOnTrino counts the EXPLAINs of statements carrying marker that
 // Trino ran (the proxy's EXPLAIN text starts with its prefix; the counting
 // query itself does not).
 func explainsOnTrino(t *testing.T, trino, marker string) int {
+	return queriesOnTrino(t, trino, "query LIKE 'EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON)%'", marker)
+}
+
+// queriesOnTrino counts the queries of system.runtime.queries that match
+// the condition where and whose text contains needle.
+func queriesOnTrino(t *testing.T, trino, where, needle string) int {
 	t.Helper()
 	var n int
-	err := e2e.OpenDB(t, trino, "").QueryRow("SELECT count(*) FROM system.runtime.queries WHERE query LIKE 'EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON)%' AND strpos(query, ?) > 0", marker).Scan(&n)
+	err := e2e.OpenDB(t, trino, "").QueryRow("SELECT count(*) FROM system.runtime.queries WHERE "+where+" AND strpos(query, ?) > 0", needle).Scan(&n)
 	if err != nil {
 		t.Fatal(err)
 	}
