@@ -321,6 +321,14 @@ func TestHistoryStandsInBeforeThePlan(t *testing.T) {
 	}
 }
 
+// withPlanner estimates sql with s, a fake planner of its own behind it.
+func withPlanner(t *testing.T, s *Service, sql string) *estimate.Estimate {
+	t.Helper()
+	srv := httptest.NewServer(&fakePlanner{})
+	defer srv.Close()
+	return estimateSQL(t, s, []string{srv.URL}, sql)
+}
+
 // sizes is a TableStatsSource that knows some tables' row counts.
 type sizes map[string]float64
 
@@ -358,16 +366,12 @@ func TestTextStageDefersWhenTableSizesAreUnknownOrBeyondTraining(t *testing.T) {
 		{ExplainNever, unknown, estimate.SourceText},
 		{ExplainNever, huge, estimate.SourceText},
 	} {
-		f := &fakePlanner{}
-		srv := httptest.NewServer(f)
 		s := newTextCascade(t, c.mode, 0.5)
 		s.textHookReads = 10
 		s.opts.TableStats = z
-		e := estimateSQL(t, s, []string{srv.URL}, c.sql)
-		if e.Source != c.want {
-			t.Errorf("%s, %q: source %s, want %s", c.mode, c.sql, e.Source, c.want)
+		if got := withPlanner(t, s, c.sql).Source; got != c.want {
+			t.Errorf("%s, %q: source %s, want %s", c.mode, c.sql, got, c.want)
 		}
-		srv.Close()
 	}
 }
 
@@ -391,13 +395,10 @@ func TestTextStageExplainsStatementsThatMayBeLarge(t *testing.T) {
 		{10, medium, estimate.SourceText},
 		{1, noText, estimate.SourceModel}, // no text estimate: nothing to bound
 	} {
-		f := &fakePlanner{}
-		srv := httptest.NewServer(f)
 		s := newTextCascade(t, ExplainWhenUncertain, 3)
 		s.opts.Cascade.TextMaxSeconds = c.max
-		if e := estimateSQL(t, s, []string{srv.URL}, c.sql); e.Source != c.want {
-			t.Errorf("text_max_seconds %v, %q: source %s, want %s", c.max, c.sql, e.Source, c.want)
+		if got := withPlanner(t, s, c.sql).Source; got != c.want {
+			t.Errorf("text_max_seconds %v, %q: source %s, want %s", c.max, c.sql, got, c.want)
 		}
-		srv.Close()
 	}
 }
