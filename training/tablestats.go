@@ -62,6 +62,16 @@ func (f *TableStatsFile) tablesOf(q *Query) []featurize.TableStats {
 	return out
 }
 
+// allKnown reports whether every table's size is known.
+func allKnown(tables []featurize.TableStats) bool {
+	for _, t := range tables {
+		if !t.Known {
+			return false
+		}
+	}
+	return true
+}
+
 // unknownShare is the share of training statements the text step shows
 // with every table's size unknown (chosen by a hash of the key, so the
 // same ones every run): the serving cache knows nothing of a table until

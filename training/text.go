@@ -119,7 +119,7 @@ func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) 
 			tc.Tables = stats.tablesOf(q)
 			if len(tc.Tables) > 0 {
 				tm.WithTables++
-				if featurize.TextStatsFeatures(tc.Tables)[2] == 0 {
+				if allKnown(tc.Tables) {
 					tm.WithStats++
 				}
 				if split == "train" {
