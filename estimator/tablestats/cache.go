@@ -258,32 +258,6 @@ func (c *Cache) Stats() Stats {
 		Failed: c.failed.Load(), Dropped: c.dropped.Load()}
 }
 
-// Wait blocks until no fetch is queued or running, or ctx ends (tests,
-// benchmarks).
-func (c *Cache) Wait(ctx context.Context) error {
-	for {
-		busy := len(c.queue) > 0
-		if !busy {
-			c.mu.RLock()
-			for _, e := range c.entries {
-				if e.inFlight {
-					busy = true
-					break
-				}
-			}
-			c.mu.RUnlock()
-		}
-		if !busy {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 // Close stops the worker (a fetch in flight is cancelled).
 func (c *Cache) Close() {
 	if c == nil {
