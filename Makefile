@@ -9,6 +9,8 @@ ORIGIN_DIR := $(shell git config --get remote.origin.url 2>/dev/null | grep '^/'
 WORKLOADS ?= $(firstword $(wildcard $(CURDIR)/../shared/workloads $(if $(ORIGIN_DIR),$(ORIGIN_DIR)/../shared/workloads)) $(CURDIR)/../shared/workloads)
 TRINO_PORT ?= 8081
 TRINO := testing/trino/trino.sh
+PRESTO_PORT ?= 8091
+PRESTO := testing/presto/presto.sh
 VENV := .venv
 PY := $(VENV)/bin/python
 # Pinned Python packages used by the tests (real clients).
@@ -19,7 +21,7 @@ export PRESTROID_CACHE ?= $(HOME)/.cache/prestroid
 # clone's `make test` installs from the cache instead of downloading again.
 export PIP_CACHE_DIR ?= $(PRESTROID_CACHE)/pip
 
-.PHONY: build test test-unit unit-test test-e2e run trino-up trino-down trino-fetch venv fuzz bench vet clean
+.PHONY: build test test-unit unit-test test-e2e run trino-up trino-down trino-fetch presto-up presto-down presto-fetch venv fuzz bench vet clean
 
 build:
 	$(GO) build -o bin/prestroid ./cmd/prestroid
@@ -36,6 +38,16 @@ trino-up:
 
 trino-down:
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) down
+
+# A real PrestoDB 0.296 coordinator (tpch catalog) on 127.0.0.1:$(PRESTO_PORT).
+presto-fetch:
+	$(PRESTO) fetch
+
+presto-up:
+	PRESTO_PORT=$(PRESTO_PORT) $(PRESTO) up
+
+presto-down:
+	PRESTO_PORT=$(PRESTO_PORT) $(PRESTO) down
 
 $(PY):
 	python3 -m venv $(VENV)
