@@ -14,7 +14,7 @@ PRESTO := testing/presto/presto.sh
 VENV := .venv
 PY := $(VENV)/bin/python
 # Pinned Python packages used by the tests (real clients).
-PY_TEST_DEPS := trino==0.340.0 'moto[server]==5.2.5'
+PY_TEST_DEPS := trino==0.340.0 presto-python-client==0.8.4 'moto[server]==5.2.5'
 
 export PRESTROID_CACHE ?= $(HOME)/.cache/prestroid
 # pip keeps downloaded wheels here (torch alone brings ~3 GB), so a fresh
@@ -153,6 +153,9 @@ test-unit unit-test:
 TEST_ENV = PRESTROID_ORT_LIB=$(ORT_LIB) \
 	PRESTROID_TRINO_URL=http://127.0.0.1:$(TRINO_PORT) \
 	PRESTROID_TRINO_CLI=$$($(TRINO) cli-jar) \
+	PRESTROID_PRESTO_URL=http://127.0.0.1:$(PRESTO_PORT) \
+	PRESTROID_PRESTO_CLI=$$($(PRESTO) cli-jar) \
+	PRESTROID_PRESTO_JDBC=$$($(PRESTO) jdbc-jar) \
 	PRESTROID_PYTHON=$(CURDIR)/$(PY) \
 	PRESTROID_WORKLOADS=$(WORKLOADS) \
 	PRESTROID_BIN=$(CURDIR)/bin/prestroid \
@@ -193,6 +196,7 @@ TEST_FLAGS ?=
 # time, the trainer's pytest suite (its output follows go test's).
 test: workloads build vet venv ort trainer-venv promtool prometheus helm redis chromium trino-gateway image
 	TRINO_HEAP=$(TEST_TRINO_HEAP) TRINO_PORT=$(TRINO_PORT) $(TRINO) up
+	PRESTO_PORT=$(PRESTO_PORT) $(PRESTO) up
 	@mkdir -p out
 	OMP_NUM_THREADS=1 $(VENV)/bin/python -m pytest -q trainer/tests >out/pytest.log 2>&1 & pytest=$$!; \
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(TEST_FIRST) $$($(GO) list ./... | grep -v '$(TEST_ALONE)$$'); go=$$?; \
@@ -204,6 +208,7 @@ test: workloads build vet venv ort trainer-venv promtool prometheus helm redis c
 # Only the end-to-end tests (testing/e2e/...): real Trino, proxy, clients.
 test-e2e: workloads build venv ort redis chromium trino-gateway
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
+	PRESTO_PORT=$(PRESTO_PORT) $(PRESTO) up
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
 
 # Local Trino plus the proxy on 127.0.0.1:8080; Ctrl-C stops both.
