@@ -118,7 +118,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	if r.b != nil {
 		r.b.Source = pick.Source
 	}
-	s.explainBehind(r.m, r.planners, r.sql, r.h, r.kind, r.key, r.b)
+	s.explainBehind(r.m, r.planners, r.engine, r.sql, r.h, r.kind, r.key, r.b)
 	return pick, nil
 }
 
@@ -273,7 +273,7 @@ func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
 	}
 	lnRaw, sigma0 := math.Log(e.CPUSeconds), e.Sigma
 	b.LnText = lnRaw
-	off, sigma, shaped := s.offset(keyText, shapeKey(keyTextRes, b.Shape), sigma0)
+	off, sigma, shaped := s.offset(globalKey(keyText, b.Engine), shapeKey(keyTextRes, b.Shape), sigma0)
 	if !shaped {
 		sigma = max(sigma, sigma0)
 	}
