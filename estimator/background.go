@@ -12,6 +12,7 @@ import (
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // The background EXPLAINs of the text stage (stage_text.go): when the
@@ -147,7 +148,7 @@ func (s *Service) stopBackground() {
 // answered, on the least busy planner below the EXPLAIN bound (none free:
 // skipped, counted). b (may be nil) gets the Pending token that Observe
 // and Settle resolve; key is the estimate cache's key ("" for none).
-func (s *Service) explainBehind(m *bundle.Model, planners []string, sql string, h http.Header, kind plan.StatementKind, key string, b *Basis) {
+func (s *Service) explainBehind(m *bundle.Model, planners []string, engine dialect.Engine, sql string, h http.Header, kind plan.StatementKind, key string, b *Basis) {
 	planner, release := s.explainSlot(planners)
 	if release == nil {
 		s.bgSkipped.Add(1)
@@ -175,7 +176,7 @@ func (s *Service) explainBehind(m *bundle.Model, planners []string, sql string, 
 	}
 	ok := s.goBackground(func() {
 		defer done()
-		r := s.runBehind(m, planner, sql, h, kind, key)
+		r := s.runBehind(m, planner, engine, sql, h, kind, key)
 		if r.Err != nil {
 			s.bgFailed.Add(1)
 		} else {
@@ -198,17 +199,17 @@ func (s *Service) explainBehind(m *bundle.Model, planners []string, sql string, 
 }
 
 // runBehind is one background EXPLAIN + model.
-func (s *Service) runBehind(m *bundle.Model, planner, sql string, h http.Header, kind plan.StatementKind, key string) Background {
+func (s *Service) runBehind(m *bundle.Model, planner string, engine dialect.Engine, sql string, h http.Header, kind plan.StatementKind, key string) Background {
 	r := Background{Planner: planner, lnModel: math.NaN(), lnCost: math.NaN()}
 	ctx, cancel := context.WithTimeout(s.bgCtx, s.opts.ExplainTimeout)
 	defer cancel()
-	res, err := s.opts.Explain.Explain(ctx, planner, sql, h)
+	res, err := s.opts.Explain.ExplainOn(ctx, planner, engine, sql, h)
 	if err != nil {
 		r.Err = err
 		return r
 	}
 	r.Plan, r.Explain = res.PlanJSON, res.Wall
-	if c, err := plan.TotalCPUCost(res.PlanJSON); err == nil {
+	if c, err := planCost(engine, res.PlanJSON); err == nil {
 		r.lnCost = math.Log1p(c)
 	}
 	var e *estimate.Estimate

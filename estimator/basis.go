@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // basisWire is Basis as bytes that cross the proxy (Estimate.Learn) and,
@@ -21,6 +22,7 @@ type basisWire struct {
 	LnText  *float64        `json:"t,omitempty"`
 	Source  estimate.Source `json:"src"`
 	Pending string          `json:"p,omitempty"`
+	Engine  dialect.Engine  `json:"e,omitempty"` // "" for Trino: a Trino basis reads as it always did
 }
 
 func finite(v float64) *float64 {
@@ -44,7 +46,7 @@ func MarshalBasis(b *Basis) []byte {
 		return nil
 	}
 	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), LnModel: finite(b.LnModel),
-		LnCost: finite(b.LnCost), LnText: finite(b.LnText), Source: b.Source, Pending: b.Pending}) // strings and finite numbers: cannot fail
+		LnCost: finite(b.LnCost), LnText: finite(b.LnText), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine)}) // strings and finite numbers: cannot fail
 	return out
 }
 
@@ -58,5 +60,13 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending}
+	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending, Engine: w.Engine}
+}
+
+// wireEngine is the engine as a basis carries it: Trino's is left out.
+func wireEngine(e dialect.Engine) dialect.Engine {
+	if e == dialect.Trino {
+		return dialect.Unknown
+	}
+	return e
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // The estimate cascade (docs/design.md §5.1): where each number comes from.
@@ -74,6 +75,7 @@ type stage interface {
 type request struct {
 	ctx      context.Context
 	planners []string
+	engine   dialect.Engine // the planners' engine: the EXPLAIN's dialect and a part of every key
 	sql      string
 	h        http.Header // read only; its X-Trino-* headers and Authorization go to the EXPLAIN
 
@@ -141,7 +143,19 @@ func (r *request) release() {
 // (MarshalBasis) for Observe once the query completes. It runs the stages
 // in order until one answers.
 func (s *Service) EstimateOn(ctx context.Context, planners []string, sql string, h http.Header) (*estimate.Estimate, error) {
-	r := &request{ctx: ctx, planners: planners, sql: sql, h: h}
+	return s.EstimateFor(ctx, dialect.Trino, planners, sql, h)
+}
+
+// EstimateFor is EstimateOn for planners of the given engine (all of one
+// engine). h is the caller's session in the canonical form (X-Trino-*
+// names, package dialect) whatever the engine: the EXPLAIN renames it for
+// the coordinator (plan.ExplainClient.ExplainOn). On PrestoDB every stage
+// runs as on Trino, with the engine a part of the history's and the
+// estimate cache's keys and of the global calibrations' (globalKey), and
+// the optimizer stage reading row counts where Trino's plans give cpuCost
+// (planCost). Unknown is Trino.
+func (s *Service) EstimateFor(ctx context.Context, engine dialect.Engine, planners []string, sql string, h http.Header) (*estimate.Estimate, error) {
+	r := &request{ctx: ctx, planners: planners, engine: engine, sql: sql, h: h}
 	defer r.release()
 	return s.cascade(r, stages)
 }
@@ -249,6 +263,9 @@ type Basis struct {
 	// LnText ln of the text stage's raw median.
 	LnModel, LnCost, LnText float64
 	Source                  estimate.Source
+	// Engine is the engine of the coordinators the statement was
+	// estimated for (the global calibrations are per engine: globalKey).
+	Engine dialect.Engine
 	// Pending names the background EXPLAIN + model of an estimate the text
 	// stage made (background.go): Observe (or Settle) fills LnModel and
 	// LnCost from it when it is done. Empty when none runs; only the
@@ -264,7 +281,7 @@ const (
 	keyTextRes   = "t:" // a shape's ln actual − ln text median
 	keyModel     = "g:model"
 	keyText      = "g:text"
-	keyOptimizer = "g:optimizer" // (ln(1+cpuCost), ln CPU)
+	keyOptimizer = "g:optimizer" // (ln(1+cpuCost), ln CPU); PrestoDB's: (ln(1+Σ rows), ln CPU) (planCost)
 	keyRepeat    = "g:repeat"    // a repeat's (ln actual − the statement's mean before it), scaled (repeats.go)
 )
 
@@ -273,11 +290,14 @@ const (
 // schema and every session property (any may change the plan). The user is
 // not part of them: the same statement costs the same whoever runs it.
 func HistoryKeys(sql string, h http.Header) (exact, shape string) {
-	return historyKeys(sql, Fingerprint(sql), h)
+	return historyKeys(sql, dialect.Trino, Fingerprint(sql), h)
 }
 
-// historyKeys is HistoryKeys of a statement whose Fingerprint is fp.
-func historyKeys(sql, fp string, h http.Header) (exact, shape string) {
+// historyKeys is HistoryKeys of a statement whose Fingerprint is fp, run
+// on a coordinator of the engine: a PrestoDB statement's digest input
+// starts with the engine's mark (engineMark), so that it never shares a
+// history with the same text on Trino; Trino's keys are unchanged.
+func historyKeys(sql string, engine dialect.Engine, fp string, h http.Header) (exact, shape string) {
 	ctx := []string{h.Get("X-Trino-Catalog"), h.Get("X-Trino-Schema")}
 	var props []string
 	for _, v := range h.Values("X-Trino-Session") {
@@ -292,8 +312,13 @@ func historyKeys(sql, fp string, h http.Header) (exact, shape string) {
 	// One buffer holds each digest's input: the text, then each of ctx
 	// and props after a 0 byte.
 	buf := make([]byte, 0, max(len(norm), len(fp))+64)
+	mark := engineMark(engine)
 	key := func(prefix, text string) string {
-		buf = append(buf[:0], text...)
+		buf = append(buf[:0], mark...)
+		if mark != "" {
+			buf = append(buf, 0)
+		}
+		buf = append(buf, text...)
 		for _, s := range append(ctx, props...) {
 			buf = append(append(buf, 0), s...)
 		}
@@ -320,7 +345,7 @@ func (e *UnplacedError) Unwrap() error { return e.Err }
 
 // modelOffset is offset for the plan model's estimates of b's shape.
 func (s *Service) modelOffset(b *Basis) (off, sigma float64, shaped bool) {
-	return s.offset(keyModel, shapeKey(keyResidual, b.Shape), s.opts.Cascade.ModelSigma)
+	return s.offset(globalKey(keyModel, b.Engine), shapeKey(keyResidual, b.Shape), s.opts.Cascade.ModelSigma)
 }
 
 // shapeKey is the history key of a shape (its keyShape key) under
@@ -526,15 +551,15 @@ func (l *learner) write(batch []observation) {
 		add(b.Shape, y)
 		if !math.IsNaN(b.LnModel) {
 			add(shapeKey(keyResidual, b.Shape), y-b.LnModel)
-			add(keyModel, y-b.LnModel)
+			add(globalKey(keyModel, b.Engine), y-b.LnModel)
 		}
 		if !math.IsNaN(b.LnText) {
 			add(shapeKey(keyTextRes, b.Shape), y-b.LnText)
-			add(keyText, y-b.LnText)
+			add(globalKey(keyText, b.Engine), y-b.LnText)
 		}
 		if !math.IsNaN(b.LnCost) {
-			x, ca := b.LnCost, slowAlpha(a)
-			ups = append(ups, history.Update{Key: keyOptimizer, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})
+			x, ca, key := b.LnCost, slowAlpha(a), globalKey(keyOptimizer, b.Engine)
+			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})
 		}
 		l.observed.Add(1)
 	}

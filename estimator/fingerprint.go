@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prestroid/prestroid/internal/dialect"
+
 	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
@@ -30,14 +32,21 @@ var plannerIrrelevant = map[string]bool{
 // by h (user, catalog, schema, session properties, roles, prepared
 // statements, credentials...) under model modelID: a SHA-256 digest.
 func EstimateKey(modelID, sql string, h http.Header) string {
-	return estimateKey(modelID, Fingerprint(sql), h)
+	return estimateKey(modelID, dialect.Trino, Fingerprint(sql), h)
 }
 
-// estimateKey is EstimateKey of a statement whose Fingerprint is fp.
-func estimateKey(modelID, fp string, h http.Header) string {
+// estimateKey is EstimateKey of a statement whose Fingerprint is fp, on a
+// coordinator of the engine: the same statement plans and costs otherwise
+// on PrestoDB, whose keys get the engine's mark (engineMark) after the
+// model; Trino's (and Unknown's) keys are what they always were.
+func estimateKey(modelID string, engine dialect.Engine, fp string, h http.Header) string {
 	d := sha256.New()
 	d.Write([]byte(modelID))
 	d.Write([]byte{0})
+	if m := engineMark(engine); m != "" {
+		d.Write([]byte(m))
+		d.Write([]byte{0})
+	}
 	d.Write([]byte(fp))
 	d.Write([]byte{0})
 	names := make([]string, 0, len(h))
@@ -64,4 +73,27 @@ func estimateKey(modelID, fp string, h http.Header) string {
 		}
 	}
 	return string(d.Sum(nil))
+}
+
+// engineMark is what a key's digest input carries for an engine other than
+// Trino: "\xffpresto" for PrestoDB, "" for Trino and Unknown (whose keys
+// stay as they were before PrestoDB was served). The 0xff byte never
+// occurs in UTF-8, so no statement's text reads as the mark.
+func engineMark(e dialect.Engine) string {
+	if e == dialect.Presto {
+		return "\xff" + string(e)
+	}
+	return ""
+}
+
+// globalKey is a global calibration's history key (keyModel, keyText,
+// keyOptimizer) for statements run on the engine: PrestoDB's are learned
+// apart from Trino's (another engine on other machines has its own offset
+// against the model, and its plan cost is in other units: planCost), under
+// the key with ":presto" after it; Trino's keep their names.
+func globalKey(key string, e dialect.Engine) string {
+	if e == dialect.Presto {
+		return key + ":" + string(e)
+	}
+	return key
 }

@@ -24,7 +24,7 @@ func (cacheStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	if r.m == nil || s.opts.Cache == nil {
 		return nil, nil
 	}
-	r.key = estimateKey(r.m.ID(), r.fingerprint(), r.h)
+	r.key = estimateKey(r.m.ID(), r.engine, r.fingerprint(), r.h)
 	e, ok := s.opts.Cache.Get(r.key)
 	if !ok {
 		return nil, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // explainStage runs the statement's EXPLAIN on the hot path, as the
@@ -22,7 +23,7 @@ type explainStage struct{}
 func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	planner, release := s.explainSlot(r.planners)
 	if release == nil {
-		if e := s.busyEstimate(r.kind, r.b, r.fingerprint(), r.h); e != nil {
+		if e := s.busyEstimate(r.kind, r.b, r.engine, r.fingerprint(), r.h); e != nil {
 			return e, nil
 		}
 		if r.text != nil { // straddles a class bound, but better than failing open
@@ -35,7 +36,7 @@ func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		return nil, ErrExplainBusy
 	}
 	ectx, cancel := context.WithTimeout(r.ctx, s.opts.ExplainTimeout)
-	res, err := s.opts.Explain.Explain(ectx, planner, r.sql, r.h)
+	res, err := s.opts.Explain.ExplainOn(ectx, planner, r.engine, r.sql, r.h)
 	cancel()
 	release()
 	if err != nil {
@@ -43,11 +44,22 @@ func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	}
 	r.planner, r.res = planner, res
 	if r.b != nil {
-		if c, err := plan.TotalCPUCost(res.PlanJSON); err == nil {
+		if c, err := planCost(r.engine, res.PlanJSON); err == nil {
 			r.b.LnCost = math.Log1p(c)
 		}
 	}
 	return nil, nil
+}
+
+// planCost is the plan's cost that the optimizer calibration maps to
+// seconds: Trino's summed cpuCost, or, on PrestoDB, whose plans carry no
+// cpuCost, the summed row count estimates (plan.TotalRowCost). The two
+// are in different units and are calibrated apart (globalKey).
+func planCost(engine dialect.Engine, planJSON []byte) (float64, error) {
+	if engine == dialect.Presto {
+		return plan.TotalRowCost(planJSON)
+	}
+	return plan.TotalCPUCost(planJSON)
 }
 
 // explainSlot takes an EXPLAIN slot on the least busy planner below the

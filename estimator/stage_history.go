@@ -7,6 +7,7 @@ import (
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // historyStage sets up what the query's outcome teaches the history
@@ -26,13 +27,14 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	co := &s.opts.Cascade
 	r.basis = Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}
 	r.b = &r.basis
-	r.b.Exact, r.b.Shape = historyKeys(r.sql, r.fingerprint(), r.h)
+	r.b.Exact, r.b.Shape = historyKeys(r.sql, r.engine, r.fingerprint(), r.h)
+	r.b.Engine = r.engine
 	if x, ok := s.learn.get(r.b.Exact); ok {
 		r.exact = x
 	}
 	if r.exact.Count >= uint64(max(co.MinCount, 1)) && r.exact.Spread() <= co.MaxSpread {
 		e := s.historyEstimate(r.kind, r.b, r.exact, 0)
-		s.cachedPlan(e, r.fingerprint(), r.h)
+		s.cachedPlan(e, r.engine, r.fingerprint(), r.h)
 		return e, nil
 	}
 	return nil, nil
@@ -82,7 +84,7 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats
 // cachedPlan gives an estimate made without EXPLAIN the plan of the
 // statement's last EXPLAIN when the plan cache still holds it (for the
 // feedback log's training records; best-effort).
-func (s *Service) cachedPlan(e *estimate.Estimate, fp string, h http.Header) {
+func (s *Service) cachedPlan(e *estimate.Estimate, engine dialect.Engine, fp string, h http.Header) {
 	if s.opts.PlanCache == nil || s.scoreHook != nil {
 		return
 	}
@@ -91,14 +93,14 @@ func (s *Service) cachedPlan(e *estimate.Estimate, fp string, h http.Header) {
 		return
 	}
 	defer m.Release()
-	e.Plan, _ = s.opts.PlanCache.Get(estimateKey(m.ID(), fp, h))
+	e.Plan, _ = s.opts.PlanCache.Get(estimateKey(m.ID(), engine, fp, h))
 }
 
 // busyEstimate stands in for an EXPLAIN the bound refused: the statement's
 // history, however short, else its shape's, with at least the model's
 // uncertainty (other literals may cost more) and its spread; nil when
 // there is neither.
-func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h http.Header) *estimate.Estimate {
+func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, engine dialect.Engine, fp string, h http.Header) *estimate.Estimate {
 	if b == nil {
 		return nil
 	}
@@ -106,7 +108,7 @@ func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, fp string, h h
 		if st, ok := s.learn.get(k); ok {
 			e := s.historyEstimate(kind, b, st, math.Max(st.Spread(), s.opts.Cascade.ModelSigma))
 			e.ExplainSkipped = true
-			s.cachedPlan(e, fp, h)
+			s.cachedPlan(e, engine, fp, h)
 			return e
 		}
 	}

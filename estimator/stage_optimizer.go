@@ -27,8 +27,10 @@ func (optimizerStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	return nil, r.merr
 }
 
-// optimizerEstimate maps Trino's cpuCost to seconds with the calibration;
-// nil while it is not fitted (or there is no plan cost).
+// optimizerEstimate maps the plan's cost to seconds with the calibration
+// of its engine (Trino's cpuCost; PrestoDB's row count estimates, which
+// is all its plans give: planCost); nil while it is not fitted (or there
+// is no plan cost).
 func (s *Service) optimizerEstimate(b *Basis) *estimate.Estimate {
 	secs, sd, ok := s.calibrated(b)
 	if !ok {
@@ -46,7 +48,7 @@ func (s *Service) calibrated(b *Basis) (secs, sd float64, ok bool) {
 	if b == nil || math.IsNaN(b.LnCost) {
 		return 0, 0, false
 	}
-	c, ok := s.learn.get(keyOptimizer)
+	c, ok := s.learn.get(globalKey(keyOptimizer, b.Engine))
 	if !ok || c.Count < uint64(s.opts.Cascade.MinCalibration) {
 		return 0, 0, false
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // The text stage: before paying for an EXPLAIN, the
@@ -80,7 +81,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		return nil, nil
 	}
 	if r.m != nil || s.textHook != nil {
-		if r.text, r.textFar = s.textEstimate(r.m, r.kind, r.sql, r.h, r.planners); r.text != nil {
+		if r.text, r.textFar = s.textEstimate(r.m, r.kind, r.sql, r.h, r.planners, r.engine); r.text != nil {
 			s.correctText(r.text, r.b)
 		}
 	}
@@ -118,7 +119,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	if r.b != nil {
 		r.b.Source = pick.Source
 	}
-	s.explainBehind(r.m, r.planners, r.sql, r.h, r.kind, r.key, r.b)
+	s.explainBehind(r.m, r.planners, r.engine, r.sql, r.h, r.kind, r.key, r.b)
 	return pick, nil
 }
 
@@ -171,6 +172,13 @@ type TableStatsSource interface {
 	Lookup(server string, tables []plan.TableName, h http.Header) []featurize.TableStats
 }
 
+// engineTableStats is what a TableStatsSource that serves PrestoDB's
+// coordinators too adds (tablestats.Cache): Lookup on a coordinator of
+// the engine. A source without it is asked with Lookup for Trino only.
+type engineTableStats interface {
+	LookupOn(server string, engine dialect.Engine, tables []plan.TableName, h http.Header) []featurize.TableStats
+}
+
 // farLnRows is how far (in ln rows) beyond the largest table of its
 // training a statement's table may be before the text stage defers to
 // the plan: e^1, under three times larger.
@@ -185,12 +193,12 @@ const farLnRows = 1.0
 // far reports that the statement is outside what it was trained on: a
 // named table whose size is not known yet, or one larger than any of its
 // training set by more than farLnRows.
-func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header, planners []string) (e *estimate.Estimate, far bool) {
+func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header, planners []string, engine dialect.Engine) (e *estimate.Estimate, far bool) {
 	var qs, secs []float64
 	id := ""
 	if s.textHook != nil {
 		if s.textHookReads > 0 {
-			_, far = s.tableStats(sql, TextContext(h), h, planners, s.textHookReads)
+			_, far = s.tableStats(sql, TextContext(h), h, planners, engine, s.textHookReads)
 		}
 		qs, secs = s.textHook(sql)
 	} else {
@@ -199,7 +207,7 @@ func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql str
 		}
 		tc := TextContext(h)
 		if reads, maxLnRows := m.TextReadsTables(); reads {
-			tc.Tables, far = s.tableStats(sql, tc, h, planners, maxLnRows)
+			tc.Tables, far = s.tableStats(sql, tc, h, planners, engine, maxLnRows)
 		}
 		var ok bool
 		var err error
@@ -237,7 +245,7 @@ func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql str
 // tableStats looks up the statistics of the tables sql names (resolved
 // against the session in tc) and reports whether they put the statement
 // far from the text model's training (see textEstimate).
-func (s *Service) tableStats(sql string, tc featurize.TextContext, h http.Header, planners []string, maxLnRows float64) (stats []featurize.TableStats, far bool) {
+func (s *Service) tableStats(sql string, tc featurize.TextContext, h http.Header, planners []string, engine dialect.Engine, maxLnRows float64) (stats []featurize.TableStats, far bool) {
 	names, _ := plan.Tables(sql, tc.Catalog, tc.Schema)
 	if len(names) == 0 {
 		return nil, false
@@ -246,9 +254,13 @@ func (s *Service) tableStats(sql string, tc featurize.TextContext, h http.Header
 	if len(planners) > 0 {
 		server = planners[0]
 	}
-	if s.opts.TableStats != nil {
+	es, perEngine := s.opts.TableStats.(engineTableStats)
+	switch {
+	case perEngine:
+		stats = es.LookupOn(server, engine, names, h)
+	case s.opts.TableStats != nil && engine != dialect.Presto:
 		stats = s.opts.TableStats.Lookup(server, names, h)
-	} else {
+	default:
 		stats = make([]featurize.TableStats, len(names))
 	}
 	for _, t := range stats {
@@ -273,7 +285,7 @@ func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
 	}
 	lnRaw, sigma0 := math.Log(e.CPUSeconds), e.Sigma
 	b.LnText = lnRaw
-	off, sigma, shaped := s.offset(keyText, shapeKey(keyTextRes, b.Shape), sigma0)
+	off, sigma, shaped := s.offset(globalKey(keyText, b.Engine), shapeKey(keyTextRes, b.Shape), sigma0)
 	if !shaped {
 		sigma = max(sigma, sigma0)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // Estimator is what the proxy needs from a cost model: the predicted CPU
@@ -30,6 +31,11 @@ type Query struct {
 	// run on (the estimator spreads them and bounds each), the default
 	// first. Empty means Server alone.
 	Planners []string
+	// Engine is the engine of Server and Planners (all of one engine): the
+	// EXPLAIN speaks its dialect, and its estimates are learned apart.
+	// Header stays in the canonical form (X-Trino-* names) whatever the
+	// engine. Unknown means Trino.
+	Engine dialect.Engine
 }
 
 // ErrEstimatorBusy is what an Estimator returns (wrapped or not) when it

@@ -46,7 +46,7 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (estimate
 	if len(planners) == 0 {
 		planners = []string{q.Server}
 	}
-	e, err := a.svc.EstimateOn(ctx, planners, q.SQL, q.Header)
+	e, err := a.svc.EstimateFor(ctx, q.Engine, planners, q.SQL, q.Header)
 	var he *plan.HTTPError
 	if errors.As(err, &he) && (he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden) {
 		// Trino refused the caller's credentials: the proxy relays this

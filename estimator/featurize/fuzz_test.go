@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/prestroid/prestroid/estimator/internal/prestotest"
 	"github.com/prestroid/prestroid/estimator/internal/trinotest"
 	"github.com/prestroid/prestroid/estimator/plan"
 )
@@ -69,6 +70,13 @@ func FuzzParsePlan(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	// PrestoDB's shape (plan/presto.go): captured plans and a small one.
+	for _, name := range []string{"tpch-q03-tiny.json", "extra-semijoin-tiny.json"} {
+		if b, err := os.ReadFile(filepath.Join(prestotest.ExplainDir, name)); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"0": {"plan": {"id": "1", "name": "Aggregate(FINAL)[a][$h]", "identifier": "", "details": "Distribution: X\n", "children": [{"id": "2", "name": "RemoteSource", "identifier": "[1] ", "children": [], "remoteSources": ["1"]}]}}, "1": {"plan": {"id": "3", "name": "ScanFilter", "identifier": "[table = TableHandle {connectorId='c', connectorHandle='t:sf1.0'}, filterPredicate = (a) > (INTEGER'1')]", "estimates": [{"outputRowCount": "NaN", "totalSize": 1.0}]}}}`))
 	f.Add([]byte(`{"0": {"id": "1", "name": "Output", "children": [{"id": "2", "name": "RemoteSource", "descriptor": {"sourceFragmentIds": "[1, 2]"}}]}, "1": {"id": "3", "name": "Values"}, "2": {"id": "4", "name": "ScanFilter", "descriptor": {"table": "tpcds:item:sf1.0", "filterPredicate": "(a = 1)"}}}`))
 	f.Add([]byte(`{"0": {"id": "1", "name": "Output", "children": [{"id": "2", "name": "RemoteSource", "descriptor": {"sourceFragmentIds": "[0]"}}]}}`))
 	f.Add([]byte(`{"id": "1", "name": "InnerJoin", "descriptor": {"criteria": "(a = b)"}, "children": [{"id": "2", "name": "Values"}, {"id": "3", "name": "Values"}, {"id": "4", "name": "Values"}]}`))

@@ -23,3 +23,31 @@ func TotalCPUCost(planJSON []byte) (float64, error) {
 	}
 	return sum, nil
 }
+
+// TotalRowCost is the cost the cascade's optimizer stage reads from a plan
+// without cpuCost, as PrestoDB's (it estimates rows and sizes only): the
+// sum of the outputRowCount estimates over every node (unknown values
+// skipped), that is the rows every operator is expected to produce, scans
+// included. It is a cost in rows, not in Trino's cost units: its
+// calibration to seconds is learned apart from cpuCost's (the cascade keys
+// it by engine). Row counts rather than sizes, because PrestoDB leaves
+// totalSize unknown wherever a column's average width is (every fixed-width
+// column of the tpch connector), while row counts are known from every
+// scan up.
+func TotalRowCost(planJSON []byte) (float64, error) {
+	p, err := ParseLimits(planJSON, Limits{Lean: true})
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	if p.Root != nil {
+		p.Root.Walk(func(n *PlanNode) {
+			for _, e := range n.Estimates {
+				if c := e.OutputRowCount; c >= 0 && !math.IsInf(c, 1) {
+					sum += c
+				}
+			}
+		})
+	}
+	return sum, nil
+}

@@ -17,11 +17,14 @@ import (
 	"unsafe"
 
 	"github.com/prestroid/prestroid/internal/callerhdr"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/internal/sqllex"
 )
 
 // ExplainClient runs `EXPLAIN (TYPE DISTRIBUTED, FORMAT JSON) <sql>` over the
-// Trino client protocol as the caller. The zero value is ready to use; it is
+// client protocol as the caller, on Trino or PrestoDB (ExplainOn): the
+// statement and the protocol are the same on both but for the headers'
+// prefix. The zero value is ready to use; it is
 // safe for concurrent use.
 type ExplainClient struct {
 	// HTTP sends the requests. Nil means a default client with connect,
@@ -39,13 +42,13 @@ type ExplainResult struct {
 	PlanJSON       []byte // the single "Query Plan" varchar value (the JSON text)
 	QueryID        string // id of the EXPLAIN query
 	ElapsedMillis  int64  // final stats elapsedTimeMillis
-	AnalysisMillis int64  // final stats analysisTimeMillis (0 if absent; includes the inner planning)
-	PlanningMillis int64  // final stats planningTimeMillis (the trivial outer plan)
+	AnalysisMillis int64  // final stats analysisTimeMillis (0 if absent, as on PrestoDB; includes the inner planning)
+	PlanningMillis int64  // final stats planningTimeMillis (the trivial outer plan; 0 if absent, as on PrestoDB)
 	Wall           time.Duration
 }
 
-// TrinoError is a query failure reported by Trino (HTTP 200 with an "error"
-// object). Match it with errors.As.
+// TrinoError is a query failure reported by the coordinator, Trino or
+// PrestoDB (HTTP 200 with an "error" object). Match it with errors.As.
 type TrinoError struct {
 	QueryID   string
 	ErrorName string // e.g. SYNTAX_ERROR, TABLE_NOT_FOUND
@@ -230,8 +233,19 @@ func (d *planDecoder) firstRow(qr *queryResults) error {
 // read); no user is invented. `EXECUTE name USING ...` works when h carries
 // X-Trino-Prepared-Statement. Statements that are not Explainable fail with
 // ErrNotExplainable without a request. When ctx ends, the EXPLAIN query is cancelled
-// with a DELETE on its nextUri and ctx's error is returned.
+// with a DELETE on its nextUri and ctx's error is returned. It is ExplainOn
+// a Trino coordinator.
 func (c *ExplainClient) Explain(ctx context.Context, server string, sql string, h http.Header) (*ExplainResult, error) {
+	return c.ExplainOn(ctx, server, dialect.Trino, sql, h)
+}
+
+// ExplainOn is Explain on a coordinator of the given engine. h is the
+// caller's session in the canonical form (X-Trino-* names, see package
+// dialect): the headers callerhdr admits are renamed for the engine
+// (dialect.For), so that a PrestoDB coordinator gets X-Presto-User, and
+// those callerhdr keeps back (the transaction id, the spooling encoding)
+// stay back under either name. Unknown is Trino.
+func (c *ExplainClient) ExplainOn(ctx context.Context, server string, engine dialect.Engine, sql string, h http.Header) (*ExplainResult, error) {
 	start := time.Now()
 	if k := Classify(sql); !k.Explainable() {
 		return nil, fmt.Errorf("%w: a %s statement", ErrNotExplainable, k)
@@ -249,7 +263,7 @@ func (c *ExplainClient) Explain(ctx context.Context, server string, sql string, 
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("estimator: EXPLAIN: bad server URL %q", server)
 	}
-	hdr := callerhdr.Copy(h, 3)
+	hdr := dialect.For(callerhdr.Copy(h, 3), engine)
 	hdr.Set("Accept-Encoding", "gzip")
 	hdr.Set("User-Agent", "prestroid-estimator")
 

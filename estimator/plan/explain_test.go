@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/prestroid/prestroid/estimator/internal/trinotest"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // RunStatement is runStatement, for the external tests.
@@ -275,4 +276,43 @@ func BenchmarkDecodeQueryResults(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestExplainOnPrestoRenamesCallerHeaders(t *testing.T) {
+	f := &fakeTrino{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	h := http.Header{} // the canonical session, as the proxy hands it on
+	h.Set("X-Trino-User", "alice")
+	h.Add("X-Trino-Session", "a=1")
+	h.Set("X-Trino-Catalog", "tpch")
+	h.Set("X-Trino-Transaction-Id", "c1~20260101_000000_00001_abcde")
+	h.Set("X-Trino-Query-Data-Encoding", "json")
+	h.Set("Authorization", "Bearer secret")
+	if _, err := (&ExplainClient{}).ExplainOn(context.Background(), srv.URL, dialect.Presto, "SELECT 1", h); err != nil {
+		t.Fatal(err)
+	}
+	for i, sent := range f.headers {
+		for k, want := range map[string]string{"X-Presto-User": "alice", "X-Presto-Session": "a=1", "X-Presto-Catalog": "tpch", "Authorization": "Bearer secret"} {
+			if sent.Get(k) != want {
+				t.Errorf("request %d: %s = %q, want %q", i, k, sent.Get(k), want)
+			}
+		}
+		for k := range sent {
+			if dialect.OfHeader(k) == dialect.Trino || k == "X-Presto-Transaction-Id" || k == "X-Presto-Query-Data-Encoding" {
+				t.Errorf("request %d sent %s", i, k)
+			}
+		}
+	}
+	if h.Get("X-Trino-User") != "alice" || h.Get("X-Presto-User") != "" {
+		t.Error("the caller's header was modified")
+	}
+}
+
+func TestExplainToleratesMissingStats(t *testing.T) {
+	page := []byte(`{"id":"q","stats":{"state":"FINISHED","elapsedTimeMillis":9,"cpuTimeMillis":0},"data":[["{}"]]}`)
+	qr, err := decodeQueryResults(page)
+	if err != nil || qr.Stats.ElapsedTimeMillis != 9 || qr.Stats.AnalysisTimeMillis != 0 || qr.Stats.PlanningTimeMillis != 0 {
+		t.Fatalf("%+v, %v", qr, err)
+	}
 }

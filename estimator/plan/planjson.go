@@ -517,8 +517,9 @@ func (d *planDecoder) node() (*PlanNode, error) {
 	n := &d.nodes.take(1)[0]
 	n.Fragment = d.frag
 	nameSeen := false
+	var px prestoNode // PrestoDB's keys (presto.go)
 	err := d.object(func(key string) error {
-		if d.lean && (key == "outputs" || key == "details") {
+		if d.lean && (key == "outputs" || key == "details" && d.peek() != '"') {
 			_, err := d.skip() // checked, not kept
 			return err
 		}
@@ -559,6 +560,16 @@ func (d *planDecoder) node() (*PlanNode, error) {
 				return err
 			})
 		case "details":
+			if d.peek() == '"' { // PrestoDB: one newline-joined string
+				if d.lean { // only a join's distribution is kept: sliced from the raw text, no unescaping
+					var raw string
+					raw, err = d.skip()
+					px.details = leanDetails(raw)
+					return err
+				}
+				px.details, err = d.str()
+				return err
+			}
 			err = d.list(func() error {
 				s, err := d.text()
 				n.Details = append(n.Details, s)
@@ -583,6 +594,17 @@ func (d *planDecoder) node() (*PlanNode, error) {
 			})
 			n.Children = d.kids.keep(d.kidStack[base:])
 			d.kidStack = d.kidStack[:base]
+		case "identifier": // PrestoDB
+			px.seen = true
+			px.ident, err = d.text()
+		case "remoteSources": // PrestoDB
+			px.seen = true
+			px.sources = px.sources[:0] // a repeated key replaces
+			err = d.list(func() error {
+				s, err := d.text()
+				px.sources = append(px.sources, s)
+				return err
+			})
 		default:
 			_, err = d.skip()
 		}
@@ -593,6 +615,11 @@ func (d *planDecoder) node() (*PlanNode, error) {
 	}
 	if !nameSeen || n.Name == "" {
 		return nil, fmt.Errorf("%w: node %s has no name", ErrBadPlan, n.ID)
+	}
+	if px.seen {
+		px.apply(n, d.lean)
+	} else if px.details != "" && !d.lean { // a string of details without PrestoDB's other keys
+		n.Details = append(n.Details, px.details)
 	}
 	return n, nil
 }
@@ -650,7 +677,7 @@ func (d *planDecoder) estimate() (Estimate, error) {
 		switch key {
 		case "outputRowCount":
 			dst = &e.OutputRowCount
-		case "outputSizeInBytes":
+		case "outputSizeInBytes", "totalSize": // Trino, PrestoDB
 			dst = &e.OutputSizeInBytes
 		case "cpuCost":
 			dst = &e.CPUCost
@@ -680,7 +707,7 @@ func decodePlanJSON(b []byte, lim Limits) (frags map[string]*PlanNode, root *Pla
 			return errSingleNode
 		}
 		d.frag = key
-		n, err := d.node()
+		n, err := d.fragment()
 		if err != nil {
 			return fmt.Errorf("%w (fragment %q)", err, key)
 		}
@@ -704,6 +731,45 @@ func decodePlanJSON(b []byte, lim Limits) (frags map[string]*PlanNode, root *Pla
 }
 
 var errSingleNode = fmt.Errorf("single node")
+
+// fragment reads a fragment's root: a plan node (Trino), or PrestoDB's
+// {"plan": node} (told by its first key; other keys beside "plan" are
+// checked as JSON and dropped).
+func (d *planDecoder) fragment() (*PlanNode, error) {
+	if !d.wrapped() {
+		return d.node()
+	}
+	var n *PlanNode
+	err := d.object(func(key string) error {
+		if key == "plan" && n == nil {
+			var err error
+			n, err = d.node()
+			return err
+		}
+		_, err := d.skip()
+		return err
+	})
+	if err == nil && n == nil {
+		err = fmt.Errorf("%w: fragment has no plan", ErrBadPlan)
+	}
+	return n, err
+}
+
+// wrapped reports whether the value at pos is an object whose first key is
+// "plan" (PrestoDB's fragment); pos is left where it was.
+func (d *planDecoder) wrapped() bool {
+	start := d.pos
+	defer func() { d.pos = start }()
+	if d.peek() != '{' {
+		return false
+	}
+	d.pos++
+	if d.peek() != '"' {
+		return false
+	}
+	k, err := d.str()
+	return err == nil && k == "plan"
+}
 
 // hasTopKey reports whether the top-level object of b has the key.
 func hasTopKey(b []byte, key string) bool {

@@ -11,6 +11,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/internal/callerhdr"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // Options configure a Cache. Zero values are documented per field.
@@ -56,6 +57,7 @@ type Cache struct {
 
 type key struct {
 	reader string
+	engine dialect.Engine // Trino's (and Unknown's) entries are "": a table of a PrestoDB cluster is another
 	table  plan.TableName
 }
 
@@ -111,6 +113,16 @@ func New(o Options) *Cache {
 // statements) with the caller's headers (only those callerhdr.Forward
 // keeps are held). A nil Cache knows nothing.
 func (c *Cache) Lookup(server string, tables []plan.TableName, h http.Header) []featurize.TableStats {
+	return c.LookupOn(server, dialect.Trino, tables, h)
+}
+
+// LookupOn is Lookup on a coordinator of the given engine: h is the
+// caller's canonical session (X-Trino-* names), renamed for the engine
+// when the fetch is sent, and the entries of each engine are apart.
+func (c *Cache) LookupOn(server string, engine dialect.Engine, tables []plan.TableName, h http.Header) []featurize.TableStats {
+	if engine == dialect.Trino {
+		engine = dialect.Unknown
+	}
 	if len(tables) == 0 {
 		return nil
 	}
@@ -123,7 +135,7 @@ func (c *Cache) Lookup(server string, tables []plan.TableName, h http.Header) []
 	var want []key
 	c.mu.RLock()
 	for i, tb := range tables {
-		k := key{reader, tb}
+		k := key{reader, engine, tb}
 		e := c.entries[k]
 		switch {
 		case e == nil:
@@ -158,7 +170,7 @@ func (c *Cache) request(server string, keys []key, h http.Header, t time.Time) {
 			continue
 		}
 		if hdr == nil {
-			hdr = callerhdr.Copy(h, 0)
+			hdr = dialect.For(callerhdr.Copy(h, 0), k.engine)
 		}
 		select {
 		case c.queue <- job{k: k, server: server, h: hdr}:
@@ -273,5 +285,5 @@ func (c *Cache) Seed(t plan.TableName, h http.Header, st featurize.TableStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.evictLocked()
-	c.entries[key{ReaderKey(h), t}] = &entry{stats: st, ok: true, at: now()}
+	c.entries[key{reader: ReaderKey(h), table: t}] = &entry{stats: st, ok: true, at: now()}
 }

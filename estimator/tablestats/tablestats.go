@@ -3,8 +3,10 @@
 // `SHOW STATS FOR` — so that a statement's text stage can tell a count over
 // a 1.5M-row table from one over a 15k-row table.
 //
-// The statistics are asked of Trino as the caller (every X-Trino-* header
-// and Authorization travel, as for the EXPLAIN: internal/callerhdr) and
+// The statistics are asked of the coordinator, Trino or PrestoDB (whose
+// SHOW STATS has the same columns), as the caller (every X-Trino-* header
+// and Authorization travel, renamed X-Presto-* for PrestoDB, as for the
+// EXPLAIN: internal/callerhdr, internal/dialect) and
 // cached per table and caller: a caller is served only statistics its own
 // credentials could read, so an estimate never tells a user the size of a
 // table the cluster would not show them. Nothing is fetched on the hot
@@ -29,6 +31,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/internal/callerhdr"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // maxBody bounds one page of SHOW STATS' answer (one row per column).
@@ -50,7 +53,9 @@ func QuoteName(t plan.TableName) string {
 }
 
 // Fetch runs `SHOW STATS FOR t` on server (a coordinator's base URL) as
-// the caller described by h (only its callerhdr.Forward headers are sent)
+// the caller described by h, in h's dialect (dialect.Of: X-Presto-*
+// headers for a PrestoDB coordinator); only the headers callerhdr.Forward
+// admits, by their canonical names, are sent
 // and reads the row count (the summary row's row_count) and the data size
 // (the sum of the columns' data_size). Known is false when the catalog
 // has no row count. A failure (no such table, access denied, HTTP) is an
@@ -64,7 +69,7 @@ func (c *Client) Fetch(ctx context.Context, server string, t plan.TableName, h h
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return featurize.TableStats{}, fmt.Errorf("tablestats: bad server URL %q", server)
 	}
-	hdr := callerhdr.Copy(h, 1)
+	hdr := dialect.For(callerhdr.Copy(dialect.Canonical(h), 1), dialect.Of(h))
 	hdr.Set("User-Agent", "prestroid-estimator")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader("SHOW STATS FOR "+QuoteName(t)))
 	if err != nil {
