@@ -102,12 +102,22 @@ func (d *Domains) Lookup(catalog, schema, column string) *Domain {
 	return d.Values[catalog+"."+domainSchema(table, schema)+"."+column]
 }
 
+// errNotCached is the error of a fetch that needs a server when db is nil:
+// a PrestoDB collection plans from the cache that Trino's runs filled, so
+// that its items are Trino's items.
+func errNotCached(what string) error {
+	return fmt.Errorf("collector: %s not in the domain cache, and no Trino to read it from (PrestoDB collections plan from the cache filled by a Trino run)", what)
+}
+
 // FetchColumns reads the column lists of catalogs (from their tiny schema)
-// unless cached.
+// unless cached. A nil db fails on the first catalog not cached.
 func (d *Domains) FetchColumns(ctx context.Context, db *sql.DB, catalogs ...string) error {
 	for _, cat := range catalogs {
 		if len(d.Columns[cat]) > 0 {
 			continue
+		}
+		if db == nil {
+			return errNotCached("the columns of " + cat)
 		}
 		rows, err := db.QueryContext(ctx, fmt.Sprintf(
 			"SELECT table_name, column_name, data_type FROM %s.information_schema.columns WHERE table_schema = 'tiny'", cat))
@@ -153,7 +163,7 @@ func typeKind(typ string) string {
 const maxDomainValues = 3000
 
 // Fetch reads the domains of columns ("table.column") of catalog at schema
-// that are not cached yet.
+// that are not cached yet. A nil db fails on the first one not cached.
 func (d *Domains) Fetch(ctx context.Context, db *sql.DB, catalog, schema string, columns []string) error {
 	sort.Strings(columns)
 	for _, col := range columns {
@@ -168,6 +178,9 @@ func (d *Domains) Fetch(ctx context.Context, db *sql.DB, catalog, schema string,
 		if kind == "" {
 			d.Values[key] = &Domain{Kind: "none"}
 			continue
+		}
+		if db == nil {
+			return errNotCached("the domain of " + key)
 		}
 		// Quoted: a scale's schema may not be an identifier (sf0.1).
 		from := quoteIdent(catalog) + "." + quoteIdent(sch) + "." + quoteIdent(table)

@@ -1,7 +1,8 @@
-// Package collector runs SQL workloads against Trino and records, per query,
-// the EXPLAIN plan and the measured execution statistics: the training data of
-// the cost model. The record format (RECORD.md) is shared with the proxy's
-// feedback log, which writes the same records for live traffic.
+// Package collector runs SQL workloads against Trino or PrestoDB and
+// records, per query, the EXPLAIN plan and the measured execution
+// statistics: the training data of the cost model. The record format
+// (RECORD.md) is shared with the proxy's feedback log, which writes the same
+// records for live traffic.
 //
 // Files are gzip-compressed JSON Lines (".jsonl.gz"). Every record is written
 // as its own gzip member, so a file is valid after every record and a killed
@@ -12,6 +13,8 @@ package collector
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // RecordVersion is the value of Record.Version written by this package.
@@ -46,13 +49,20 @@ type Record struct {
 	Key    string `json:"key"`
 	Status string `json:"status"`
 
-	QueryID      string `json:"query_id,omitempty"`
-	TrinoVersion string `json:"trino_version,omitempty"`
-	Server       string `json:"server,omitempty"`
-	User         string `json:"user,omitempty"`
-	ClientSource string `json:"client_source,omitempty"` // X-Trino-Source of the query
-	Catalog      string `json:"catalog,omitempty"`
-	Schema       string `json:"schema,omitempty"`
+	QueryID string `json:"query_id,omitempty"`
+	// TrinoVersion is a Trino coordinator's version (/v1/info); Engine and
+	// EngineVersion name any other engine and its version ("presto",
+	// "0.296-8661b73"). A Trino record leaves Engine empty, as every record
+	// did before the field existed: read them with EngineName and
+	// ServerVersion.
+	TrinoVersion  string `json:"trino_version,omitempty"`
+	Engine        string `json:"engine,omitempty"`
+	EngineVersion string `json:"engine_version,omitempty"`
+	Server        string `json:"server,omitempty"`
+	User          string `json:"user,omitempty"`
+	ClientSource  string `json:"client_source,omitempty"` // X-Trino-Source (X-Presto-Source) of the query
+	Catalog       string `json:"catalog,omitempty"`
+	Schema        string `json:"schema,omitempty"`
 	// SessionProperties are the session properties the query ran with (only
 	// those set explicitly; Trino's defaults apply to the rest).
 	SessionProperties map[string]string `json:"session_properties,omitempty"`
@@ -80,6 +90,24 @@ type Record struct {
 	// Warmth says whether the Trino JVM had run the query's shape before
 	// (collector only; absent when the server's identity was unknown).
 	Warmth *Warmth `json:"warmth,omitempty"`
+}
+
+// EngineName is the engine that ran the query: Engine, or "trino" when the
+// record does not say (Trino's records, and all written before the field).
+func (r *Record) EngineName() string {
+	if r.Engine == "" {
+		return string(dialect.Trino)
+	}
+	return r.Engine
+}
+
+// ServerVersion is the coordinator's version: EngineVersion, or
+// TrinoVersion for Trino's records.
+func (r *Record) ServerVersion() string {
+	if r.EngineVersion != "" {
+		return r.EngineVersion
+	}
+	return r.TrinoVersion
 }
 
 // Load is the 1-, 5- and 15-minute load average of the collecting host
@@ -149,8 +177,10 @@ type OTPSummary struct {
 	Tables   []string `json:"tables,omitempty"`
 }
 
-// Stats are Trino's final statistics of the execution. Times are
-// milliseconds; -1 means unknown.
+// Stats are the engine's final statistics of the execution. Times are
+// milliseconds; -1 means unknown. PrestoDB's protocol has no physical input
+// bytes: its records take them from /v1/query's rawInputDataSize (the bytes
+// the connectors read, Trino's physicalInputDataSize under its older name).
 type Stats struct {
 	State              string `json:"state"`
 	CPUMillis          int64  `json:"cpu_ms"`          // the label: total CPU time over all tasks
@@ -173,6 +203,9 @@ type Stats struct {
 	// /v1/query/{id}'s operator summaries, summed over input, output and
 	// finish; only with collect --operator-stats.
 	OperatorCPUMillis map[string]float64 `json:"operator_cpu_ms,omitempty"`
+	// PeakTotalMemoryBytes is PrestoDB's peak total (user and system)
+	// memory (its protocol's peakTotalMemoryBytes); Trino's records omit it.
+	PeakTotalMemoryBytes int64 `json:"peak_total_memory_bytes,omitempty"`
 }
 
 // Error is why a query did not finish.

@@ -18,12 +18,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/trinodb/trino-go-client/trino"
 )
 
 // PlanFunc takes the EXPLAIN plan of an item, with the item's own session
-// (Header). The command wires it to estimator.ExplainClient so that training
-// plans come from the same code as serving; nil means no plans. A nil plan
+// (Header, in the engine's dialect: X-Presto-* for PrestoDB). The command
+// wires it to estimator.ExplainClient so that training plans come from the
+// same code as serving; nil means no plans. A nil plan
 // with a nil error runs the item without a plan. An error that is not the
 // query's fault (network, HTTP 5xx) should wrap ErrUnavailable: the item is
 // then left for a later run instead of being recorded as EXPLAIN_FAILED.
@@ -32,13 +34,14 @@ type PlanFunc func(ctx context.Context, server string, it *Item, h http.Header) 
 // ErrUnavailable marks failures of the server or the network rather than
 // of a query. Such items are not recorded (a resumed run retries them), and
 // a run stops after maxClientErrors of them in a row.
-var ErrUnavailable = errors.New("collector: Trino unavailable")
+var ErrUnavailable = errors.New("collector: server unavailable")
 
 // maxClientErrors is how many CLIENT_ERROR outcomes in a row stop a run.
 const maxClientErrors = 10
 
-// Header is the Trino session of an item as request headers: user,
-// catalog, schema and session properties.
+// Header is the session of an item as request headers under Trino's names
+// (the canonical form, see internal/dialect): user, catalog, schema and
+// session properties.
 func (it *Item) Header(user, source string) http.Header {
 	h := http.Header{}
 	h.Set("X-Trino-User", user)
@@ -70,13 +73,22 @@ func (it *Item) sessionHeader() string {
 	return strings.Join(parts, ",")
 }
 
-// Runner executes items against one Trino server and writes a record for
-// each. The zero value is not usable: set Server, DB and Writer.
+// Runner executes items against one Trino or PrestoDB server and writes a
+// record for each. The zero value is not usable: set Server, Writer and,
+// for Trino, DB.
 type Runner struct {
-	Server string  // base URL, e.g. http://127.0.0.1:8083
-	DB     *sql.DB // trino-go-client database for Server (no catalog/schema/session in the DSN)
-	User   string  // X-Trino-User; "prestroid-collect" if empty
-	Source string  // X-Trino-Source; "prestroid-collect" if empty
+	Server string // base URL, e.g. http://127.0.0.1:8083
+	// Engine is the server's engine. Unknown (the zero value) detects it
+	// from /v1/info's version (dialect.FromVersion), and takes Trino when
+	// the version says neither; a set engine that the version contradicts
+	// fails the run. Every request of the run carries the engine's headers.
+	Engine dialect.Engine
+	// DB is the trino-go-client database for a Trino Server (no
+	// catalog/schema/session in the DSN); unused for PrestoDB, whose
+	// statements the runner sends itself (presto.go).
+	DB     *sql.DB
+	User   string // X-Trino-User (X-Presto-User); "prestroid-collect" if empty
+	Source string // X-Trino-Source (X-Presto-Source); "prestroid-collect" if empty
 	// Concurrency is the number of queries in flight (1 if < 1).
 	Concurrency int
 	// Timeout per query execution (EXPLAIN not included); 0 means none.
@@ -97,6 +109,7 @@ type Runner struct {
 	OperatorStats bool
 
 	version string
+	engine  dialect.Engine // Engine, or the detected one
 	shapes  *shapeTracker
 }
 
@@ -128,8 +141,10 @@ func (r *Runner) source() string {
 	return r.Source
 }
 
-// TrinoVersion asks the server for its version (GET /v1/info).
-func TrinoVersion(ctx context.Context, c *http.Client, server string) (string, error) {
+// ServerVersion asks the server for its version (GET /v1/info:
+// nodeVersion.version, e.g. "476" or "0.296-8661b73"; dialect.FromVersion
+// tells the engine from it).
+func ServerVersion(ctx context.Context, c *http.Client, server string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(server, "/")+"/v1/info", nil)
 	if err != nil {
 		return "", err
@@ -154,10 +169,16 @@ func TrinoVersion(ctx context.Context, c *http.Client, server string) (string, e
 func (r *Runner) Run(ctx context.Context, items []Item) (Summary, error) {
 	start := time.Now()
 	sum := Summary{Planned: len(items), ByStatus: map[string]int{}}
-	if v, err := TrinoVersion(ctx, r.httpClient(), r.Server); err == nil {
-		r.version = v
-	} else {
+	v, err := ServerVersion(ctx, r.httpClient(), r.Server)
+	if err != nil {
 		return sum, err
+	}
+	if r.engine, err = ResolveEngine(r.Engine, v); err != nil {
+		return sum, err
+	}
+	r.version = v
+	if r.engine == dialect.Trino && r.DB == nil {
+		return sum, errors.New("collector: a Trino server needs Runner.DB")
 	}
 	r.shapes = newShapeTracker(r.Writer.pastWarmth())
 	var todo []*Item
@@ -259,16 +280,37 @@ func (p *progressSink) last() (trino.QueryProgressInfo, int) {
 	return p.info, p.n
 }
 
+// ResolveEngine is the engine of a server whose /v1/info says version,
+// given the engine the caller expects (Unknown: whatever the version says,
+// Trino when it says neither). A version of the other engine is an error.
+func ResolveEngine(want dialect.Engine, version string) (dialect.Engine, error) {
+	got := dialect.FromVersion(version)
+	switch {
+	case want == dialect.Unknown && got == dialect.Unknown:
+		return dialect.Trino, nil
+	case want == dialect.Unknown:
+		return got, nil
+	case got != dialect.Unknown && got != want:
+		return want, fmt.Errorf("collector: engine %s expected, but the server's version %q is %s's", want, version, got)
+	}
+	return want, nil
+}
+
 // runOne explains and executes one item and returns its record.
 func (r *Runner) runOne(ctx context.Context, it *Item) *Record {
 	w := it.Workload
 	rec := &Record{
 		Version: RecordVersion, Source: SourceCollector, Key: it.Key,
-		TrinoVersion: r.version, Server: r.Server, User: r.user(), ClientSource: r.source(),
+		Server: r.Server, User: r.user(), ClientSource: r.source(),
 		Catalog: it.Catalog, Schema: it.Schema, SessionProperties: it.Session, SQL: it.SQL,
 		Workload: &w, Collector: &r.Info,
 	}
-	h := it.Header(r.user(), r.source())
+	if r.engine == dialect.Presto {
+		rec.Engine, rec.EngineVersion = string(r.engine), r.version
+	} else {
+		rec.TrinoVersion = r.version // Trino's records stay as they were
+	}
+	h := dialect.For(it.Header(r.user(), r.source()), r.engine)
 	if r.Plan != nil {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		p, err := r.Plan(pctx, r.Server, it, h)
@@ -292,38 +334,35 @@ func (r *Runner) runOne(ctx context.Context, it *Item) *Record {
 		qctx, cancel = context.WithTimeout(ctx, r.Timeout)
 	}
 	defer cancel()
-	sink := &progressSink{}
-	args := []any{
-		sql.Named("X-Trino-User", r.user()),
-		sql.Named("X-Trino-Source", r.source()),
-		sql.Named("X-Trino-Catalog", it.Catalog),
-		sql.Named("X-Trino-Schema", it.Schema),
-		sql.Named("X-Trino-Progress-Callback", sink),
-		sql.Named("X-Trino-Progress-Callback-Period", time.Second),
-	}
-	if s := it.sessionHeader(); s != "" {
-		args = append(args, sql.Named("X-Trino-Session", s))
-	}
 	rec.Warmth = r.warmth(ctx, it)
 	before, okBefore := loadAvg()
 	rec.SubmittedAt = time.Now().UTC()
 	t0 := time.Now()
-	nrows, err := drain(qctx, r.DB, it.SQL, args)
+	var (
+		st  *Stats
+		err error
+	)
+	if r.engine == dialect.Presto {
+		var res prestoResult
+		res, err = r.execPresto(qctx, it, h)
+		rec.ResultRows, rec.QueryID, st = res.rows, res.queryID, res.stats
+		if st == nil {
+			st = prestoStats{}.stats()
+		}
+	} else {
+		rec.ResultRows, rec.QueryID, st, err = r.execTrino(qctx, it)
+	}
 	client := time.Since(t0)
 	rec.FinishedAt = time.Now().UTC()
 	if after, ok := loadAvg(); ok && okBefore {
 		rec.Load = &Load{Before: before, After: after}
 	}
-	rec.ResultRows = nrows
-	info, _ := sink.last()
-	rec.QueryID = info.QueryId
 	timedOut := err != nil && qctx.Err() != nil && ctx.Err() == nil
 	if err != nil && rec.QueryID != "" && qctx.Err() != nil {
 		// The driver cancels on rows.Close, but not when the deadline hits
 		// before the first page: cancel here too (idempotent).
 		r.cancel(rec.QueryID)
 	}
-	st := statsFrom(info)
 	st.ClientMillis = client.Milliseconds()
 	rec.Stats = st
 	var qi *queryInfo
@@ -331,6 +370,11 @@ func (r *Runner) runOne(ctx context.Context, it *Item) *Record {
 		qi = r.queryInfo(ctx, rec.QueryID, timedOut || err != nil)
 	}
 	if qi != nil {
+		if !r.OperatorStats {
+			// PrestoDB sends the operator summaries even when asked for
+			// the pruned form; record them only when asked, as for Trino.
+			qi.QueryStats.OperatorSummaries = nil
+		}
 		qi.fill(st)
 	}
 	switch {
@@ -347,12 +391,34 @@ func (r *Runner) runOne(ctx context.Context, it *Item) *Record {
 			if qi.FailureInfo != nil && qi.FailureInfo.Message != "" {
 				rec.Error.Message = qi.FailureInfo.Message
 			}
+		} else if pe := (*prestoError)(nil); errors.As(err, &pe) {
+			rec.Error.Name, rec.Error.Type, rec.Error.Code, rec.Error.Message = pe.ErrorName, pe.ErrorType, pe.ErrorCode, pe.Message
 		} else if rec.QueryID == "" {
 			rec.Status = StatusClientError
 			rec.Error.Name = "CLIENT"
 		}
 	}
 	return rec
+}
+
+// execTrino runs the item through trino-go-client and drains it: rows,
+// query id, the last progress callback's statistics.
+func (r *Runner) execTrino(ctx context.Context, it *Item) (int64, string, *Stats, error) {
+	sink := &progressSink{}
+	args := []any{
+		sql.Named("X-Trino-User", r.user()),
+		sql.Named("X-Trino-Source", r.source()),
+		sql.Named("X-Trino-Catalog", it.Catalog),
+		sql.Named("X-Trino-Schema", it.Schema),
+		sql.Named("X-Trino-Progress-Callback", sink),
+		sql.Named("X-Trino-Progress-Callback-Period", time.Second),
+	}
+	if s := it.sessionHeader(); s != "" {
+		args = append(args, sql.Named("X-Trino-Session", s))
+	}
+	nrows, err := drain(ctx, r.DB, it.SQL, args)
+	info, _ := sink.last()
+	return nrows, info.QueryId, statsFrom(info), err
 }
 
 // warmth marks the item's shape as run on the server's current JVM and
@@ -411,7 +477,7 @@ func statsFrom(i trino.QueryProgressInfo) *Stats {
 	}
 }
 
-// cancel deletes a query on Trino.
+// cancel deletes a query on the server.
 func (r *Runner) cancel(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -419,7 +485,7 @@ func (r *Runner) cancel(id string) {
 	if err != nil {
 		return
 	}
-	req.Header.Set("X-Trino-User", r.user())
+	req.Header.Set(r.engine.Header("User"), r.user())
 	if resp, err := r.httpClient().Do(req); err == nil {
 		resp.Body.Close()
 	}
@@ -427,12 +493,15 @@ func (r *Runner) cancel(id string) {
 
 // queryInfo is the part of GET /v1/query/{id} the collector reads: the
 // statistics the client protocol's final page lacks (analysis and planning
-// time) and, for failed queries, the error.
+// time; PrestoDB's physical input) and, for failed queries, the error.
+// PrestoDB names the planning time totalPlanningTime, has no planning CPU
+// time, and calls the connectors' input rawInputDataSize.
 type queryInfo struct {
 	State      string `json:"state"`
 	QueryStats struct {
 		AnalysisTime              string `json:"analysisTime"`
 		PlanningTime              string `json:"planningTime"`
+		TotalPlanningTime         string `json:"totalPlanningTime"` // PrestoDB's planningTime
 		PlanningCPUTime           string `json:"planningCpuTime"`
 		QueuedTime                string `json:"queuedTime"`
 		ElapsedTime               string `json:"elapsedTime"`
@@ -440,6 +509,7 @@ type queryInfo struct {
 		TotalScheduledTime        string `json:"totalScheduledTime"`
 		PeakUserMemoryReservation string `json:"peakUserMemoryReservation"`
 		ProcessedInputPositions   int64  `json:"processedInputPositions"`
+		RawInputDataSize          string `json:"rawInputDataSize"`
 		TotalDrivers              int    `json:"totalDrivers"`
 		OperatorSummaries         []struct {
 			OperatorType string `json:"operatorType"`
@@ -472,7 +542,7 @@ func (r *Runner) queryInfo(ctx context.Context, id string, wait bool) *queryInfo
 			cancel()
 			return nil
 		}
-		req.Header.Set("X-Trino-User", r.user())
+		req.Header.Set(r.engine.Header("User"), r.user())
 		resp, err := r.httpClient().Do(req)
 		if err != nil {
 			cancel()
@@ -500,6 +570,13 @@ func (qi *queryInfo) fill(st *Stats) {
 	q := qi.QueryStats
 	st.AnalysisMillis = parseDurationMillis(q.AnalysisTime)
 	st.PlanningMillis = parseDurationMillis(q.PlanningTime)
+	if q.PlanningTime == "" && q.TotalPlanningTime != "" {
+		st.PlanningMillis = parseDurationMillis(q.TotalPlanningTime)
+	}
+	if st.PhysicalInputBytes < 0 {
+		// Only PrestoDB's protocol lacks it (prestoStats.stats).
+		st.PhysicalInputBytes = parseDataSizeBytes(q.RawInputDataSize)
+	}
 	st.PlanningCPUMillis = parseDurationMillis(q.PlanningCPUTime)
 	if st.State != "FINISHED" || st.CPUMillis == 0 {
 		// The callback's last page was not the final one, or it was but
@@ -557,6 +634,25 @@ func parseDurationMillis(s string) int64 {
 		return -1
 	}
 	return int64(ms + 0.5)
+}
+
+// dataSizeUnits are airlift's DataSize units in bytes (powers of 1024).
+var dataSizeUnits = map[string]float64{"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "PB": 1 << 50}
+
+// parseDataSizeBytes parses an airlift DataSize ("726B", "1.43kB",
+// "2.50GB") into bytes; -1 if it cannot.
+func parseDataSizeBytes(s string) int64 {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i <= 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(s[:i], 64)
+	unit := dataSizeUnits[s[i:]]
+	if err != nil || unit == 0 {
+		return -1
+	}
+	return int64(v*unit + 0.5)
 }
 
 // progress prints one line per finished query: count, rate, ETA, outcome.

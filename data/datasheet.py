@@ -15,8 +15,9 @@ member, which is skipped) and data/split.json, and writes:
 Records of noise runs (data/records/noise*.jsonl.gz, workload.rep > 0 or
 repeated keys) feed only the noise section, the operator-CPU samples
 (data/records/ops*.jsonl.gz) only the operator section. Scales are told
-apart by storage: "sf1" is the TPC connectors (v1), "iceberg/sf1" the
-Parquet copies (v2).
+apart by storage and engine: "sf1" is the TPC connectors (v1), "iceberg/sf1" the
+Parquet copies (v2), "presto/sf1" PrestoDB's tpch connector (records with
+"engine": "presto"; absent means Trino).
 """
 import collections
 import glob
@@ -58,9 +59,11 @@ def ts(s):
 
 
 def ds(r):
-    """A record's scale, prefixed by its storage catalog for the Parquet copies (v2)."""
+    """A record's scale, prefixed by its storage catalog for the Parquet copies (v2) and by its
+    engine when that is not Trino ("presto/sf1": PrestoDB on its tpch connector)."""
     w = r["workload"]
-    return f"{w['storage']}/{w['scale']}" if w.get("storage") else w["scale"]
+    s = f"{w['storage']}/{w['scale']}" if w.get("storage") else w["scale"]
+    return f"{r['engine']}/{s}" if r.get("engine", "trino") != "trino" else s
 
 
 def order(s):

@@ -17,6 +17,7 @@ import (
 	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // Query is one usable query record with everything the steps and the
@@ -31,8 +32,10 @@ type Query struct {
 	// record (collector.Workload.Storage), "connector" for the TPC
 	// connectors, empty for live traffic.
 	Storage string `json:"storage,omitempty"`
-	File    string `json:"file"`
-	CPUMs   int64  `json:"cpu_ms"`
+	// Engine ran the query: "trino" or "presto" (collector.Record.EngineName).
+	Engine string `json:"engine"`
+	File   string `json:"file"`
+	CPUMs  int64  `json:"cpu_ms"`
 	// LnCPU is ln(CPU seconds), the unnormalized target.
 	LnCPU float64 `json:"ln_cpu_s"`
 	SQL   string  `json:"sql"`
@@ -190,8 +193,14 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 		template, family = liveTemplate(r.SQL), "live"
 		part = collector.HashPart(template)
 	}
+	engine := r.EngineName()
 	p, err := plan.Parse(r.Plan.JSON)
 	if err != nil {
+		if engine != string(dialect.Trino) {
+			// Counted apart: another engine's plans are skipped until the
+			// plan decoder reads them.
+			return nil, "plan parse error (" + engine + ")"
+		}
 		return nil, "plan parse error"
 	}
 	root, err := featurize.BuildOTP(p)
@@ -201,7 +210,7 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 	stats := featurize.Stats(root)
 	q := &Query{
 		Key: r.Key, Template: template, Split: splitNames[part],
-		Family: family, Scale: scale, Storage: storage,
+		Family: family, Scale: scale, Storage: storage, Engine: engine,
 		CPUMs: r.Stats.CPUMillis, LnCPU: math.Log(float64(r.Stats.CPUMillis) / 1000),
 		SQL: r.SQL, Catalog: r.Catalog, Schema: r.Schema, Session: r.SessionProperties,
 		PlanNodes: p.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,

@@ -132,6 +132,42 @@ func TestLiveRecordsGetFingerprintTemplates(t *testing.T) {
 	}
 }
 
+// A PrestoDB record whose plan no decoder reads is skipped and counted
+// apart; every usable query says its engine.
+func TestLoadQueriesSkipsPlansItCannotDecodeAndKeepsTheEngine(t *testing.T) {
+	plan, err := os.ReadFile(q20Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "mixed.jsonl.gz")
+	w, err := collector.OpenWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []*collector.Record{
+		{TrinoVersion: "476", Plan: &collector.Plan{JSON: json.RawMessage(plan)}},
+		{Engine: "presto", EngineVersion: "0.296-8661b73", Plan: &collector.Plan{JSON: json.RawMessage(`{"0":{"plan":{}}}`)}},
+	} {
+		r.Version, r.Source, r.Key, r.Status = collector.RecordVersion, collector.SourceCollector, fmt.Sprint("k", i), collector.StatusFinished
+		r.SQL, r.Stats = "SELECT 1", &collector.Stats{State: "FINISHED", CPUMillis: 500}
+		r.Workload = &collector.Workload{Family: "tpch", Template: "tpch/q20", Scale: "sf1"}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	qs, st, err := LoadQueries([]string{path}, splitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || st.Dropped["plan parse error (presto)"] != 1 {
+		t.Fatalf("%d usable, dropped %v: want the Trino record kept and the PrestoDB one counted", len(qs), st.Dropped)
+	}
+	if qs[0].Engine != "trino" {
+		t.Errorf("engine %q, want trino", qs[0].Engine)
+	}
+}
+
 // TestFeaturizeThenTensors runs the Go steps on the committed noise records
 // with a made-up tokens.vec (the w2v step needs Python): the files the
 // trainer reads are there, with one row per query of each split.

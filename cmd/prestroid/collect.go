@@ -19,11 +19,12 @@ import (
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/trinodb/trino-go-client/trino"
 )
 
 func init() {
-	register("collect", "run SQL workloads against Trino and record plans and CPU times", runCollect)
+	register("collect", "run SQL workloads against Trino or PrestoDB and record plans and CPU times", runCollect)
 }
 
 // collectFlags are collect's flags.
@@ -37,14 +38,15 @@ type collectFlags struct {
 	timeout                               time.Duration
 	dryRun, noPlan                        bool
 	splitOut                              string
-	storage                               string
+	storage, engine                       string
 	operatorStats                         bool
 }
 
 func collectFlagSet(f *collectFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("collect", flag.ContinueOnError)
-	fs.StringVar(&f.server, "server", "http://127.0.0.1:8083", "Trino coordinator URL")
-	fs.StringVar(&f.user, "user", "prestroid-collect", "Trino user (X-Trino-User)")
+	fs.StringVar(&f.server, "server", "http://127.0.0.1:8083", "Trino or PrestoDB coordinator URL")
+	fs.StringVar(&f.engine, "engine", "", "the server's engine, trino or presto; empty: told by its /v1/info version (a contradicting version fails the run)")
+	fs.StringVar(&f.user, "user", "prestroid-collect", "user (X-Trino-User, X-Presto-User)")
 	fs.StringVar(&f.workloads, "workloads", "../shared/workloads", "directory with tpch/*.sql and tpcds/*.sql: trinodb/trino's benchmark queries (docs/workloads.md)")
 	fs.StringVar(&f.out, "out", "data/records/collect.jsonl.gz", "record file (appended to; resumable)")
 	fs.StringVar(&f.domains, "domains", "data/domains.json", "column domain cache (created from the server if missing)")
@@ -58,7 +60,7 @@ func collectFlagSet(f *collectFlags) *flag.FlagSet {
 	fs.IntVar(&f.reps, "reps", 1, "runs per query (noise measurement)")
 	fs.IntVar(&f.limit, "limit", 0, "run at most this many new queries (0: all)")
 	fs.IntVar(&f.concurrency, "concurrency", 1, "queries in flight")
-	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "per-query execution timeout (cancels the query on Trino)")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "per-query execution timeout (cancels the query on the server)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the planned queries as JSON lines and exit")
 	fs.BoolVar(&f.noPlan, "no-plan", false, "do not take EXPLAIN plans")
 	fs.StringVar(&f.storage, "storage", "", "catalog of the Parquet copies made by prestroid materialize to run on (e.g. iceberg); empty: the tpch/tpcds connectors")
@@ -97,13 +99,24 @@ func collect(ctx context.Context, f *collectFlags) error {
 	if err != nil {
 		return err
 	}
-	conn, err := trino.NewConnector(&trino.Config{ServerURI: strings.Replace(f.server, "://", "://"+f.user+"@", 1), Source: "prestroid-collect"})
+	eng, err := collectEngine(ctx, f)
 	if err != nil {
 		return err
 	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
-	db.SetMaxIdleConns(f.concurrency + 1)
+	// PrestoDB gets no database: the runner speaks its protocol itself, and
+	// its items are planned from the domain cache that Trino's runs filled.
+	var db *sql.DB
+	if eng == dialect.Trino {
+		conn, err := trino.NewConnector(&trino.Config{ServerURI: strings.Replace(f.server, "://", "://"+f.user+"@", 1), Source: "prestroid-collect"})
+		if err != nil {
+			return err
+		}
+		db = sql.OpenDB(conn)
+		defer db.Close()
+		db.SetMaxIdleConns(f.concurrency + 1)
+	} else if f.storage != "" {
+		return fmt.Errorf("--storage %s: PrestoDB collections run on the tpch connector only", f.storage)
+	}
 
 	cfg := collector.GenConfig{
 		Seed: f.seed, Scales: splitList(f.scales), Variants: f.variants, SessionShare: f.sessionShare,
@@ -129,7 +142,40 @@ func collect(ctx context.Context, f *collectFlags) error {
 		}
 		return nil
 	}
-	return runItems(ctx, f, db, items)
+	return runItems(ctx, f, eng, db, items)
+}
+
+// collectEngine is the engine of --server: --engine, or the one its
+// /v1/info version names (Trino when it names neither). A dry run that
+// cannot reach the server plans as for Trino; the run itself checks the
+// version again.
+func collectEngine(ctx context.Context, f *collectFlags) (dialect.Engine, error) {
+	eng, err := dialect.Parse(f.engine)
+	if err != nil || eng != dialect.Unknown {
+		return eng, err
+	}
+	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := collector.ServerVersion(vctx, &http.Client{Timeout: 30 * time.Second}, f.server)
+	if err != nil && !f.dryRun {
+		return eng, err
+	}
+	return collector.ResolveEngine(dialect.Unknown, v)
+}
+
+// dialectTransport sends every request with its X-Trino-* headers renamed
+// for engine (dialect.For): the EXPLAIN client speaks Trino's dialect, a
+// PrestoDB coordinator refuses it. The request is not modified; a renamed
+// copy is sent.
+type dialectTransport struct {
+	engine dialect.Engine
+	base   http.RoundTripper
+}
+
+func (t dialectTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	out := req.Clone(req.Context())
+	out.Header = dialect.For(out.Header, t.engine)
+	return t.base.RoundTrip(out)
 }
 
 // checkStorage refuses to collect on a storage catalog whose copies of the
@@ -165,8 +211,9 @@ func checkStorage(ctx context.Context, db *sql.DB, storage string, ts []collecto
 	return nil
 }
 
-// runItems runs the items not yet in the record file (at most --limit).
-func runItems(ctx context.Context, f *collectFlags, db *sql.DB, items []collector.Item) error {
+// runItems runs the items not yet in the record file (at most --limit) on
+// a server of engine eng (db: Trino's only).
+func runItems(ctx context.Context, f *collectFlags, eng dialect.Engine, db *sql.DB, items []collector.Item) error {
 	w, err := collector.OpenWriter(f.out)
 	if err != nil {
 		return err
@@ -183,12 +230,16 @@ func runItems(ctx context.Context, f *collectFlags, db *sql.DB, items []collecto
 	}
 	host, _ := os.Hostname()
 	r := &collector.Runner{
-		Server: strings.TrimRight(f.server, "/"), DB: db, User: f.user, Concurrency: f.concurrency, Timeout: f.timeout,
+		Server: strings.TrimRight(f.server, "/"), Engine: eng, DB: db, User: f.user, Concurrency: f.concurrency, Timeout: f.timeout,
 		Writer: w, Progress: os.Stderr, HTTP: &http.Client{Timeout: 2 * time.Minute}, OperatorStats: f.operatorStats,
 		Info: collector.RunInfo{Host: host, Concurrency: f.concurrency, TimeoutMs: f.timeout.Milliseconds(), Run: time.Now().UTC().Format(time.RFC3339)},
 	}
 	if !f.noPlan {
-		r.Plan = explainPlan(&plan.ExplainClient{HTTP: &http.Client{Timeout: 2 * time.Minute}})
+		hc := &http.Client{Timeout: 2 * time.Minute}
+		if eng != dialect.Trino {
+			hc.Transport = dialectTransport{engine: eng, base: http.DefaultTransport}
+		}
+		r.Plan = explainPlan(&plan.ExplainClient{HTTP: hc})
 	}
 	collectLogf("%d planned queries (%d already in %s), concurrency %d, timeout %s", len(items), w.Len(), f.out, f.concurrency, f.timeout)
 	sum, err := r.Run(ctx, items)
@@ -197,13 +248,17 @@ func runItems(ctx context.Context, f *collectFlags, db *sql.DB, items []collecto
 }
 
 // explainPlan adapts the serving EXPLAIN client and featurizer to the
-// collector: the plan JSON (compacted) and its O-T-P summary.
+// collector: the plan JSON (compacted) and its O-T-P summary. The client
+// takes the session under Trino's names (dialect.Canonical); for PrestoDB
+// its HTTP client renames them back (dialectTransport). A plan the
+// featurizer cannot read (PrestoDB's, until its decoder lands) is kept
+// with Plan.Error set.
 func explainPlan(c *plan.ExplainClient) collector.PlanFunc {
 	return func(ctx context.Context, server string, it *collector.Item, h http.Header) (*collector.Plan, error) {
 		if !plan.Explainable(it.SQL) {
 			return nil, nil // not a query (SET SESSION, SHOW, ...): run it without a plan
 		}
-		res, err := c.Explain(ctx, server, it.SQL, h)
+		res, err := c.Explain(ctx, server, it.SQL, dialect.Canonical(h))
 		if err != nil {
 			var te *plan.TrinoError
 			if !errors.As(err, &te) {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prestroid/prestroid/internal/dialect"
+)
+
+func TestCollectEngineIsTheFlagOrTheServersVersion(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"nodeVersion":{"version":"0.296-8661b73"}}`)
+	}))
+	defer srv.Close()
+	cases := []struct {
+		name, server, engine string
+		dryRun               bool
+		want                 dialect.Engine
+		fails                bool
+	}{
+		{name: "a PrestoDB version means presto", server: srv.URL, want: dialect.Presto},
+		{name: "the flag is taken without asking", server: "http://127.0.0.1:1", engine: "trino", want: dialect.Trino},
+		{name: "an unknown flag value fails", server: srv.URL, engine: "prestodb", fails: true},
+		{name: "an unreachable server fails a run", server: "http://127.0.0.1:1", fails: true},
+		{name: "an unreachable server plans a dry run as Trino", server: "http://127.0.0.1:1", dryRun: true, want: dialect.Trino},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := collectEngine(context.Background(), &collectFlags{server: c.server, engine: c.engine, dryRun: c.dryRun})
+			if (err != nil) != c.fails || (!c.fails && got != c.want) {
+				t.Fatalf("collectEngine = %v, %v", got, err)
+			}
+		})
+	}
+}
+
+func TestCollectDialectTransportRenamesACopy(t *testing.T) {
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
+	defer srv.Close()
+	c := &http.Client{Transport: dialectTransport{engine: dialect.Presto, base: http.DefaultTransport}}
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	req.Header.Set("X-Trino-User", "u")
+	req.Header.Set("X-Trino-Session", "a=1")
+	req.Header.Set("Authorization", "Bearer t")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got.Get("X-Presto-User") != "u" || got.Get("X-Presto-Session") != "a=1" || got.Get("Authorization") != "Bearer t" || got.Get("X-Trino-User") != "" {
+		t.Errorf("sent %v", got)
+	}
+	if req.Header.Get("X-Trino-User") != "u" || req.Header.Get("X-Presto-User") != "" {
+		t.Errorf("the caller's request changed: %v", req.Header)
+	}
+}
