@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // ReplayOptions configure Replay.
@@ -142,7 +143,7 @@ func Replay(w io.Writer, o ReplayOptions) error {
 		it := collector.TemplateVariant(s.t, o.Scale, s.v, int64(o.Seed), 0, o.Domains)
 		for k := range o.Settings {
 			j := (i + k) % len(o.Settings)
-			r, err := replayOne(client, o.Settings[j].ProxyURL, "bench-replay", it)
+			r, err := replayOne(client, o.Settings[j].ProxyURL, dialect.Trino, "bench-replay", it)
 			if err != nil {
 				fmt.Fprintf(w, "  %s: skipped %s v%d: %v\n", o.Settings[j].Name, s.t.Name, s.v, err)
 				continue
@@ -197,7 +198,7 @@ var errNotEstimated = errors.New("not estimated")
 
 // statementHeader is the header of a statement's submission as user: the
 // item's catalog, schema and session.
-func statementHeader(user string, it collector.Item) http.Header {
+func statementHeader(eng dialect.Engine, user string, it collector.Item) http.Header {
 	h := http.Header{}
 	h.Set("X-Trino-User", user)
 	h.Set("X-Trino-Catalog", it.Catalog)
@@ -205,14 +206,14 @@ func statementHeader(user string, it collector.Item) http.Header {
 	for k, v := range it.Session {
 		h.Add("X-Trino-Session", k+"="+v)
 	}
-	return h
+	return dialect.For(h, eng)
 }
 
 // replayOne runs one statement to its end through the proxy, as user.
-func replayOne(c *http.Client, base, user string, it collector.Item) (replayRun, error) {
+func replayOne(c *http.Client, base string, eng dialect.Engine, user string, it collector.Item) (replayRun, error) {
 	var r replayRun
 	req, _ := http.NewRequest("POST", base+"/v1/statement", strings.NewReader(it.SQL))
-	req.Header = statementHeader(user, it)
+	req.Header = statementHeader(eng, user, it)
 	type page struct {
 		NextURI string `json:"nextUri"`
 		Error   *struct{ Message string }

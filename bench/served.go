@@ -21,6 +21,7 @@ import (
 	"github.com/prestroid/prestroid/collector"
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // ServedUser is the Trino user the statements of bench served run as,
@@ -134,9 +135,13 @@ func (w ServedWorkload) Items(ts []collector.Template, dom *collector.Domains) (
 // ServedOptions configure Served.
 type ServedOptions struct {
 	// ProxyURL is the serving proxy (prestroid serve as shipped) in front
-	// of Trino; Trino is the same Trino, asked directly for the plans of
-	// the optimizer baseline.
+	// of the coordinator; Trino is the same coordinator (Trino or PrestoDB,
+	// as Engine says), asked directly for the plans of the optimizer
+	// baseline.
 	ProxyURL, Trino string
+	// Engine is the coordinator's engine: the statements are sent in its
+	// dialect.
+	Engine dialect.Engine
 	// Bounds are the CPU-second bounds of the proxy's routing classes,
 	// increasing; class i's cluster is named ClassName(i).
 	Bounds []float64
@@ -254,7 +259,7 @@ passes:
 				}
 			}
 			done++
-			r, err := replayOne(client, o.ProxyURL, ServedUser, it)
+			r, err := replayOne(client, o.ProxyURL, o.Engine, ServedUser, it)
 			name := fmt.Sprintf("%s v%d %s", it.Workload.Template, it.Workload.Variant, it.Workload.Scale)
 			if err != nil {
 				reason := "failed"
@@ -268,7 +273,7 @@ passes:
 			completed[shape] = true
 			if !asked[i] {
 				asked[i] = true
-				costs[i] = planCost(ctx, explain, o.Trino, it)
+				costs[i] = planCost(ctx, explain, o.Trino, o.Engine, it)
 				if math.IsNaN(costs[i]) {
 					rep.ExplainFailed++
 				}
@@ -290,17 +295,18 @@ passes:
 	return rep, nil
 }
 
-// planCost asks trino directly for the statement's distributed plan and
-// sums its cpuCost (what the cascade's optimizer stage maps to seconds);
-// NaN when that fails.
-func planCost(ctx context.Context, c *plan.ExplainClient, trino string, it collector.Item) float64 {
+// planCost asks the coordinator directly for the statement's distributed
+// plan and gives the optimizer's cost of it that the cascade's optimizer
+// stage maps to seconds (Trino: Σ cpuCost; PrestoDB, which gives no cost:
+// its row counts, plan.OptimizerCost); NaN when that fails.
+func planCost(ctx context.Context, c *plan.ExplainClient, server string, eng dialect.Engine, it collector.Item) float64 {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	res, err := c.Explain(ctx, trino, it.SQL, statementHeader(ServedUser, it))
+	res, err := c.ExplainOn(ctx, server, eng, it.SQL, statementHeader(dialect.Trino, ServedUser, it))
 	if err != nil {
 		return math.NaN()
 	}
-	cost, err := plan.TotalCPUCost(res.PlanJSON)
+	cost, err := plan.OptimizerCost(eng, res.PlanJSON)
 	if err != nil {
 		return math.NaN()
 	}

@@ -209,7 +209,7 @@ func (s *Service) runBehind(m *bundle.Model, planner string, engine dialect.Engi
 		return r
 	}
 	r.Plan, r.Explain = res.PlanJSON, res.Wall
-	if c, err := planCost(engine, res.PlanJSON); err == nil {
+	if c, err := plan.OptimizerCost(engine, res.PlanJSON); err == nil {
 		r.lnCost = math.Log1p(c)
 	}
 	var e *estimate.Estimate

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/plan"
-	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // explainStage runs the statement's EXPLAIN on the hot path, as the
@@ -44,22 +43,11 @@ func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	}
 	r.planner, r.res = planner, res
 	if r.b != nil {
-		if c, err := planCost(r.engine, res.PlanJSON); err == nil {
+		if c, err := plan.OptimizerCost(r.engine, res.PlanJSON); err == nil {
 			r.b.LnCost = math.Log1p(c)
 		}
 	}
 	return nil, nil
-}
-
-// planCost is the plan's cost that the optimizer calibration maps to
-// seconds: Trino's summed cpuCost, or, on PrestoDB, whose plans carry no
-// cpuCost, the summed row count estimates (plan.TotalRowCost). The two
-// are in different units and are calibrated apart (globalKey).
-func planCost(engine dialect.Engine, planJSON []byte) (float64, error) {
-	if engine == dialect.Presto {
-		return plan.TotalRowCost(planJSON)
-	}
-	return plan.TotalCPUCost(planJSON)
 }
 
 // explainSlot takes an EXPLAIN slot on the least busy planner below the

@@ -30,6 +30,7 @@ import (
 
 	"github.com/prestroid/prestroid/bench"
 	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 func init() {
@@ -38,7 +39,8 @@ func init() {
 
 // servedFlags are bench served's flags.
 type servedFlags struct {
-	binary, trino, classes, explain, model, ortLib string
+	binary, trino, engine, classes, explain, model string
+	ortLib                                         string
 	workloads, split, parts, templates, domains    string
 	scales, catalog                                string
 	variants, repeats                              int
@@ -53,7 +55,8 @@ func servedFlagSet(f *servedFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench served", flag.ContinueOnError)
 	self, _ := os.Executable()
 	fs.StringVar(&f.binary, "binary", self, "the prestroid binary whose serve is evaluated")
-	fs.StringVar(&f.trino, "trino", "http://127.0.0.1:8095", "real Trino coordinator URL: every class's cluster, and asked directly for the optimizer baseline's plans")
+	fs.StringVar(&f.trino, "trino", "http://127.0.0.1:8095", "real coordinator URL, Trino or PrestoDB: every class's cluster, and asked directly for the optimizer baseline's plans")
+	fs.StringVar(&f.engine, "engine", "", "engine of --trino: trino or presto (default: its /v1/info version says; PrestoDB runs on the tpch connector, --catalog '')")
 	fs.StringVar(&f.classes, "classes", "2,20", "routing classes' CPU-second bounds, comma-separated, increasing (a last unbounded class is added)")
 	fs.StringVar(&f.explain, "explain", "", "estimator.explain of the proxy: always, when-uncertain or never (default: the shipped default)")
 	fs.StringVar(&f.model, "model", "", "model bundle directory (estimator.model; default: the embedded model)")
@@ -120,12 +123,23 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	if err != nil {
 		return err
 	}
-	conn, err := trino.NewConnector(&trino.Config{ServerURI: strings.Replace(f.trino, "://", "://"+bench.ServedUser+"@", 1), Source: "prestroid-bench"})
+	eng, err := collectEngine(ctx, &collectFlags{engine: f.engine, server: f.trino})
 	if err != nil {
 		return err
 	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
+	// As for collect: PrestoDB's statements are filled from the domain
+	// cache that Trino's runs filled; it gets no database connection.
+	var db *sql.DB
+	if eng == dialect.Trino {
+		conn, err := trino.NewConnector(&trino.Config{ServerURI: strings.Replace(f.trino, "://", "://"+bench.ServedUser+"@", 1), Source: "prestroid-bench"})
+		if err != nil {
+			return err
+		}
+		db = sql.OpenDB(conn)
+		defer db.Close()
+	} else if f.catalog != "" {
+		return fmt.Errorf("--catalog %s: PrestoDB runs on the tpch connector only (--catalog '')", f.catalog)
+	}
 	if err := fetchDomains(ctx, db, dom, ts, gen); err != nil {
 		return err
 	}
@@ -167,7 +181,7 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	defer proxy.stop()
 	fmt.Printf("prestroid serve (%s) on %s, its log in %s\n", f.binary, proxy.base, logPath)
 
-	o := bench.ServedOptions{ProxyURL: proxy.base, Trino: f.trino, Bounds: bounds, Items: items,
+	o := bench.ServedOptions{ProxyURL: proxy.base, Trino: f.trino, Engine: eng, Bounds: bounds, Items: items,
 		Repeats: f.repeats, Seed: uint64(f.seed), MaxDuration: f.maxDuration}
 	if f.progress {
 		o.Progress = os.Stderr
@@ -187,7 +201,7 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	if f.out == "" {
 		return nil
 	}
-	rep.Settings = map[string]any{"binary": f.binary, "trino": f.trino, "classes": bounds, "explain": f.explain,
+	rep.Settings = map[string]any{"binary": f.binary, "trino": f.trino, "engine": eng.String(), "classes": bounds, "explain": f.explain,
 		"model": f.model, "parts": wl.Parts, "templates": wl.Templates, "scales": wl.Scales, "catalog": f.catalog,
 		"variants": f.variants, "repeats": f.repeats, "seed": f.seed, "session_share": f.sessionShare,
 		"not_run": skipped, "config": string(cfg)}

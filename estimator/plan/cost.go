@@ -1,6 +1,10 @@
 package plan
 
-import "math"
+import (
+	"math"
+
+	"github.com/prestroid/prestroid/internal/dialect"
+)
 
 // TotalCPUCost is the sum of the optimizer's cpuCost estimates over every
 // node of an EXPLAIN JSON plan (unknown values skipped): Trino's own idea
@@ -50,4 +54,15 @@ func TotalRowCost(planJSON []byte) (float64, error) {
 		})
 	}
 	return sum, nil
+}
+
+// OptimizerCost is the plan's cost that the optimizer calibration maps to
+// seconds on a coordinator of engine: Trino's summed cpuCost, or, on
+// PrestoDB, whose plans carry no cpuCost, the summed row count estimates
+// (TotalRowCost). The two are in different units and are calibrated apart.
+func OptimizerCost(engine dialect.Engine, planJSON []byte) (float64, error) {
+	if engine == dialect.Presto {
+		return TotalRowCost(planJSON)
+	}
+	return TotalCPUCost(planJSON)
 }
