@@ -208,8 +208,14 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 		return nil, "O-T-P error"
 	}
 	stats := featurize.Stats(root)
+	key := r.Key
+	if engine != string(dialect.Trino) {
+		// The collector's key says what was planned, not where: the same
+		// statement on two engines is two queries.
+		key = engine + ":" + key
+	}
 	q := &Query{
-		Key: r.Key, Template: template, Split: splitNames[part],
+		Key: key, Template: template, Split: splitNames[part],
 		Family: family, Scale: scale, Storage: storage, Engine: engine,
 		CPUMs: r.Stats.CPUMillis, LnCPU: math.Log(float64(r.Stats.CPUMillis) / 1000),
 		SQL: r.SQL, Catalog: r.Catalog, Schema: r.Schema, Session: r.SessionProperties,

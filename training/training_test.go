@@ -355,3 +355,46 @@ func TestEnsembleChecksItsMembersFirst(t *testing.T) {
 		}
 	}
 }
+
+// The same statement collected on Trino and on PrestoDB has one collector
+// key; both are kept, the PrestoDB one under its engine's key.
+func TestLoadQueriesKeepsOneKeyPerEngine(t *testing.T) {
+	trinoPlan, err := os.ReadFile(q20Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prestoPlan, err := os.ReadFile("../estimator/testdata/explain-presto/extra-distinct-tiny.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i, r := range []*collector.Record{
+		{TrinoVersion: "476", Plan: &collector.Plan{JSON: json.RawMessage(trinoPlan)}},
+		{Engine: "presto", EngineVersion: "0.296-8661b73", Plan: &collector.Plan{JSON: json.RawMessage(prestoPlan)}},
+		{Engine: "presto", EngineVersion: "0.296-8661b73", Plan: &collector.Plan{JSON: json.RawMessage(prestoPlan)}},
+	} {
+		r.Version, r.Source, r.Key, r.Status = collector.RecordVersion, collector.SourceCollector, "same", collector.StatusFinished
+		r.SQL, r.Stats = "SELECT 1", &collector.Stats{State: "FINISHED", CPUMillis: 500}
+		r.Workload = &collector.Workload{Family: "tpch", Template: "tpch/q20", Scale: "tiny"}
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("f%d.jsonl.gz", i)) // a file holds a key once
+		w, err := collector.OpenWriter(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		paths = append(paths, path)
+	}
+	qs, st, err := LoadQueries(paths, splitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 2 || st.Dropped["duplicate key"] != 1 {
+		t.Fatalf("%d usable, dropped %v: want one query per engine and the second PrestoDB record dropped", len(qs), st.Dropped)
+	}
+	if qs[0].Key != "same" || qs[1].Key != "presto:same" || qs[1].Engine != "presto" {
+		t.Errorf("keys %q (%s), %q (%s)", qs[0].Key, qs[0].Engine, qs[1].Key, qs[1].Engine)
+	}
+}

@@ -48,10 +48,13 @@ def per_template(keys, y, p, tmpl_of, lo, hi):
 
 
 def group_of(q):
-    """The report's group of a query: storage/scale ("iceberg/sf1", "connector/tiny"; live traffic: "live")."""
+    """The report's group of a query: storage/scale ("iceberg/sf1", "connector/tiny"; another engine
+    than Trino prefixes it, "presto:connector/sf1"; live traffic: "live")."""
     if not q.get("scale"):
         return "live"
-    return f"{q.get('storage') or 'connector'}/{q['scale']}"
+    g = f"{q.get('storage') or 'connector'}/{q['scale']}"
+    engine = q.get("engine") or "trino"
+    return g if engine == "trino" else f"{engine}:{g}"
 
 
 def per_group(keys, y, p, grp_of, lo, hi):
