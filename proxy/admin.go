@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
@@ -78,7 +81,11 @@ func (s *Server) newGateway() *gateway.Handler {
 	g := &gateway.Handler{ErrBusy: ErrEstimatorBusy, Groups: s.opts.RoutingGroups, ClassQuantile: s.opts.ClassQuantile,
 		KeepClientEstimate: s.opts.KeepClientEstimate, ClassTag: s.opts.ClassTag, Log: s.log}
 	if s.opts.Estimator != nil {
-		g.Estimate = s.estimateFor
+		// Trino Gateway speaks for Trino clients; its headers name no
+		// dialect of their own here, so the plan is the default cluster's.
+		g.Estimate = func(sql string, h http.Header) (estimate.Estimate, error) {
+			return s.estimateFor(sql, h, dialect.Unknown)
+		}
 	}
 	return g
 }
