@@ -140,7 +140,7 @@ var _ console.Proxy = consoleView{}
 func (v consoleView) Clusters() []console.ClusterState {
 	out := make([]console.ClusterState, len(v.s.clusters))
 	for i, c := range v.s.clusters {
-		cs := console.ClusterState{Name: c.name, URL: c.url, Class: c.class, Healthy: c.Healthy(), Load: c.Load()}
+		cs := console.ClusterState{Name: c.name, URL: c.url, Class: c.class, Engine: c.Engine().String(), Healthy: c.Healthy(), Load: c.Load()}
 		if st := c.State(); st != nil {
 			cs.Checked, cs.Err, cs.LoadErr, cs.Running, cs.Queued = st.Checked, st.Err, st.LoadErr, st.Running, st.Queued
 		}
@@ -164,7 +164,7 @@ var _ metrics.State = metricsView{}
 func (v metricsView) Clusters() []metrics.Cluster {
 	out := make([]metrics.Cluster, len(v.s.clusters))
 	for i, c := range v.s.clusters {
-		out[i] = metrics.Cluster{Name: c.name, Class: c.class, Healthy: c.Healthy(), Load: c.Load()}
+		out[i] = metrics.Cluster{Name: c.name, Class: c.class, Engine: c.Engine().String(), Healthy: c.Healthy(), Load: c.Load()}
 	}
 	return out
 }
