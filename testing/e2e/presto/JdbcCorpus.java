@@ -95,7 +95,8 @@ public class JdbcCorpus {
             for (int i = 1; i <= md.getColumnCount(); i++) {
                 if (i > 1) r.append('\t');
                 Object o = rs.getObject(i);
-                r.append(o instanceof Object[] ? Arrays.deepToString((Object[]) o) : String.valueOf(o));
+                if (o instanceof byte[]) r.append(HexFormat.of().formatHex((byte[]) o));
+                else r.append(o instanceof Object[] ? Arrays.deepToString((Object[]) o) : String.valueOf(o));
             }
             rows.add(r.toString());
         }
