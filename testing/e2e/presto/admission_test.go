@@ -3,7 +3,10 @@ package presto
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +68,17 @@ func TestAdmissionQueueWithPrestoClients(t *testing.T) {
 	start("jdbc", jdbc)
 	start("python", exec.CommandContext(ctx, py, "-c", versionPy, "prestodb", base[strings.LastIndexByte(base, ':')+1:]))
 
-	time.Sleep(6 * time.Second) // the JVMs start; all three poll the proxy's queue
+	// All three wait in the proxy's queue (the JVMs take seconds to start).
+	for queued(t, base) < 3 {
+		select {
+		case r := <-done:
+			t.Fatalf("%s finished while over budget: %s", r.who, r.out)
+		case <-ctx.Done():
+			t.Fatalf("the three clients never all waited in the queue (%d do)", queued(t, base))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	time.Sleep(time.Second) // they keep waiting
 	select {
 	case r := <-done:
 		t.Fatalf("%s finished while over budget: %s", r.who, r.out)
@@ -77,10 +90,9 @@ func TestAdmissionQueueWithPrestoClients(t *testing.T) {
 		}
 	}
 	t.Run("a full queue refuses a query in a failed page the client shows", func(t *testing.T) {
-		var out []byte
-		for i := 0; i < 5 && !strings.Contains(string(out), "PRESTROID_QUEUE_FULL"); i++ {
-			out, _ = exec.Command(py, "-c", versionPy, "prestodb", base[strings.LastIndexByte(base, ':')+1:]).CombinedOutput()
-		}
+		c, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		out, _ := exec.CommandContext(c, py, "-c", versionPy, "prestodb", base[strings.LastIndexByte(base, ':')+1:]).CombinedOutput()
 		if !strings.Contains(string(out), "PRESTROID_QUEUE_FULL") {
 			t.Errorf("over a full queue: %s", out)
 		}
@@ -97,4 +109,22 @@ func TestAdmissionQueueWithPrestoClients(t *testing.T) {
 			t.Fatal("a queued query was never admitted")
 		}
 	}
+}
+
+// queued reads the proxy's prestroid_queue_length.
+func queued(t *testing.T, base string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "prestroid_queue_length "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int(n)
+		}
+	}
+	return 0
 }
