@@ -288,3 +288,29 @@ func TestEngineMismatchRefused(t *testing.T) {
 		t.Errorf("the Trino client was not served: %d", resp.StatusCode)
 	}
 }
+
+// A PrestoDB client's source, catalog, schema and session reach the
+// feedback record, read under its own header names.
+func TestFeedbackOfAPrestoClient(t *testing.T) {
+	stub := newEngineStub(t, dialect.Presto)
+	fb := sink{got: make(chan Completed, 4)}
+	p := routingProxy(t, Options{Clusters: []ClusterConfig{{Name: "presto", URL: stub.URL, Engine: dialect.Presto}}, Feedback: fb})
+	_, page := sendAs(t, p, "SELECT 1", map[string]string{"X-Presto-User": "carol", "X-Presto-Source": "presto-cli",
+		"X-Presto-Catalog": "tpch", "X-Presto-Schema": "tiny", "X-Presto-Session": "a=1"})
+	req, _ := http.NewRequest("GET", page["nextUri"].(string), nil)
+	req.Header.Set("X-Presto-User", "carol")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	select {
+	case c := <-fb.got:
+		if c.User != "carol" || c.Source != "presto-cli" || c.Catalog != "tpch" || c.Schema != "tiny" || strings.Join(c.Session, ",") != "a=1" {
+			t.Errorf("feedback record %+v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no feedback record")
+	}
+}

@@ -1,5 +1,6 @@
-// Package proxy is Prestroid's Trino-protocol reverse proxy: it forwards the
-// client protocol to configured clusters, streams result pages while
+// Package proxy is Prestroid's Trino-protocol reverse proxy, for Trino and
+// PrestoDB clusters alike (each client only to clusters of its own
+// engine): it forwards the client protocol to configured clusters, streams result pages while
 // rewriting their URIs to signed routed URIs (stateless routing), and keeps
 // every session header intact.
 //
