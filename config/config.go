@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // Config is the whole configuration of the prestroid server.
@@ -161,7 +163,7 @@ type Config struct {
 	Estimator Estimator `yaml:"estimator"`
 }
 
-// Cluster is one Trino coordinator.
+// Cluster is one coordinator: Trino or PrestoDB.
 type Cluster struct {
 	// Name identifies the cluster in route tokens, headers, logs and
 	// metrics. Required, unique, [A-Za-z0-9_.-] only.
@@ -172,6 +174,15 @@ type Cluster struct {
 	// Class is the cost class (routing.classes[].name) the cluster serves.
 	// Empty: the cluster only serves as the default or a fallback.
 	Class string `yaml:"class"`
+	// Engine is the coordinator's engine: "trino" or "presto" (PrestoDB),
+	// any case. It decides which clients the cluster serves (a client of
+	// the other dialect is never sent to it) and the names of the headers
+	// the proxy adds. Empty: detected from the coordinator's /v1/info at
+	// each health check (the monitor); until a check has told it, the
+	// cluster takes a client of either dialect as it comes. Set it when
+	// the monitor is off (routing.monitor_interval: 0) or the cluster's
+	// /v1/info is not reachable from the proxy.
+	Engine string `yaml:"engine"`
 }
 
 // Duration is a time.Duration that reads "1.5s" style strings from YAML.
@@ -335,6 +346,9 @@ func (c *Config) Validate() error {
 		u, err := url.Parse(cl.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
 			return bad(key+".url", strconv.Quote(cl.URL), "want http(s)://host:port with no path or query")
+		}
+		if _, err := dialect.Parse(cl.Engine); err != nil {
+			return bad(key+".engine", strconv.Quote(cl.Engine), "want trino or presto, or empty to detect it")
 		}
 	}
 	if c.RouteSecret != "" && len(c.RouteSecret) < 32 {

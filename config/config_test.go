@@ -30,6 +30,7 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 			c.Clusters = append(c.Clusters, Cluster{Name: "default", URL: "http://b:1"})
 		}, []string{"clusters[1].name", "duplicate"}},
 		{"a cluster name with a slash", func(c *Config) { c.Clusters[0].Name = "a/b" }, []string{"clusters[0].name", `"a/b"`}},
+		{"a cluster of an unknown engine", func(c *Config) { c.Clusters[0].Engine = "hive" }, []string{"clusters[0].engine", `"hive"`, "trino or presto"}},
 		{"a short route secret, without echoing it", func(c *Config) { c.RouteSecret = "hunter2" }, []string{"route_secret", "7 bytes"}},
 		{"a public URL with a path", func(c *Config) { c.PublicURL = "http://p/x" }, []string{"public_url"}},
 		{"an unknown log level", func(c *Config) { c.LogLevel = "loud" }, []string{"log_level", `"loud"`}},
@@ -130,6 +131,16 @@ func TestLoadFileThenEnv(t *testing.T) {
 	if c.Listen != "127.0.0.1:9001" || c.Clusters[0].Name != "small" || c.UpstreamTimeout.String() == "" {
 		t.Errorf("config = %+v", c)
 	}
+	t.Run("a cluster's engine is read in any case", func(t *testing.T) {
+		os.WriteFile(p, []byte("clusters:\n  - {name: p, url: \"http://p:1\", engine: PrestO}\n  - {name: t, url: \"http://t:1\"}\n"), 0o600)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Clusters[0].Engine != "PrestO" || c.Clusters[1].Engine != "" {
+			t.Errorf("clusters = %+v", c.Clusters)
+		}
+	})
 	t.Run("unknown keys are refused", func(t *testing.T) {
 		os.WriteFile(p, []byte("lisen: x\n"), 0o600)
 		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "lisen") {

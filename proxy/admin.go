@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
@@ -78,7 +81,11 @@ func (s *Server) newGateway() *gateway.Handler {
 	g := &gateway.Handler{ErrBusy: ErrEstimatorBusy, Groups: s.opts.RoutingGroups, ClassQuantile: s.opts.ClassQuantile,
 		KeepClientEstimate: s.opts.KeepClientEstimate, ClassTag: s.opts.ClassTag, Log: s.log}
 	if s.opts.Estimator != nil {
-		g.Estimate = s.estimateFor
+		// Trino Gateway speaks for Trino clients; its headers name no
+		// dialect of their own here, so the plan is the default cluster's.
+		g.Estimate = func(sql string, h http.Header) (estimate.Estimate, error) {
+			return s.estimateFor(sql, h, dialect.Unknown)
+		}
 	}
 	return g
 }
@@ -133,7 +140,7 @@ var _ console.Proxy = consoleView{}
 func (v consoleView) Clusters() []console.ClusterState {
 	out := make([]console.ClusterState, len(v.s.clusters))
 	for i, c := range v.s.clusters {
-		cs := console.ClusterState{Name: c.name, URL: c.url, Class: c.class, Healthy: c.Healthy(), Load: c.Load()}
+		cs := console.ClusterState{Name: c.name, URL: c.url, Class: c.class, Engine: c.Engine().String(), Healthy: c.Healthy(), Load: c.Load()}
 		if st := c.State(); st != nil {
 			cs.Checked, cs.Err, cs.LoadErr, cs.Running, cs.Queued = st.Checked, st.Err, st.LoadErr, st.Running, st.Queued
 		}
@@ -157,7 +164,7 @@ var _ metrics.State = metricsView{}
 func (v metricsView) Clusters() []metrics.Cluster {
 	out := make([]metrics.Cluster, len(v.s.clusters))
 	for i, c := range v.s.clusters {
-		out[i] = metrics.Cluster{Name: c.name, Class: c.class, Healthy: c.Healthy(), Load: c.Load()}
+		out[i] = metrics.Cluster{Name: c.name, Class: c.class, Engine: c.Engine().String(), Healthy: c.Healthy(), Load: c.Load()}
 	}
 	return out
 }

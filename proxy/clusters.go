@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/valyala/fasthttp"
@@ -19,6 +20,7 @@ import (
 type cluster struct {
 	name        string
 	class       string
+	engine      dialect.Engine // configured; Unknown: the monitor detects it (Engine)
 	url         string
 	base        string // lower-case scheme://host[:port]
 	host        string // host[:port] for the Host header
@@ -50,7 +52,12 @@ func (s *Server) addClusters(o Options) error {
 		}
 		s.clusters = append(s.clusters, c)
 		s.byName[c.name] = c
-		s.monitor.Targets = append(s.monitor.Targets, routing.Target{Name: c.name, Health: &c.Health, Prober: prober{c, o.MonitorUser}})
+		s.monitor.Targets = append(s.monitor.Targets, routing.Target{Name: c.name, Health: &c.Health, Prober: prober{c, o.MonitorUser}, Engine: c.engine})
+		if c.engine != dialect.Unknown {
+			s.log.Info("cluster engine", "cluster", c.name, "engine", c.engine.String(), "configured", true)
+		} else if o.MonitorInterval <= 0 {
+			s.log.Warn("cluster engine unknown and the monitor is off: it takes clients of either dialect; set its engine", "cluster", c.name)
+		}
 	}
 	s.monitor.Type, s.monitor.Log = o.MonitorType, o.Logger
 	return nil
@@ -71,11 +78,12 @@ func (s *Server) newCluster(cc ClusterConfig, o Options) (*cluster, error) {
 		}
 	}
 	return &cluster{
-		name:  cc.Name,
-		class: cc.Class,
-		url:   u.Scheme + "://" + u.Host,
-		base:  strings.ToLower(u.Scheme + "://" + u.Host),
-		host:  u.Host,
+		name:   cc.Name,
+		class:  cc.Class,
+		engine: cc.Engine,
+		url:    u.Scheme + "://" + u.Host,
+		base:   strings.ToLower(u.Scheme + "://" + u.Host),
+		host:   u.Host,
 		client: &fasthttp.HostClient{
 			Addr:                     addr,
 			Name:                     "prestroid",
@@ -100,6 +108,24 @@ func (s *Server) newCluster(cc ClusterConfig, o Options) (*cluster, error) {
 	}, nil
 }
 
+// Engine is the cluster's engine: the configured one, else what the
+// monitor detected; Unknown until a check told it.
+func (c *cluster) Engine() dialect.Engine {
+	if c.engine != dialect.Unknown {
+		return c.engine
+	}
+	return c.Health.Engine()
+}
+
+// serves reports whether a client of dialect e may be sent to c: the
+// dialects match, or one of the two is not known (a client that sends
+// neither dialect's headers, a cluster not yet checked), in which case the
+// request goes as it came, translated in no way.
+func (c *cluster) serves(e dialect.Engine) bool {
+	ce := c.Engine()
+	return e == dialect.Unknown || ce == dialect.Unknown || ce == e
+}
+
 // retryIdempotent lets fasthttp resend a request whose pooled connection
 // turned out closed (its own test: nothing was answered) when resending
 // cannot do anything twice: GET, HEAD and, unlike fasthttp's default, a
@@ -109,7 +135,9 @@ func retryIdempotent(req *fasthttp.Request, _ int, _ error) (resetTimeout, retry
 }
 
 // prober reads a cluster for the monitor (routing.Prober): a GET on its
-// buffered probe client as Options.MonitorUser.
+// buffered probe client as Options.MonitorUser, under the user header of
+// the cluster's engine (both dialects' while it is not known: /v1/info,
+// which tells it, needs neither).
 type prober struct {
 	c    *cluster
 	user string
@@ -122,7 +150,13 @@ func (p prober) Probe(path string, deadline time.Time) (int, []byte, error) {
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(p.c.url + path)
 	req.Header.SetHost(p.c.host)
-	req.Header.Set("X-Trino-User", p.user)
+	switch e := p.c.Engine(); e {
+	case dialect.Unknown:
+		req.Header.Set(dialect.Trino.Header("User"), p.user)
+		req.Header.Set(dialect.Presto.Header("User"), p.user)
+	default:
+		req.Header.Set(e.Header("User"), p.user)
+	}
 	resp.StreamBody = false
 	if err := p.c.probeClient.DoDeadline(req, resp, deadline); err != nil {
 		return 0, nil, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
@@ -20,7 +21,43 @@ var (
 	ErrUnknownQuery = errors.New("proxy: unknown query")
 	// ErrBadRequest: the request itself is malformed.
 	ErrBadRequest = errors.New("proxy: bad request")
+	// ErrEngineMismatch: the client speaks one engine's dialect and no
+	// cluster it may go to runs that engine (the proxy translates nothing;
+	// docs/routing.md). A *mismatchError says which.
+	ErrEngineMismatch = errors.New("proxy: no cluster of the client's engine")
 )
+
+// mismatchError is ErrEngineMismatch for a client of dialect client: no
+// cluster serves it, or (cluster set) its transaction's cluster runs
+// engine.
+type mismatchError struct {
+	client  dialect.Engine
+	cluster string
+	engine  dialect.Engine
+}
+
+func (e *mismatchError) Error() string {
+	who := fmt.Sprintf("a %s client (%s* headers)", engineName(e.client), e.client.Prefix())
+	if e.cluster != "" {
+		return fmt.Sprintf("prestroid: %s cannot continue a transaction of cluster %s, which runs %s; the query was not sent",
+			who, e.cluster, engineName(e.engine))
+	}
+	return fmt.Sprintf("prestroid: %s needs a %s cluster, and this proxy has none; the query was not sent (the proxy does not translate between Trino and PrestoDB)",
+		who, engineName(e.client))
+}
+
+func (e *mismatchError) Is(target error) bool { return target == ErrEngineMismatch }
+
+// engineName is an engine as people name it.
+func engineName(e dialect.Engine) string {
+	switch e {
+	case dialect.Presto:
+		return "PrestoDB"
+	case dialect.Trino:
+		return "Trino"
+	}
+	return "unknown"
+}
 
 // fail is the one error path: it turns an internal error into the right
 // HTTP status or a well-formed Trino QueryResults error. statementPOST says
@@ -49,6 +86,10 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, err error, statementPOST bool) {
 		s.plain(ctx, fasthttp.StatusBadRequest, "prestroid: the Host header names no host this proxy answers to; set public_url (or allowed_hosts) to the address clients use")
 	case errors.Is(err, ErrBadRequest):
 		s.plain(ctx, fasthttp.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrEngineMismatch):
+		// A failed query, as the client's own engine would report one:
+		// every client shows its message.
+		s.trinoError(ctx, "PRESTROID_ENGINE_MISMATCH", "USER_ERROR", err.Error())
 	case errors.As(err, &ue) && statementPOST && ue.Sent:
 		// Trino may have the query: answer with a failed query, never with
 		// a status the client would retry.

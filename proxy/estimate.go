@@ -23,13 +23,20 @@ type Query struct {
 	SQL string
 	// Header is the caller's identity and session: the request's
 	// X-Trino-* headers and Authorization as callerhdr.Forward admits them,
-	// hop-by-hop headers dropped (CallerHeaders in headers.go).
+	// hop-by-hop headers dropped (protocol.CallerHeaders). A PrestoDB
+	// client's X-Presto-* headers are here under Trino's names (the
+	// canonical form); dialect.For renames them for Engine.
 	Header http.Header
-	// Server is the base URL of the default cluster.
+	// Engine is the engine of Server and of every planner: the client's
+	// dialect, or the default cluster's engine for a client that sent
+	// neither dialect's headers. Unknown when that cluster's engine is
+	// not known yet (treat it as Trino).
+	Engine dialect.Engine
+	// Server is the base URL of the default cluster of Engine.
 	Server string
-	// Planners are the base URLs of the healthy clusters an EXPLAIN may
-	// run on (the estimator spreads them and bounds each), the default
-	// first. Empty means Server alone.
+	// Planners are the base URLs of the healthy clusters of Engine an
+	// EXPLAIN may run on (the estimator spreads them and bounds each), the
+	// default first. Empty means Server alone.
 	Planners []string
 	// Engine is the engine of Server and Planners (all of one engine): the
 	// EXPLAIN speaks its dialect, and its estimates are learned apart.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/valyala/fasthttp"
 )
@@ -37,21 +38,26 @@ type estimateRequest struct {
 	Headers map[string]json.RawMessage `json:"headers"`
 }
 
-// estimateFor estimates sql as the caller whose headers are h, within
-// Options.EstimateTimeout, planning on the default cluster.
-func (s *Server) estimateFor(sql string, h http.Header) (estimate.Estimate, error) {
+// estimateFor estimates sql as the caller whose (canonical) headers are h,
+// a client of dialect e, within Options.EstimateTimeout, planning on the
+// default cluster of e's engine.
+func (s *Server) estimateFor(sql string, h http.Header, e dialect.Engine) (estimate.Estimate, error) {
 	if s.opts.Estimator == nil {
 		return estimate.Estimate{}, errors.New("proxy: no estimator configured")
 	}
+	def := s.defaultFor(e)
+	if def == nil {
+		return estimate.Estimate{}, &mismatchError{client: e}
+	}
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()
-	def := s.defaultCluster()
-	return s.opts.Estimator.Estimate(c, Query{SQL: sql, Header: h, Server: def.url, Planners: s.planners(def)})
+	return s.opts.Estimator.Estimate(c, s.query(sql, h, def, e))
 }
 
 // serveEstimate answers POST /v1/estimate.
 func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
-	h := protocol.CallerHeaders(&ctx.Request.Header)
+	h := protocol.CallerHeaders(&ctx.Request.Header) // canonical: a PrestoDB caller's headers under Trino's names
+	e := protocol.Dialect(&ctx.Request.Header)
 	body := bytes.TrimSpace(ctx.Request.Body())
 	sql := string(body)
 	if len(body) > 0 && body[0] == '{' {
@@ -78,14 +84,14 @@ func (s *Server) serveEstimate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if h.Get("X-Trino-User") == "" && h.Get("Authorization") == "" {
-		protocol.WriteJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: "no X-Trino-User (or Authorization): the EXPLAIN runs as the caller"})
+		protocol.WriteJSON(ctx, fasthttp.StatusBadRequest, estimate.JSON{Error: "no " + e.Header("User") + " (or Authorization): the EXPLAIN runs as the caller"})
 		return
 	}
-	e, err := s.estimateFor(sql, h)
+	est, err := s.estimateFor(sql, h, e)
 	if err != nil {
 		s.log.Debug("estimate failed", "error", err)
 		protocol.WriteJSON(ctx, fasthttp.StatusUnprocessableEntity, estimate.JSON{Error: err.Error()})
 		return
 	}
-	protocol.WriteJSON(ctx, fasthttp.StatusOK, estimate.NewJSON(e))
+	protocol.WriteJSON(ctx, fasthttp.StatusOK, estimate.NewJSON(est))
 }

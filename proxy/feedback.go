@@ -27,7 +27,7 @@ type Completed struct {
 	Source  string
 	Catalog string
 	Schema  string
-	Session []string // X-Trino-Session values
+	Session []string // X-Trino-Session (a PrestoDB client's X-Presto-Session) values
 	SQL     string
 	// Decision is the X-Prestroid-Decision text and Kind its kind.
 	Decision  string
@@ -52,14 +52,14 @@ type tracked struct {
 // newTracked captures the request's identity before the handler returns
 // (fasthttp reuses the request afterwards).
 func newTracked(ctx *fasthttp.RequestCtx, d *decision, c *cluster) *tracked {
-	h := &ctx.Request.Header
+	h, e := &ctx.Request.Header, d.dialect
 	t := &tracked{c: Completed{
-		Cluster: c.name, User: d.identity.User, Source: string(h.Peek("X-Trino-Source")),
-		Catalog: string(h.Peek("X-Trino-Catalog")), Schema: string(h.Peek("X-Trino-Schema")),
+		Cluster: c.name, User: d.identity.User, Source: string(protocol.Peek(h, e, "Source")),
+		Catalog: string(protocol.Peek(h, e, "Catalog")), Schema: string(protocol.Peek(h, e, "Schema")),
 		SQL: string(ctx.Request.Body()), Decision: d.String(), Kind: d.Kind, Class: d.Class,
 		Estimated: d.estimate, Estimate: d.est, Submitted: time.Now(),
 	}}
-	for _, v := range h.PeekAll("X-Trino-Session") {
+	for _, v := range protocol.PeekAll(h, e, "Session") {
 		t.c.Session = append(t.c.Session, string(v))
 	}
 	return t

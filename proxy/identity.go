@@ -58,7 +58,7 @@ func (s *Server) refuseCredentials(ctx *fasthttp.RequestCtx, ae *frontdoor.AuthE
 	ctx.SetStatusCode(ae.StatusCode)
 	for k, vs := range ae.Header {
 		switch http.CanonicalHeaderKey(k) {
-		case "Www-Authenticate", "Content-Type", "X-Trino-Error", "Cache-Control":
+		case "Www-Authenticate", "Content-Type", "X-Trino-Error", "X-Presto-Error", "Cache-Control":
 			for _, v := range vs {
 				ctx.Response.Header.Add(k, v)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/gateway"
@@ -15,11 +16,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// ClusterConfig names one Trino coordinator.
+// ClusterConfig names one coordinator.
 type ClusterConfig struct {
 	Name  string
 	URL   string // http(s)://host:port
 	Class string // cost class served (one of Options.Classes); empty: none
+	// Engine is the coordinator's engine (clusters.engine). Unknown means
+	// the health monitor detects it; until then the cluster takes a
+	// client of either dialect.
+	Engine dialect.Engine
 }
 
 // Options configure a Server. The settings come from a configuration
@@ -192,7 +197,8 @@ type Options struct {
 func OptionsFrom(cfg *config.Config) Options {
 	clusters := make([]ClusterConfig, len(cfg.Clusters))
 	for i, c := range cfg.Clusters {
-		clusters[i] = ClusterConfig{Name: c.Name, URL: c.URL, Class: c.Class}
+		engine, _ := dialect.Parse(c.Engine) // valid: Validate checked it
+		clusters[i] = ClusterConfig{Name: c.Name, URL: c.URL, Class: c.Class, Engine: engine}
 	}
 	classes := make([]routing.CostClass, len(cfg.Routing.Classes))
 	for i, c := range cfg.Routing.Classes {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
@@ -27,15 +29,18 @@ type decision struct {
 	// identity is who the query counts against (identity.go): admission,
 	// rules and metrics key on identity.User.
 	identity frontdoor.Identity
-	took     time.Duration // deciding, estimate included (Server-Timing)
+	// dialect is the client's (protocol.Dialect): the query goes only to
+	// a cluster that serves it.
+	dialect dialect.Engine
+	took    time.Duration // deciding, estimate included (Server-Timing)
 }
 
 // leastLoaded returns the healthy cluster of class (all clusters when class
-// is "") with the least load, or nil.
-func (s *Server) leastLoaded(class string) *cluster {
+// is "") that serves dialect e with the least load, or nil.
+func (s *Server) leastLoaded(class string, e dialect.Engine) *cluster {
 	var best *cluster
 	for _, c := range s.clusters {
-		if (class != "" && c.class != class) || !c.Healthy() {
+		if (class != "" && c.class != class) || !c.Healthy() || !c.serves(e) {
 			continue
 		}
 		if best == nil || c.Load() < best.Load() {
@@ -50,25 +55,40 @@ func (s *Server) leastLoaded(class string) *cluster {
 // the same catalogs): it plans queries (EXPLAIN) and serves those that are
 // not routed by cost, so a dead default cluster does not stop the proxy.
 func (s *Server) defaultCluster() *cluster {
+	return s.defaultFor(dialect.Unknown)
+}
+
+// defaultFor is defaultCluster among the clusters that serve dialect e:
+// each engine has its own default, the first of its clusters. It is nil
+// when no cluster serves e (ErrEngineMismatch).
+func (s *Server) defaultFor(e dialect.Engine) *cluster {
+	var first *cluster
 	for _, c := range s.clusters {
+		if !c.serves(e) {
+			continue
+		}
 		if c.Healthy() {
 			return c
 		}
+		if first == nil {
+			first = c
+		}
 	}
-	return s.clusters[0]
+	return first
 }
 
 // failover picks another cluster for a new query after a dial to failed
 // did not connect: a healthy one of the decision's class, else the default
 // cluster; nil when only failed itself is left. failed must already be
 // marked down.
+// Only a cluster that serves the query's dialect is another.
 func (s *Server) failover(d *decision, failed *cluster) *cluster {
 	if d.Class != "" {
-		if c := s.leastLoaded(d.Class); c != nil && c != failed {
+		if c := s.leastLoaded(d.Class, d.dialect); c != nil && c != failed {
 			return c
 		}
 	}
-	if c := s.defaultCluster(); c != failed && c.Healthy() {
+	if c := s.defaultFor(d.dialect); c != nil && c != failed && c.Healthy() {
 		return c
 	}
 	return nil
@@ -79,11 +99,20 @@ func (s *Server) failover(d *decision, failed *cluster) *cluster {
 // asking the policy; otherwise the query is estimated as the caller within
 // the budget (an estimator failure is an Outcome, which the policy turns
 // into fail-open) and the policy chooses from plain values.
+//
+// A query goes only to a cluster that serves the client's dialect
+// (cluster.serves): the policy chooses among those clusters, with that
+// engine's default, and a client no cluster serves is refused
+// (ErrEngineMismatch); nothing is ever translated between dialects.
 func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
+	e := protocol.Dialect(&ctx.Request.Header)
 	if name, ok := protocol.TransactionCluster(&ctx.Request.Header); ok {
 		c, found := s.byName[name]
 		if !found {
 			return nil, fmt.Errorf("%w: transaction of unknown cluster %q", ErrBadRequest, name)
+		}
+		if !c.serves(e) {
+			return nil, &mismatchError{client: e, cluster: c.name, engine: c.Engine()}
 		}
 		// Not estimated (the EXPLAIN would run outside the transaction),
 		// but it counts against the budgets as its identity.
@@ -91,14 +120,17 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &decision{Decision: routing.Decision{Kind: routing.KindTransaction, Cluster: name}, cluster: c, identity: id}, nil
+		return &decision{Decision: routing.Decision{Kind: routing.KindTransaction, Cluster: name}, cluster: c, identity: id, dialect: e}, nil
 	}
-	def := s.defaultCluster()
-	in := s.policyInput(&ctx.Request.Header, def)
+	def := s.defaultFor(e)
+	if def == nil {
+		return nil, &mismatchError{client: e}
+	}
+	in := s.policyInput(&ctx.Request.Header, def, e)
 	var est estimate.Estimate
 	var estErr error
 	if s.opts.Estimator != nil {
-		est, estErr = s.estimate(ctx, def)
+		est, estErr = s.estimate(ctx, def, e)
 		err := estErr
 		var ae *frontdoor.AuthError
 		switch {
@@ -138,46 +170,64 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 	if !ok {
 		return nil, fmt.Errorf("proxy: routing policy chose unknown cluster %q", pd.Cluster)
 	}
-	return &decision{Decision: pd, cluster: c, est: in.Estimate, estimate: in.Outcome == routing.Estimated, identity: id}, nil
+	return &decision{Decision: pd, cluster: c, est: in.Estimate, estimate: in.Outcome == routing.Estimated, identity: id, dialect: e}, nil
 }
 
-// policyInput is the plain value the policy sees; the request header is
-// read here and nothing of it is kept.
-func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster) routing.Input {
+// policyInput is the plain value the policy sees: the clusters that serve
+// dialect e, in configuration order, def marked the default. The request
+// header is read under e's names here and nothing of it is kept.
+func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster, e dialect.Engine) routing.Input {
 	in := routing.Input{
-		User:     string(h.Peek("X-Trino-User")),
-		Source:   string(h.Peek("X-Trino-Source")),
-		Clusters: make([]routing.ClusterState, len(s.clusters)),
+		User:     string(protocol.Peek(h, e, "User")),
+		Source:   string(protocol.Peek(h, e, "Source")),
+		Clusters: make([]routing.ClusterState, 0, len(s.clusters)),
 	}
 	in.Group = s.opts.Admission.GroupOf(in.User, h)
-	for _, v := range h.PeekAll("X-Trino-Client-Tags") {
+	for _, v := range protocol.PeekAll(h, e, "Client-Tags") {
 		for _, t := range strings.Split(string(v), ",") {
 			if t = strings.TrimSpace(t); t != "" {
 				in.ClientTags = append(in.ClientTags, t)
 			}
 		}
 	}
-	for i, c := range s.clusters {
-		in.Clusters[i] = routing.ClusterState{Name: c.name, Class: c.class, Healthy: c.Healthy(), Load: c.Load(), Default: c == def}
+	for _, c := range s.clusters {
+		if c.serves(e) {
+			in.Clusters = append(in.Clusters, routing.ClusterState{Name: c.name, Class: c.class, Healthy: c.Healthy(), Load: c.Load(), Default: c == def})
+		}
 	}
 	return in
 }
 
 // estimate asks the estimator as the calling user, within the budget,
-// planning on def or another healthy cluster (the estimator spreads and
-// bounds its EXPLAINs over Query.Planners).
-func (s *Server) estimate(ctx *fasthttp.RequestCtx, def *cluster) (estimate.Estimate, error) {
+// planning on def or another healthy cluster of the client's dialect e
+// (the estimator spreads and bounds its EXPLAINs over Query.Planners).
+func (s *Server) estimate(ctx *fasthttp.RequestCtx, def *cluster, e dialect.Engine) (estimate.Estimate, error) {
 	c, cancel := context.WithTimeout(context.Background(), s.opts.EstimateTimeout)
 	defer cancel()
-	return s.opts.Estimator.Estimate(c, Query{SQL: string(ctx.Request.Body()), Header: protocol.CallerHeaders(&ctx.Request.Header),
-		Server: def.url, Planners: s.planners(def)})
+	return s.opts.Estimator.Estimate(c, s.query(string(ctx.Request.Body()), protocol.CallerHeaders(&ctx.Request.Header), def, e))
+}
+
+// query is the estimator's Query for sql as the caller whose (canonical)
+// headers are h, a client of dialect e planned on def and the clusters of
+// def's engine.
+func (s *Server) query(sql string, h http.Header, def *cluster, e dialect.Engine) Query {
+	if e == dialect.Unknown {
+		e = def.Engine()
+	}
+	return Query{SQL: sql, Header: h, Engine: e, Server: def.url, Planners: s.plannersFor(def, e)}
 }
 
 // planners are the base URLs of the healthy clusters that may plan
-// (Options.Planners; all when empty), def first when it is one; def alone
-// when none of them is healthy (its EXPLAIN then fails as it would have).
-func (s *Server) planners(def *cluster) []string {
-	may := func(c *cluster) bool { return len(s.opts.Planners) == 0 || slices.Contains(s.opts.Planners, c.name) }
+// (Options.Planners; all when empty) and run def's engine, def first when
+// it is one; def alone when none of them is healthy (its EXPLAIN then
+// fails as it would have).
+func (s *Server) planners(def *cluster) []string { return s.plannersFor(def, def.Engine()) }
+
+// plannersFor is planners among the clusters that serve dialect e.
+func (s *Server) plannersFor(def *cluster, e dialect.Engine) []string {
+	may := func(c *cluster) bool {
+		return c.serves(e) && (len(s.opts.Planners) == 0 || slices.Contains(s.opts.Planners, c.name))
+	}
 	out := make([]string, 0, len(s.clusters))
 	if may(def) {
 		out = append(out, def.url)
@@ -203,27 +253,34 @@ func (s *Server) clusterByURL(u string) string {
 	return ""
 }
 
-// annotate adds the estimate to the upstream request: Trino's own
-// X-Trino-Resource-Estimate (CPU_TIME, for resource-group selectors) unless
-// the client sent one and KeepClientEstimate is set, and optionally a client
-// tag naming the class.
+// annotate adds the estimate to the upstream request: the engine's own
+// X-Trino-Resource-Estimate (X-Presto-Resource-Estimate on a PrestoDB
+// cluster; CPU_TIME, for resource-group selectors) unless the client sent
+// one and KeepClientEstimate is set, and optionally a client tag naming
+// the class. The names are those of the cluster's engine, else of the
+// client's dialect (the two match: decide sends no client elsewhere).
 func (s *Server) annotate(req *fasthttp.Request, d *decision) {
 	if !d.estimate {
 		return
 	}
-	if !(s.opts.KeepClientEstimate && len(req.Header.Peek("X-Trino-Resource-Estimate")) > 0) {
-		req.Header.Del("X-Trino-Resource-Estimate")
-		req.Header.Set("X-Trino-Resource-Estimate", "CPU_TIME="+estimate.TrinoDuration(d.est.CPUSeconds))
+	e := d.cluster.Engine()
+	if e == dialect.Unknown {
+		e = d.dialect
+	}
+	est, tagsKey := e.Header("Resource-Estimate"), e.Header("Client-Tags")
+	if !(s.opts.KeepClientEstimate && len(req.Header.Peek(est)) > 0) {
+		req.Header.Del(est)
+		req.Header.Set(est, "CPU_TIME="+estimate.TrinoDuration(d.est.CPUSeconds))
 	}
 	if s.opts.ClassTag != "" && d.Class != "" {
-		tags := string(req.Header.Peek("X-Trino-Client-Tags"))
+		tags := string(req.Header.Peek(tagsKey))
 		tag := s.opts.ClassTag + d.Class
 		if tags != "" {
 			tags += "," + tag
 		} else {
 			tags = tag
 		}
-		req.Header.Set("X-Trino-Client-Tags", tags)
+		req.Header.Set(tagsKey, tags)
 	}
 }
 

@@ -1,5 +1,6 @@
-// Package proxy is Prestroid's Trino-protocol reverse proxy: it forwards the
-// client protocol to configured clusters, streams result pages while
+// Package proxy is Prestroid's Trino-protocol reverse proxy, for Trino and
+// PrestoDB clusters alike (each client only to clusters of its own
+// engine): it forwards the client protocol to configured clusters, streams result pages while
 // rewriting their URIs to signed routed URIs (stateless routing), and keeps
 // every session header intact.
 //
@@ -300,7 +301,13 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		}
 		s.admin(ctx)
 	case path == "/v1/info" || strings.HasPrefix(path, "/v1/info/"):
-		s.forward(ctx, s.defaultCluster(), raw, modeRaw)
+		// A client that names its dialect learns of a cluster of its
+		// engine; any other of the default cluster.
+		c := s.defaultFor(protocol.Dialect(&ctx.Request.Header))
+		if c == nil {
+			c = s.defaultCluster()
+		}
+		s.forward(ctx, c, raw, modeRaw)
 	case strings.HasPrefix(path, uiQueryAPI):
 		s.uiQuery(ctx, raw)
 	case path == "/ui" || strings.HasPrefix(path, "/ui/"), strings.HasPrefix(path, "/oauth2/"):
@@ -377,6 +384,9 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 		} else {
 			s.forward(ctx, c, target, modeRaw)
 		}
+	case method == fasthttp.MethodDelete && strings.HasPrefix(target, "/v1/stage/"):
+		// PrestoDB's partialCancelUri: DELETE /v1/stage/{query id}.{stage}.
+		s.forward(ctx, c, target, modeRaw)
 	case strings.HasPrefix(target, "/v1/spooled/"), strings.HasPrefix(target, "/ui/"), target == "/ui",
 		strings.HasPrefix(target, "/oauth2/"): // the OAuth2 flow's URIs of a WWW-Authenticate challenge
 		s.forward(ctx, c, target, modeRaw)

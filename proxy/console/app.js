@@ -114,12 +114,14 @@
       else health = el('span', { class: 'badge bad', title: x.error || '' }, 'down');
       const name = el('span', {}, x.name, x.default ? el('span', { class: 'small', title: 'the first configured cluster' }, 'default') : null);
       return el('tr', { dataset: { cluster: x.name } },
-        td(name, null, x.url), td(x.class || '–'), td(health),
+        td(name, null, x.url), td(x.class || '–'),
+        td(x.engine === 'unknown' ? el('span', { class: 'muted', title: 'not detected yet: set clusters[].engine, or wait for the monitor' }, 'unknown') : x.engine),
+        td(health),
         td(x.load_error ? '?' : x.running, 'num', x.load_error || undefined), td(x.load_error ? '?' : x.queued, 'num'),
         td(x.load, 'num', 'running + queued + sent by this proxy since the check'), td(x.routed, 'num'),
         td(clock(x.checked)));
     });
-    fill($('clusters-table').tBodies[0], rows, 'no clusters', 8);
+    fill($('clusters-table').tBodies[0], rows, 'no clusters', 9);
     $('clusters-note').textContent = 'Routed: queries this proxy sent to the cluster in the last ' + c.window_minutes +
       ' minutes. Load: running + queued on the cluster at the last check, plus what this proxy sent since.';
   }

@@ -59,9 +59,11 @@ type Proxy interface {
 // ClusterState is one cluster as the proxy knows it now.
 type ClusterState struct {
 	Name, URL, Class string
-	Healthy          bool
-	Load             int64     // what routing compares: running + queued + sent since the check
-	Checked          time.Time // the last health check; zero before the first
+	// Engine is "trino", "presto" or "unknown" (not yet detected).
+	Engine  string
+	Healthy bool
+	Load    int64     // what routing compares: running + queued + sent since the check
+	Checked time.Time // the last health check; zero before the first
 	// Err says why it is unhealthy, LoadErr why Running and Queued could
 	// not be read (from the last check).
 	Err, LoadErr    string
@@ -255,6 +257,7 @@ type clusterView struct {
 	Name    string     `json:"name"`
 	URL     string     `json:"url"`
 	Class   string     `json:"class,omitempty"`
+	Engine  string     `json:"engine"`  // trino, presto, or unknown until the monitor detects it
 	Default bool       `json:"default"` // the first configured: plans, serves unrouted /ui/ and unestimated queries
 	Healthy bool       `json:"healthy"`
 	Checked *time.Time `json:"checked,omitempty"` // the last health check; absent before the first
@@ -271,7 +274,7 @@ func (h *Handler) clusters(now time.Time, minutes int) clustersView {
 	states := h.opts.Proxy.Clusters()
 	out := clustersView{WindowMinutes: minutes, Monitor: h.opts.Monitor, Clusters: make([]clusterView, len(states))}
 	for i, c := range states {
-		cc := clusterView{Name: c.Name, URL: c.URL, Class: c.Class, Default: i == 0, Healthy: c.Healthy, Load: c.Load,
+		cc := clusterView{Name: c.Name, URL: c.URL, Class: c.Class, Engine: c.Engine, Default: i == 0, Healthy: c.Healthy, Load: c.Load,
 			Routed: h.opts.Ring.routedSince(c.Name, now, minutes)}
 		if !c.Checked.IsZero() {
 			t := c.Checked

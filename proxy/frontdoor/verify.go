@@ -47,9 +47,10 @@ func (v *Verifier) creds() *protocol.BoundedMap[time.Time] {
 }
 
 // Claimed reads the identity the request claims: from its credentials in
-// verified mode, else X-Trino-User. Nothing is verified here.
+// verified mode, else X-Trino-User (X-Presto-User from a PrestoDB client).
+// Nothing is verified here.
 func (v *Verifier) Claimed(h *fasthttp.RequestHeader) Identity {
-	hdrUser := string(h.Peek("X-Trino-User"))
+	hdrUser := string(protocol.Peek(h, protocol.Dialect(h), "User"))
 	if v.Mode != IdentityVerified {
 		return Identity{User: hdrUser, Source: "header"}
 	}
@@ -122,7 +123,9 @@ func Probe(client *fasthttp.HostClient, base, host string, h *fasthttp.RequestHe
 	// 404/410 for the unknown id.
 	req.SetRequestURI(base + "/v1/query/19700101_000000_00000_prest")
 	req.Header.SetHost(host)
-	for _, k := range []string{"Authorization", "X-Trino-User"} {
+	// The user under either dialect's name: the request's own (a client is
+	// only ever sent to a cluster of its dialect).
+	for _, k := range []string{"Authorization", "X-Trino-User", "X-Presto-User"} {
 		if v := h.Peek(k); len(v) > 0 {
 			req.Header.SetBytesV(k, v)
 		}

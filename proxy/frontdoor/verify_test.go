@@ -106,3 +106,18 @@ func TestAdminToken(t *testing.T) {
 		})
 	}
 }
+
+// A PrestoDB client names its user in X-Presto-User; a Trino client's
+// legacy X-Presto-User never stands for its X-Trino-User.
+func TestClaimedIdentityOfAPrestoClient(t *testing.T) {
+	v := &Verifier{}
+	req := &fasthttp.RequestHeader{}
+	req.Set("X-Presto-User", "carol")
+	if id := v.Claimed(req); id.User != "carol" || id.Source != "header" {
+		t.Errorf("PrestoDB client: %+v", id)
+	}
+	req.Set("X-Trino-User", "bob")
+	if id := v.Claimed(req); id.User != "bob" {
+		t.Errorf("Trino client with a legacy header: %+v", id)
+	}
+}

@@ -180,8 +180,10 @@ type State interface {
 // Cluster is one cluster as the metrics label and gauge it.
 type Cluster struct {
 	Name, Class string
-	Healthy     bool
-	Load        int64 // running plus queued queries at the last check
+	// Engine is "trino", "presto" or "unknown" (not yet detected).
+	Engine  string
+	Healthy bool
+	Load    int64 // running plus queued queries at the last check
 }
 
 // stateCollector reports, at scrape time, the gauges that describe the
@@ -196,6 +198,8 @@ type stateCollector struct {
 var (
 	descClusterHealthy = prometheus.NewDesc("prestroid_cluster_healthy",
 		"1 when the cluster's /v1/info says it is up.", []string{"cluster"}, nil)
+	descClusterEngine = prometheus.NewDesc("prestroid_cluster_engine",
+		"1 for the cluster's engine: trino, presto, or unknown until the monitor detects it.", []string{"cluster", "engine"}, nil)
 	descClusterQueries = prometheus.NewDesc("prestroid_cluster_queries",
 		"Running plus queued queries on the cluster at the last check.", []string{"cluster"}, nil)
 	descQueueLength = prometheus.NewDesc("prestroid_queue_length",
@@ -211,6 +215,7 @@ var _ prometheus.Collector = (*stateCollector)(nil)
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descClusterHealthy
+	ch <- descClusterEngine
 	ch <- descClusterQueries
 	ch <- descQueueLength
 	ch <- descInflight
@@ -225,6 +230,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			h = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descClusterHealthy, prometheus.GaugeValue, h, cl.Name)
+		if cl.Engine != "" {
+			ch <- prometheus.MustNewConstMetric(descClusterEngine, prometheus.GaugeValue, 1, cl.Name, cl.Engine)
+		}
 		ch <- prometheus.MustNewConstMetric(descClusterQueries, prometheus.GaugeValue, float64(cl.Load), cl.Name)
 	}
 	if q, in, ok := c.state.Queue(); ok {

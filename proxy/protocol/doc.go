@@ -1,5 +1,7 @@
 // Package protocol holds the pieces of the Trino client protocol the proxy
-// needs, as plain functions and values with no server behind them: signed
+// needs, in both of its dialects (Trino's X-Trino-* and PrestoDB's
+// X-Presto-*: which one a request speaks and its headers under their
+// names, dialect.go), as plain functions and values with no server behind them: signed
 // route tokens (token.go) and the sealing of saved queries (seal.go), the
 // streaming rewrite of QueryResults URIs (rewrite.go), which headers travel
 // and which stop at the proxy (headers.go), the cluster tag on transaction

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/prestroid/prestroid/internal/callerhdr"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1 plus the legacy
@@ -78,7 +79,8 @@ func CopyRequestHeaders(out, in *fasthttp.RequestHeader, forwarded bool) {
 
 // CopyResponseHeaders copies every end-to-end header of in to out, keeping
 // every value of multi-valued headers (X-Trino-Set-Session,
-// X-Trino-Added-Prepare, ...) in order. skipEncoding drops Content-Encoding
+// X-Trino-Added-Prepare, their X-Presto-* twins from PrestoDB, ...) in
+// order, whatever their dialect. skipEncoding drops Content-Encoding
 // when the proxy decoded the body.
 func CopyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
 	conn := connectionTokens(in.PeekAll("Connection"))
@@ -99,14 +101,22 @@ func CopyResponseHeaders(out, in *fasthttp.ResponseHeader, skipEncoding bool) {
 // EXPLAIN carries (docs/design.md §2.1), for routing estimates and the estimate
 // endpoints alike: the end-to-end headers of in (hop-by-hop ones and those
 // named in Connection dropped first) that callerhdr.Forward lets through,
-// every value of a repeated header in order. The result is a fresh copy
-// the estimator may keep; in is only read.
+// every value of a repeated header in order. They are under Trino's names,
+// the canonical form inside Prestroid: a PrestoDB client's X-Presto-*
+// headers come back as X-Trino-* (dialect.Canonical), and the EXPLAIN
+// client renames them for the coordinator it asks (dialect.For). The
+// result is a fresh copy the estimator may keep; in is only read.
 func CallerHeaders(in *fasthttp.RequestHeader) http.Header {
 	h := http.Header{}
+	presto := Dialect(in) == dialect.Presto
 	conn := connectionTokens(in.PeekAll("Connection"))
 	for k, v := range in.All() {
-		if !isHop(k, conn) && callerhdr.Forward(string(k)) {
-			h.Add(string(k), string(v))
+		name := string(k)
+		if presto {
+			name = dialect.Rename(name, dialect.Trino)
+		}
+		if !isHop(k, conn) && callerhdr.Forward(name) {
+			h.Add(name, string(v))
 		}
 	}
 	return h

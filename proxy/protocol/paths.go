@@ -6,8 +6,13 @@ import "strings"
 // what of it a log may show.
 
 // StatementQueryID extracts {id} from /v1/statement/{queued|executing}/{id}/...
-// (and .../executing/partialCancel/{id}/...).
+// ("" for Trino's .../executing/partialCancel/{id}/...). A query string is
+// ignored: PrestoDB carries the slug there
+// (/v1/statement/executing/{id}/{token}?slug=…).
 func StatementQueryID(target string) string {
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		target = target[:i]
+	}
 	parts := strings.Split(target, "/")
 	// "", v1, statement, phase, id | partialCancel, id
 	if len(parts) < 5 {
@@ -35,7 +40,8 @@ func PolledQueryID(path string) string {
 // RedactPath keeps an URI's shape for logs but drops route tokens, slugs and
 // segment handles, which are bearer capabilities (docs/design.md §6):
 // /r/{token}/v1/statement/executing/{id}/{slug}/{n} logs as
-// /v1/statement/executing/{id}/….
+// /v1/statement/executing/{id}/…, and PrestoDB's
+// /v1/statement/executing/{id}/{n}?slug=… the same.
 func RedactPath(p string) string {
 	if _, target, ok := SplitRouted(p); ok {
 		p = target

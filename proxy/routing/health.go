@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // State is what the monitor knows of a cluster at one check; a new check
@@ -27,6 +29,9 @@ type State struct {
 	// LoadErr says why Running and Queued could not be read (they are 0
 	// then); empty when they were, or when the monitor reads no load.
 	LoadErr string
+	// Version is the coordinator's nodeVersion.version from /v1/info
+	// ("476", "0.296-8661b73"); empty when it did not answer.
+	Version string
 	// Until, when set, ends a failed connection's verdict (MarkDown): the
 	// cluster counts as healthy again after it unless the monitor says
 	// otherwise first, so it is retried even with the monitor off.
@@ -50,12 +55,15 @@ const (
 	MonitorInfo = "info"
 )
 
-// metricsLoadPath asks Trino's /metrics for the two gauges only.
+// metricsLoadPath asks Trino's /metrics for the two gauges only. PrestoDB
+// has no such endpoint; its /v1/cluster is as small and carries the same
+// two figures (runningQueries, queuedQueries).
 const metricsLoadPath = "/metrics?name[]=" + gaugeRunning + "&name[]=" + gaugeQueued
 
 const (
-	gaugeRunning = "trino_execution_name_QueryManager_RunningQueries"
-	gaugeQueued  = "trino_execution_name_QueryManager_QueuedQueries"
+	prestoLoadPath = "/v1/cluster"
+	gaugeRunning   = "trino_execution_name_QueryManager_RunningQueries"
+	gaugeQueued    = "trino_execution_name_QueryManager_QueuedQueries"
 )
 
 // Prober reads one cluster for the monitor: the core implements it over
@@ -73,6 +81,10 @@ type Target struct {
 	Name   string  // for logs
 	Health *Health // the state the monitor keeps current
 	Prober Prober
+	// Engine is the cluster's configured engine. Unknown means it is
+	// detected from /v1/info's version (dialect.FromVersion) at every
+	// check and kept in Health (Health.Engine).
+	Engine dialect.Engine
 }
 
 // Monitor polls every target's /v1/info (health) and its load (running
@@ -170,7 +182,10 @@ func (m *Monitor) check(t Target) {
 	st := &State{Checked: time.Now()}
 	deadline := st.Checked.Add(ProbeTimeout)
 	var info struct {
-		Starting bool `json:"starting"`
+		Starting    bool `json:"starting"`
+		NodeVersion struct {
+			Version string `json:"version"`
+		} `json:"nodeVersion"`
 	}
 	if status, body, err := t.Prober.Probe("/v1/info", deadline); err != nil {
 		st.Err = err.Error()
@@ -181,8 +196,18 @@ func (m *Monitor) check(t Target) {
 	} else {
 		st.Healthy = true
 	}
+	st.Version = info.NodeVersion.Version
+	engine := t.Engine
+	if engine == dialect.Unknown {
+		engine = dialect.FromVersion(st.Version)
+	}
+	if engine != dialect.Unknown && !m.conns.isClosed() {
+		if old := t.Health.setEngine(engine); old != engine {
+			m.log().Info("cluster engine", "cluster", t.Name, "engine", engine.String(), "version", st.Version, "configured", t.Engine != dialect.Unknown)
+		}
+	}
 	if st.Healthy {
-		m.readLoad(t, st, deadline)
+		m.readLoad(t, st, deadline, engine)
 	}
 	if m.conns.isClosed() {
 		return // the monitor is stopping: its failed probes say nothing
@@ -197,15 +222,17 @@ func (m *Monitor) check(t Target) {
 	t.Health.sent.Store(0)
 }
 
-// readLoad fills st.Running and st.Queued from the cluster, as m.Type
-// says, or st.LoadErr.
-func (m *Monitor) readLoad(t Target, st *State, deadline time.Time) {
+// readLoad fills st.Running and st.Queued from the cluster of engine e,
+// as m.Type says, or st.LoadErr.
+func (m *Monitor) readLoad(t Target, st *State, deadline time.Time, e dialect.Engine) {
 	var path string
-	switch m.Type {
-	case MonitorInfo:
+	switch {
+	case m.Type == MonitorInfo:
 		return
-	case MonitorQueryList:
+	case m.Type == MonitorQueryList:
 		path = "/v1/query"
+	case e == dialect.Presto:
+		path = prestoLoadPath
 	default:
 		path = metricsLoadPath
 	}
@@ -234,6 +261,18 @@ func (m *Monitor) readLoad(t Target, st *State, deadline time.Time) {
 				st.Running++
 			}
 		}
+		return
+	}
+	if path == prestoLoadPath {
+		var c struct {
+			Running *int `json:"runningQueries"`
+			Queued  *int `json:"queuedQueries"`
+		}
+		if err := json.Unmarshal(body, &c); err != nil || c.Running == nil || c.Queued == nil || *c.Running < 0 || *c.Queued < 0 {
+			st.LoadErr = "bad /v1/cluster answer"
+			return
+		}
+		st.Running, st.Queued = *c.Running, *c.Queued
 		return
 	}
 	running, okR := gauge(body, gaugeRunning)
@@ -281,7 +320,27 @@ const markDownFor = 10 * time.Second
 type Health struct {
 	state   atomic.Pointer[State]
 	sent    atomic.Int64
-	probing atomic.Bool // a health check is running
+	probing atomic.Bool                    // a health check is running
+	engine  atomic.Pointer[dialect.Engine] // the last engine a check found
+}
+
+// Engine is the cluster's engine as the monitor last found it (the
+// configured one, else detected from /v1/info); Unknown before any check
+// told it. A failed check (MarkDown included) keeps what was found.
+func (h *Health) Engine() dialect.Engine {
+	if e := h.engine.Load(); e != nil {
+		return *e
+	}
+	return dialect.Unknown
+}
+
+// setEngine records e and returns the engine recorded before.
+func (h *Health) setEngine(e dialect.Engine) dialect.Engine {
+	old := h.engine.Swap(&e)
+	if old == nil {
+		return dialect.Unknown
+	}
+	return *old
 }
 
 // MarkDown records that a connection to the cluster failed, so routing

@@ -18,6 +18,9 @@
 //	           errors, latency, the proxy's RSS, fds and goroutines (no leak)
 //	gateway    a real Trino Gateway 18 (its own PostgreSQL, testing/pgtest)
 //	           routing by the binary's /v1/routing to two real clusters
+//	presto     a real PrestoDB 0.296 (testing/presto): its CLI, JDBC and
+//	           Python clients through the proxy, Trino and PrestoDB in one
+//	           proxy, cost routing between PrestoDB clusters, bad input
 //
 // They use real Trino (from the harness), the real proxy, and real clients
 // (the Trino CLI jar, trino-go-client, the Python trino client). They run
