@@ -29,7 +29,8 @@ type Query struct {
 	Header http.Header
 	// Engine is the engine of Server and of every planner: the client's
 	// dialect, or the default cluster's engine for a client that sent
-	// neither dialect's headers. Unknown when that cluster's engine is
+	// neither dialect's headers. The EXPLAIN speaks its dialect, and its
+	// estimates are learned apart. Unknown when that cluster's engine is
 	// not known yet (treat it as Trino).
 	Engine dialect.Engine
 	// Server is the base URL of the default cluster of Engine.
@@ -38,11 +39,6 @@ type Query struct {
 	// EXPLAIN may run on (the estimator spreads them and bounds each), the
 	// default first. Empty means Server alone.
 	Planners []string
-	// Engine is the engine of Server and Planners (all of one engine): the
-	// EXPLAIN speaks its dialect, and its estimates are learned apart.
-	// Header stays in the canonical form (X-Trino-* names) whatever the
-	// engine. Unknown means Trino.
-	Engine dialect.Engine
 }
 
 // ErrEstimatorBusy is what an Estimator returns (wrapped or not) when it
