@@ -11,6 +11,12 @@ import (
 // of the query's cost, in its cost units. The cascade's optimizer stage maps
 // it to seconds (estimator/cascade.go).
 func TotalCPUCost(planJSON []byte) (float64, error) {
+	return sumEstimates(planJSON, func(e Estimate) float64 { return e.CPUCost })
+}
+
+// sumEstimates sums one field of every estimate of every node of an EXPLAIN
+// JSON plan, skipping unknown (NaN, negative, +Inf) values.
+func sumEstimates(planJSON []byte, field func(Estimate) float64) (float64, error) {
 	p, err := ParseLimits(planJSON, Limits{Lean: true})
 	if err != nil {
 		return 0, err
@@ -19,7 +25,7 @@ func TotalCPUCost(planJSON []byte) (float64, error) {
 	if p.Root != nil {
 		p.Root.Walk(func(n *PlanNode) {
 			for _, e := range n.Estimates {
-				if c := e.CPUCost; c >= 0 && !math.IsInf(c, 1) {
+				if c := field(e); c >= 0 && !math.IsInf(c, 1) {
 					sum += c
 				}
 			}
@@ -39,21 +45,7 @@ func TotalCPUCost(planJSON []byte) (float64, error) {
 // column of the tpch connector), while row counts are known from every
 // scan up.
 func TotalRowCost(planJSON []byte) (float64, error) {
-	p, err := ParseLimits(planJSON, Limits{Lean: true})
-	if err != nil {
-		return 0, err
-	}
-	sum := 0.0
-	if p.Root != nil {
-		p.Root.Walk(func(n *PlanNode) {
-			for _, e := range n.Estimates {
-				if c := e.OutputRowCount; c >= 0 && !math.IsInf(c, 1) {
-					sum += c
-				}
-			}
-		})
-	}
-	return sum, nil
+	return sumEstimates(planJSON, func(e Estimate) float64 { return e.OutputRowCount })
 }
 
 // OptimizerCost is the plan's cost that the optimizer calibration maps to

@@ -48,6 +48,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/internal/fillzero"
 	"github.com/prestroid/prestroid/internal/workloads"
 	"github.com/prestroid/prestroid/proxy"
@@ -463,8 +464,16 @@ type Page struct {
 // decodes a 200's body as a page.
 func Do(t testing.TB, method, url, body string, h map[string]string) (*http.Response, Page) {
 	t.Helper()
+	return DoAs[Page](t, dialect.Trino, method, url, body, h)
+}
+
+// DoAs sends one protocol request as user e2e of a client of engine's
+// dialect (its user header) with the extra headers h, and decodes a 200's
+// body as a P (the part of a page a test reads).
+func DoAs[P any](t testing.TB, engine dialect.Engine, method, url, body string, h map[string]string) (*http.Response, P) {
+	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("X-Trino-User", "e2e")
+	req.Header.Set(engine.Header("User"), "e2e")
 	for k, v := range h {
 		req.Header.Set(k, v)
 	}
@@ -473,11 +482,11 @@ func Do(t testing.TB, method, url, body string, h map[string]string) (*http.Resp
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var p Page
+	var p P
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == 200 && len(b) > 0 {
 		if err := json.Unmarshal(b, &p); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, url, err, b)
+			t.Fatalf("%s %s: %v: %.300s", method, url, err, b)
 		}
 	}
 	return resp, p

@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -96,24 +95,7 @@ type page struct {
 // and the extra headers h) and decodes a 200's body as a page.
 func do(t testing.TB, method, url, body string, h map[string]string) (*http.Response, page) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("X-Presto-User", "e2e")
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var p page
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == 200 && len(b) > 0 {
-		if err := json.Unmarshal(b, &p); err != nil {
-			t.Fatalf("%s %s: %v: %.300s", method, url, err, b)
-		}
-	}
-	return resp, p
+	return e2e.DoAs[page](t, dialect.Presto, method, url, body, h)
 }
 
 // run drives one statement to its last page as a PrestoDB client, and
