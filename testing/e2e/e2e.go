@@ -29,6 +29,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -490,6 +491,36 @@ func DoAs[P any](t testing.TB, engine dialect.Engine, method, url, body string, 
 		}
 	}
 	return resp, p
+}
+
+// RawRequest sends req to addr as bytes and reads one response (status,
+// body) within 10 s. The request is written while the response is read: a
+// server refusing an oversized request answers before reading all of it
+// and closes, and the reset that unread bytes then cause can race the
+// answer, so a reset before any answer is tried again (3 times).
+func RawRequest(t testing.TB, addr, req string) (int, string) {
+	t.Helper()
+	var lastErr error
+	for try := 0; try < 3; try++ {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		go io.WriteString(c, req) // a write error is the server closing: read its answer
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			lastErr = err
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		c.Close()
+		return resp.StatusCode, string(b)
+	}
+	t.Fatalf("no answer in 3 tries: %v", lastErr)
+	return 0, ""
 }
 
 // RunRaw drives one query through the protocol by hand and returns the last

@@ -1,10 +1,8 @@
 package presto
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -58,30 +56,9 @@ routing:
 	addr := "127.0.0.1:" + port
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 
-	// raw sends one request as bytes and reads one response within 10 s.
 	raw := func(t *testing.T, req string) (int, string) {
 		t.Helper()
-		var lastErr error
-		for try := 0; try < 3; try++ {
-			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			go io.WriteString(c, req)
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				c.Close()
-				lastErr = err
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			c.Close()
-			return resp.StatusCode, string(b)
-		}
-		t.Fatalf("no answer in 3 tries: %v", lastErr)
-		return 0, ""
+		return e2e.RawRequest(t, addr, req)
 	}
 	alive := func(t *testing.T) {
 		t.Helper()

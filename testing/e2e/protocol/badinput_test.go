@@ -57,34 +57,9 @@ routing:
 	addr := "127.0.0.1:" + port
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 
-	// raw sends one request as bytes and reads one response (status, body)
-	// within 10 s. The request is written while the response is read: a
-	// server refusing an oversized request answers before reading all of
-	// it and closes, and the reset that unread bytes then cause can race
-	// the answer, so a reset before any answer is tried again (3 times).
 	raw := func(t *testing.T, req string) (int, string) {
 		t.Helper()
-		var lastErr error
-		for try := 0; try < 3; try++ {
-			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			go io.WriteString(c, req) // a write error is the server closing: read its answer
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				c.Close()
-				lastErr = err
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			c.Close()
-			return resp.StatusCode, string(b)
-		}
-		t.Fatalf("no answer in 3 tries: %v", lastErr)
-		return 0, ""
+		return e2e.RawRequest(t, addr, req)
 	}
 	alive := func(t *testing.T) {
 		t.Helper()
