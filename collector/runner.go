@@ -97,8 +97,9 @@ type Runner struct {
 	Timeout time.Duration
 	Plan    PlanFunc
 	Writer  *Writer
-	// HTTP is used for /v1/info, /v1/query/{id} and cancels;
-	// http.DefaultClient if nil.
+	// HTTP is used for /v1/info, /v1/status, /v1/query/{id}, cancels and
+	// PrestoDB's statement requests (one request per result page, so a
+	// client Timeout bounds a page, not a query); http.DefaultClient if nil.
 	HTTP *http.Client
 	// Progress receives a status line per finished query (nil: none).
 	Progress io.Writer
