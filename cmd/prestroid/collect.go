@@ -163,21 +163,6 @@ func collectEngine(ctx context.Context, f *collectFlags) (dialect.Engine, error)
 	return collector.ResolveEngine(dialect.Unknown, v)
 }
 
-// dialectTransport sends every request with its X-Trino-* headers renamed
-// for engine (dialect.For): the EXPLAIN client speaks Trino's dialect, a
-// PrestoDB coordinator refuses it. The request is not modified; a renamed
-// copy is sent.
-type dialectTransport struct {
-	engine dialect.Engine
-	base   http.RoundTripper
-}
-
-func (t dialectTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	out := req.Clone(req.Context())
-	out.Header = dialect.For(out.Header, t.engine)
-	return t.base.RoundTrip(out)
-}
-
 // checkStorage refuses to collect on a storage catalog whose copies of the
 // planned families and scales are incomplete (every EXPLAIN on a missing
 // table would be recorded as EXPLAIN_FAILED).
@@ -235,11 +220,7 @@ func runItems(ctx context.Context, f *collectFlags, eng dialect.Engine, db *sql.
 		Info: collector.RunInfo{Host: host, Concurrency: f.concurrency, TimeoutMs: f.timeout.Milliseconds(), Run: time.Now().UTC().Format(time.RFC3339)},
 	}
 	if !f.noPlan {
-		hc := &http.Client{Timeout: 2 * time.Minute}
-		if eng != dialect.Trino {
-			hc.Transport = dialectTransport{engine: eng, base: http.DefaultTransport}
-		}
-		r.Plan = explainPlan(&plan.ExplainClient{HTTP: hc})
+		r.Plan = explainPlan(&plan.ExplainClient{HTTP: &http.Client{Timeout: 2 * time.Minute}}, eng)
 	}
 	collectLogf("%d planned queries (%d already in %s), concurrency %d, timeout %s", len(items), w.Len(), f.out, f.concurrency, f.timeout)
 	sum, err := r.Run(ctx, items)
@@ -248,17 +229,16 @@ func runItems(ctx context.Context, f *collectFlags, eng dialect.Engine, db *sql.
 }
 
 // explainPlan adapts the serving EXPLAIN client and featurizer to the
-// collector: the plan JSON (compacted) and its O-T-P summary. The client
-// takes the session under Trino's names (dialect.Canonical); for PrestoDB
-// its HTTP client renames them back (dialectTransport). A plan the
-// featurizer cannot read (PrestoDB's, until its decoder lands) is kept
-// with Plan.Error set.
-func explainPlan(c *plan.ExplainClient) collector.PlanFunc {
+// collector: the plan JSON (compacted) and its O-T-P summary, explained on
+// a coordinator of engine (the client takes the session under Trino's
+// names, dialect.Canonical, and renames them for it). A plan the
+// featurizer cannot read is kept with Plan.Error set.
+func explainPlan(c *plan.ExplainClient, engine dialect.Engine) collector.PlanFunc {
 	return func(ctx context.Context, server string, it *collector.Item, h http.Header) (*collector.Plan, error) {
 		if !plan.Explainable(it.SQL) {
 			return nil, nil // not a query (SET SESSION, SHOW, ...): run it without a plan
 		}
-		res, err := c.Explain(ctx, server, it.SQL, dialect.Canonical(h))
+		res, err := c.ExplainOn(ctx, server, engine, it.SQL, dialect.Canonical(h))
 		if err != nil {
 			var te *plan.TrinoError
 			if !errors.As(err, &te) {

@@ -36,25 +36,3 @@ func TestCollectEngineIsTheFlagOrTheServersVersion(t *testing.T) {
 		})
 	}
 }
-
-func TestCollectDialectTransportRenamesACopy(t *testing.T) {
-	var got http.Header
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = r.Header.Clone() }))
-	defer srv.Close()
-	c := &http.Client{Transport: dialectTransport{engine: dialect.Presto, base: http.DefaultTransport}}
-	req, _ := http.NewRequest("GET", srv.URL, nil)
-	req.Header.Set("X-Trino-User", "u")
-	req.Header.Set("X-Trino-Session", "a=1")
-	req.Header.Set("Authorization", "Bearer t")
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if got.Get("X-Presto-User") != "u" || got.Get("X-Presto-Session") != "a=1" || got.Get("Authorization") != "Bearer t" || got.Get("X-Trino-User") != "" {
-		t.Errorf("sent %v", got)
-	}
-	if req.Header.Get("X-Trino-User") != "u" || req.Header.Get("X-Presto-User") != "" {
-		t.Errorf("the caller's request changed: %v", req.Header)
-	}
-}
