@@ -350,7 +350,15 @@ type ServedReport struct {
 	// Scales has a table per scale, in order; Overall all executions.
 	Scales  []ServedTable `json:"scales"`
 	Overall ServedTable   `json:"overall"`
+	// Learning is how fast the deployment learns: the first-sight
+	// executions (all scales) grouped by how many executions had finished
+	// before them (learningBins), for a cluster the model has not seen.
+	Learning []ServedRow `json:"learning"`
 }
+
+// learningBins are the lower bounds of Learning's groups: first-sight
+// executions after 0–4, 5–9, 10–19, … finished executions.
+var learningBins = []int{0, 5, 10, 20, 40, 80, 160}
 
 // ServedTable is the report of one scale (or all).
 type ServedTable struct {
@@ -407,6 +415,32 @@ func (rep *ServedReport) fill(runs []servedRun, scales []string) {
 		rep.Scales = append(rep.Scales, servedTable(sc, rs, rep.Bounds))
 	}
 	rep.Overall = servedTable("all", runs, rep.Bounds)
+	rep.Learning = learningRows(runs, rep.Bounds)
+}
+
+// learningRows groups the first-sight executions by how many executions
+// (of any kind) had finished before each: runs are in execution order.
+func learningRows(runs []servedRun, bounds []float64) []ServedRow {
+	var out []ServedRow
+	for i, lo := range learningBins {
+		hi := len(runs)
+		if i+1 < len(learningBins) {
+			hi = min(hi, learningBins[i+1])
+		}
+		var rs []servedRun
+		for j := lo; j < hi; j++ {
+			if runs[j].kind != kindRepeat {
+				rs = append(rs, runs[j])
+			}
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		row := servedRow(rs, bounds)
+		row.Group = fmt.Sprintf("first sight after %d-%d", lo, hi-1)
+		out = append(out, row)
+	}
+	return out
 }
 
 // servedGroups are the rows of a table, in order.
@@ -519,17 +553,26 @@ func (rep *ServedReport) Text(w io.Writer) {
 			title = "all scales"
 		}
 		fmt.Fprintf(w, "\n%s: %d executions, decision p50 %s ms\n", title, t.Executions, f2(t.DecisionP50MS))
-		fmt.Fprintf(w, "%-24s %5s %6s %6s %6s %6s %6s %6s | %5s %13s %13s | %5s %13s %13s\n", "group", "n", "q p50", "q p90", "q p95",
-			"cover", "wrong", "small", "opt n", "p50 srv/opt", "p90 srv/opt", "mdl n", "p50 srv/mdl", "p90 srv/mdl")
-		for _, r := range t.Rows {
-			if r.N == 0 {
-				continue
-			}
-			fmt.Fprintf(w, "%-24s %5d %6s %6s %6s %6s %6s %6s | %5d %13s %13s | %5d %13s %13s\n", r.Group, r.N, f2(r.Q50), f2(r.Q90), f2(r.Q95),
-				pc(r.Coverage), pc(r.Wrong), pc(r.TooSmall),
-				r.Optimizer.N, pair(r.Optimizer.ServedQ50, r.Optimizer.Q50), pair(r.Optimizer.ServedQ90, r.Optimizer.Q90),
-				r.Model.N, pair(r.Model.ServedQ50, r.Model.Q50), pair(r.Model.ServedQ90, r.Model.Q90))
+		servedRows(w, t.Rows)
+	}
+	if len(rep.Learning) > 0 {
+		fmt.Fprintln(w, "\nlearning: first-sight executions by how many executions had finished before them")
+		servedRows(w, rep.Learning)
+	}
+}
+
+// servedRows writes a table's header and its non-empty rows.
+func servedRows(w io.Writer, rows []ServedRow) {
+	fmt.Fprintf(w, "%-26s %5s %6s %6s %6s %6s %6s %6s | %5s %13s %13s | %5s %13s %13s\n", "group", "n", "q p50", "q p90", "q p95",
+		"cover", "wrong", "small", "opt n", "p50 srv/opt", "p90 srv/opt", "mdl n", "p50 srv/mdl", "p90 srv/mdl")
+	for _, r := range rows {
+		if r.N == 0 {
+			continue
 		}
+		fmt.Fprintf(w, "%-26s %5d %6s %6s %6s %6s %6s %6s | %5d %13s %13s | %5d %13s %13s\n", r.Group, r.N, f2(r.Q50), f2(r.Q90), f2(r.Q95),
+			pc(r.Coverage), pc(r.Wrong), pc(r.TooSmall),
+			r.Optimizer.N, pair(r.Optimizer.ServedQ50, r.Optimizer.Q50), pair(r.Optimizer.ServedQ90, r.Optimizer.Q90),
+			r.Model.N, pair(r.Model.ServedQ50, r.Model.Q50), pair(r.Model.ServedQ90, r.Model.Q90))
 	}
 }
 

@@ -167,3 +167,34 @@ func TestServedWorkloadFillsThePartsTemplatesAsCollectDoes(t *testing.T) {
 		t.Error("an unknown part was accepted")
 	}
 }
+
+// Learning groups first-sight executions by how many executions finished
+// before them, in execution order; repeats count as finished, never as a
+// row's own.
+func TestServedLearningGroupsFirstSightByFinishedExecutions(t *testing.T) {
+	var runs []servedRun
+	for i := 0; i < 12; i++ {
+		kind, est := kindNewLiterals, 10.0 // the first five are 10x off
+		if i >= 5 {
+			est = 1.2
+		}
+		if i%4 == 3 {
+			kind = kindRepeat
+		}
+		runs = append(runs, run(kind, "model", est, est/2, est*2, 1, 0))
+	}
+	rows := learningRows(runs, []float64{2})
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want 0-4, 5-9 and 10-11: %+v", len(rows), rows)
+	}
+	want := []struct {
+		group string
+		n     int
+		q50   float64
+	}{{"first sight after 0-4", 4, 10}, {"first sight after 5-9", 4, 1.2}, {"first sight after 10-11", 1, 1.2}}
+	for i, w := range want {
+		if rows[i].Group != w.group || rows[i].N != w.n || !near(rows[i].Q50, w.q50) {
+			t.Errorf("row %d: %s n %d q50 %v, want %s n %d q50 %v", i, rows[i].Group, rows[i].N, rows[i].Q50, w.group, w.n, w.q50)
+		}
+	}
+}
