@@ -15,6 +15,7 @@ import (
 	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 func init() {
@@ -32,8 +33,9 @@ query's CPU time with the model bundle (default: the one embedded in the
 binary). SQL "-" reads the statement from standard input.`)
 		fs.PrintDefaults()
 	}
-	server := fs.String("server", os.Getenv("PRESTROID_TRINO_URL"), "Trino coordinator URL (env PRESTROID_TRINO_URL)")
-	user := fs.String("user", os.Getenv("USER"), "Trino user (X-Trino-User)")
+	server := fs.String("server", os.Getenv("PRESTROID_TRINO_URL"), "Trino or PrestoDB coordinator URL (env PRESTROID_TRINO_URL)")
+	engine := fs.String("engine", "", "engine of --server: trino or presto (default: its /v1/info version says)")
+	user := fs.String("user", os.Getenv("USER"), "user (X-Trino-User, or X-Presto-User on PrestoDB)")
 	catalog := fs.String("catalog", "", "default catalog (X-Trino-Catalog)")
 	schema := fs.String("schema", "", "default schema (X-Trino-Schema)")
 	password := fs.String("password-env", "", "name of an environment variable holding the user's password (Basic auth; needs https)")
@@ -76,12 +78,16 @@ binary). SQL "-" reads the statement from standard input.`)
 	defer svc.Close()
 
 	var h http.Header
+	eng := dialect.Trino
 	if *plan == "" {
 		if h, err = callerHeader(*user, *catalog, *schema, *password, session); err != nil {
 			return fail(2, err)
 		}
+		if eng, err = collectEngine(context.Background(), &collectFlags{engine: *engine, server: *server}); err != nil {
+			return fail(1, err)
+		}
 	}
-	e, err := estimateOne(svc, *plan, *server, sql, h, *timeout)
+	e, err := estimateOne(svc, *plan, eng, *server, sql, h, *timeout)
 	if err != nil {
 		return fail(1, err)
 	}
@@ -105,8 +111,9 @@ func estimateConfig(model, ortLib string, timeout time.Duration) *config.Config 
 	return cfg
 }
 
-// estimateOne estimates the saved plan file, or sql on server as h.
-func estimateOne(svc *estimator.Service, plan, server, sql string, h http.Header, timeout time.Duration) (*estimate.Estimate, error) {
+// estimateOne estimates the saved plan file, or sql on server (of engine)
+// as h (X-Trino-* names: the EXPLAIN renames them for the engine).
+func estimateOne(svc *estimator.Service, plan string, engine dialect.Engine, server, sql string, h http.Header, timeout time.Duration) (*estimate.Estimate, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if plan != "" {
@@ -116,7 +123,7 @@ func estimateOne(svc *estimator.Service, plan, server, sql string, h http.Header
 		}
 		return svc.EstimatePlan(ctx, js)
 	}
-	return svc.Estimate(ctx, server, sql, h)
+	return svc.EstimateFor(ctx, engine, []string{server}, sql, h)
 }
 
 // callerHeader is the identity and session the EXPLAIN runs as; password

@@ -282,3 +282,31 @@ func TestHistoryFileHeldByAnotherProcessIsAnError(t *testing.T) {
 		t.Fatalf("wireEstimator with a held history file: %v; want an estimator.history error", err)
 	}
 }
+
+// TestEstimateCommandOnPresto: the engine is read from the coordinator's
+// version, the EXPLAIN runs in PrestoDB's dialect and its plan is scored;
+// `prestroid plan --server` prints the same plan's O-T-P tree.
+func TestEstimateCommandOnPresto(t *testing.T) {
+	lib := os.Getenv("PRESTROID_ORT_LIB")
+	presto := os.Getenv("PRESTROID_PRESTO_URL")
+	if lib == "" || presto == "" {
+		t.Skip("needs PRESTROID_ORT_LIB and PRESTROID_PRESTO_URL")
+	}
+	out := captureStdout(t, func() int {
+		return runEstimate([]string{"--server", presto, "--user", "alice", "--catalog", "tpch", "--schema", "tiny",
+			"--ort-lib", lib, "--json", lineitemSQL})
+	})
+	var e map[string]any
+	if err := json.Unmarshal(out, &e); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if e["estimated"] != true || e["source"] != "model" {
+		t.Errorf("want a model estimate of PrestoDB's plan: %s", out)
+	}
+	out = captureStdout(t, func() int {
+		return runPlan([]string{"--server", presto, "--user", "alice", "--catalog", "tpch", "--schema", "tiny", lineitemSQL})
+	})
+	if !strings.Contains(string(out), "TBL tpch.tiny.lineitem") {
+		t.Errorf("prestroid plan --server on PrestoDB: no lineitem scan in\n%s", out)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 func init() {
@@ -50,7 +51,8 @@ func runPlan(args []string) int {
 	sentences := fs.Bool("sentences", false, "print the predicate token sentences (the Word2Vec corpus: one line per PRED node)")
 	joins := fs.Bool("joins", false, "with --sentences: add join criteria sentences")
 	asJSON := fs.Bool("json", false, "machine-readable JSON output")
-	server := fs.String("server", "", "Trino coordinator URL: run the EXPLAIN for the SQL argument")
+	server := fs.String("server", "", "Trino or PrestoDB coordinator URL: run the EXPLAIN for the SQL argument")
+	engine := fs.String("engine", "", "engine of --server: trino or presto (default: its /v1/info version says)")
 	user := fs.String("user", os.Getenv("USER"), "Trino user for --server")
 	catalog := fs.String("catalog", "", "session catalog for --server")
 	schema := fs.String("schema", "", "session schema for --server")
@@ -77,7 +79,12 @@ func runPlan(args []string) int {
 				h.Set(name, v)
 			}
 		}
-		return out.explain(*server, strings.Join(fs.Args(), " "), h, *timeout)
+		eng, err := collectEngine(context.Background(), &collectFlags{engine: *engine, server: *server})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "prestroid plan:", err)
+			return 1
+		}
+		return out.explain(*server, eng, strings.Join(fs.Args(), " "), h, *timeout)
 	}
 
 	if fs.NArg() > 1 {
@@ -87,8 +94,9 @@ func runPlan(args []string) int {
 	return out.path(fs.Arg(0))
 }
 
-// explain runs the EXPLAIN of sql on server as the caller h and prints its plan.
-func (o planOutput) explain(server, sql string, h http.Header, timeout time.Duration) int {
+// explain runs the EXPLAIN of sql on server (of engine) as the caller h
+// (X-Trino-* names, renamed for the engine) and prints its plan.
+func (o planOutput) explain(server string, engine dialect.Engine, sql string, h http.Header, timeout time.Duration) int {
 	if strings.TrimSpace(sql) == "" {
 		fmt.Fprintln(os.Stderr, "prestroid plan: --server needs a SQL argument")
 		return 2
@@ -99,7 +107,7 @@ func (o planOutput) explain(server, sql string, h http.Header, timeout time.Dura
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	res, err := (&plan.ExplainClient{}).Explain(ctx, server, sql, h)
+	res, err := (&plan.ExplainClient{}).ExplainOn(ctx, server, engine, sql, h)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid plan:", err)
 		return 1
