@@ -95,6 +95,8 @@ type request struct {
 	// merr is also the model's failure on the plan (modelStage).
 	m    *bundle.Model
 	merr error
+	// mf stands in for m's manifest in tests (manifest).
+	mf *bundle.Manifest
 	// key is the estimate cache's key (cacheStage; "" without a cache or
 	// a model).
 	key string
@@ -125,6 +127,15 @@ func (r *request) explained(e *estimate.Estimate) *estimate.Estimate {
 	e.Statement, e.Planner = r.kind.String(), r.planner
 	e.Explain, e.ExplainQueryID = r.res.Wall, r.res.QueryID
 	return e
+}
+
+// manifest is the held model's manifest (or the tests' stand-in for the
+// scoreHook's, mf); nil without one.
+func (r *request) manifest() *bundle.Manifest {
+	if r.m == nil {
+		return r.mf
+	}
+	return r.m.Manifest()
 }
 
 // release gives back the model cacheStage took.
@@ -344,8 +355,8 @@ func (e *UnplacedError) Error() string {
 func (e *UnplacedError) Unwrap() error { return e.Err }
 
 // modelOffset is offset for the plan model's estimates of b's shape.
-func (s *Service) modelOffset(b *Basis) (off, sigma float64, shaped bool) {
-	return s.offset(globalKey(keyModel, b.Engine), shapeKey(keyResidual, b.Shape), s.opts.Cascade.ModelSigma)
+func (s *Service) modelOffset(b *Basis, sigma0 float64) (off, sigma float64, shaped bool) {
+	return s.offset(globalKey(keyModel, b.Engine), shapeKey(keyResidual, b.Shape), sigma0)
 }
 
 // shapeKey is the history key of a shape (its keyShape key) under

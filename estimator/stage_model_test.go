@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // explainedRequest is q as the explain stage leaves it, with a Basis.
@@ -85,6 +87,45 @@ func TestBlendOptimizer(t *testing.T) {
 			}
 			if lo, hi := min(c.model, c.opt), max(c.model, c.opt); c.opt > 0 && (e.CPUSeconds < lo-1e-12 || e.CPUSeconds > hi+1e-12) {
 				t.Errorf("%v outside [%v, %v]", e.CPUSeconds, lo, hi)
+			}
+		})
+	}
+}
+
+// On a cluster of an engine the model never saw (its manifest lists only
+// Trino), the model's number gets foreignModelSigma and is blended with
+// the text model's: before any PrestoDB query finished, the text number
+// carries the estimate. A model trained on the engine keeps its own.
+func TestModelStageOnAnEngineTheModelNeverSaw(t *testing.T) {
+	const q = "SELECT * FROM orders WHERE o_orderkey = 1"
+	trinoOnly := &bundle.Manifest{}
+	both := &bundle.Manifest{}
+	both.Training.Engines = []string{"presto", "trino"}
+	text := &estimate.Estimate{CPUSeconds: 8, Sigma: 0.5, Source: estimate.SourceText}
+	for _, c := range []struct {
+		name      string
+		mf        *bundle.Manifest
+		engine    dialect.Engine
+		textFar   bool
+		wantSigma float64
+		nearText  bool
+	}{
+		{"a Trino-trained model on PrestoDB: the text number carries it", trinoOnly, dialect.Presto, false, 0.5, true},
+		{"a text number far from its training is not blended", trinoOnly, dialect.Presto, true, foreignModelSigma, false},
+		{"a model trained on PrestoDB keeps its own", both, dialect.Presto, false, defaults.ModelSigma, false},
+		{"on Trino nothing changes", trinoOnly, dialect.Trino, false, defaults.ModelSigma, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newCascade(t, defaults, constModel(0.1))
+			r := explainedRequest(s, q)
+			r.mf, r.engine, r.text, r.textFar = c.mf, c.engine, text, c.textFar
+			e, err := modelStage{}.run(s, r)
+			if err != nil || e == nil || e.ModelCPUSeconds != 0.1 || math.Abs(e.Sigma-c.wantSigma) > 1e-12 {
+				t.Fatalf("got %+v %v; want sigma %v", e, err, c.wantSigma)
+			}
+			// Precision-weighted in ln: 0.5² against 3² puts 97% on the text's 8 s.
+			if got := e.CPUSeconds > 6; got != c.nearText {
+				t.Fatalf("served %v s (model 0.1 s, text 8 s): near the text number %v, want %v", e.CPUSeconds, got, c.nearText)
 			}
 		})
 	}

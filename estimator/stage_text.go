@@ -94,9 +94,9 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	sigmaAfter := math.NaN()
 	after := func() float64 {
 		if math.IsNaN(sigmaAfter) {
-			sigmaAfter = co.ModelSigma
+			sigmaAfter = s.modelPrior(r.manifest(), r.engine)
 			if r.b != nil {
-				_, sigmaAfter, _ = s.modelOffset(r.b)
+				_, sigmaAfter, _ = s.modelOffset(r.b, sigmaAfter)
 			}
 		}
 		return sigmaAfter

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/prestroid/prestroid/collector"
@@ -90,6 +91,10 @@ type LoadStats struct {
 	// ScaleSplit is the held-out scale of a scale split (ApplyScaleSplit);
 	// empty: the template-level split.
 	ScaleSplit string `json:"scale_split,omitempty"`
+	// Engines are the engines the usable queries ran on, sorted: the
+	// bundle's manifest says them (training.engines), and the cascade
+	// trusts the model less on a cluster of another engine.
+	Engines []string `json:"engines,omitempty"`
 }
 
 // LoadQueries reads the records, keeps the usable ones (FINISHED, CPU > 0,
@@ -146,6 +151,12 @@ func LoadQueries(paths []string, splitPath string) ([]*Query, *LoadStats, error)
 	}
 	st.Usable = len(out)
 	st.SHA256 = hex.EncodeToString(h.Sum(nil))
+	for _, q := range out {
+		if !slices.Contains(st.Engines, q.Engine) {
+			st.Engines = append(st.Engines, q.Engine)
+		}
+	}
+	slices.Sort(st.Engines)
 	return out, st, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -396,5 +397,8 @@ func TestLoadQueriesKeepsOneKeyPerEngine(t *testing.T) {
 	}
 	if qs[0].Key != "same" || qs[1].Key != "presto:same" || qs[1].Engine != "presto" {
 		t.Errorf("keys %q (%s), %q (%s)", qs[0].Key, qs[0].Engine, qs[1].Key, qs[1].Engine)
+	}
+	if !slices.Equal(st.Engines, []string{"presto", "trino"}) {
+		t.Errorf("engines %v, want [presto trino] (the manifest's training.engines)", st.Engines)
 	}
 }

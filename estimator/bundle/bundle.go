@@ -15,6 +15,7 @@ import (
 
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/npy"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // BundleFormatVersion is the model bundle format this package reads
@@ -103,6 +104,10 @@ type Manifest struct {
 		Untrained bool   `json:"untrained"`
 		Records   int    `json:"records"`
 		Note      string `json:"note"`
+		// Engines are the engines of the training queries ("trino",
+		// "presto"); absent: Trino's only (every bundle before the
+		// field).
+		Engines []string `json:"engines,omitempty"`
 	} `json:"training"`
 	Metrics json.RawMessage `json:"metrics"`
 	Inputs  []string        `json:"inputs"`
@@ -148,6 +153,18 @@ func (t Target) CPUSeconds(y float32) float64 {
 // Untrained reports whether the manifest marks the model as untrained (a
 // test fixture with random weights).
 func (m *Manifest) Untrained() bool { return m.Training.Untrained }
+
+// TrainedOn reports whether the model saw plans of engine in training
+// (Unknown counts as Trino).
+func (m *Manifest) TrainedOn(engine dialect.Engine) bool {
+	if engine == dialect.Unknown {
+		engine = dialect.Trino
+	}
+	if len(m.Training.Engines) == 0 {
+		return engine == dialect.Trino
+	}
+	return slices.Contains(m.Training.Engines, string(engine))
+}
 
 // Bundle is a model bundle read from disk and checked for consistency
 // (everything but the model's outputs: see LoadModel).

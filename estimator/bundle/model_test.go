@@ -11,6 +11,7 @@ import (
 
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/internal/trinotest"
+	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 const fixtureBundle = trinotest.Testdata + "/bundle-fixture"
@@ -201,5 +202,17 @@ func TestReadBundleFixture(t *testing.T) {
 	}
 	if _, err := Read(filepath.Join(fixtureBundle, "nope")); !errors.Is(err, ErrBundle) {
 		t.Errorf("missing directory: %v", err)
+	}
+}
+
+func TestManifestTrainedOn(t *testing.T) {
+	var old Manifest // every bundle before training.engines: Trino's plans only
+	if !old.TrainedOn(dialect.Trino) || !old.TrainedOn(dialect.Unknown) || old.TrainedOn(dialect.Presto) {
+		t.Error("a manifest without engines: want Trino (and Unknown) only")
+	}
+	var both Manifest
+	both.Training.Engines = []string{"presto", "trino"}
+	if !both.TrainedOn(dialect.Presto) || !both.TrainedOn(dialect.Trino) {
+		t.Error("engines [presto trino]: want both")
 	}
 }
