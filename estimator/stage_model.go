@@ -46,11 +46,21 @@ func (modelStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		e.OptimizerCPUSeconds = secs
 		blendOptimizer(e, secs, sd)
 	}
-	if r.text != nil && !r.textFar && foreign(r.manifest(), r.engine) {
-		blend(e, r.text.CPUSeconds, r.text.Sigma)
+	if r.text != nil && foreign(r.manifest(), r.engine) {
+		sd := r.text.Sigma
+		if r.textFar {
+			sd += textFarSigma
+		}
+		blend(e, r.text.CPUSeconds, sd)
 	}
 	return e, nil
 }
+
+// textFarSigma widens the text model's spread (ln CPU) when the statement
+// is far from its training (a table's size not known yet, or larger than
+// any it saw) before it is blended with a foreign model's number: still
+// three times the foreign model's precision.
+const textFarSigma = 1.0
 
 // foreignModelSigma is the prior standard deviation of ln CPU around the
 // model's number on a cluster whose engine the model never saw in training
