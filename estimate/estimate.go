@@ -107,6 +107,13 @@ type Estimate struct {
 	// there).
 	Source Source
 
+	// PeakMemory is the predicted peak user memory in bytes and Elapsed
+	// the predicted elapsed time in seconds (targets.go): the zero
+	// Quantity when the stage that answered does not predict them (an old
+	// single-target bundle, the cheap stage, a history without them).
+	PeakMemory Quantity `json:",omitzero"`
+	Elapsed    Quantity `json:",omitzero"`
+
 	// Model identifies the model that made the prediction: the bundle's
 	// model id ("" when no model ran: cheap, history, optimizer).
 	Model string

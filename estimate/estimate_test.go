@@ -205,3 +205,39 @@ func TestEstimateJSONKeys(t *testing.T) {
 		t.Errorf("Source %v, want the number %d", m["Source"], SourceModel)
 	}
 }
+
+func TestResourceEstimate(t *testing.T) {
+	e := Estimate{Estimated: true, CPUSeconds: 2.5}
+	if got := e.ResourceEstimate(); got != "CPU_TIME=3s" {
+		t.Errorf("cpu only: %q", got)
+	}
+	e.PeakMemory = Quantity{Median: 1.5 * 1024 * 1024 * 1024, Sigma: 0.5}
+	e.Elapsed = Quantity{Median: 0.25}
+	if got, want := e.ResourceEstimate(), "EXECUTION_TIME=250ms, CPU_TIME=3s, PEAK_MEMORY=1536MB"; got != want {
+		t.Errorf("three targets: %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		b    float64
+		want string
+	}{{0, "0B"}, {999, "999B"}, {1000 * 1024, "1000kB"}, {1000*1024 + 1, "1001kB"}, {5e12, "4657GB"}, {-1, "0B"}} {
+		if got := TrinoDataSize(c.b); got != c.want {
+			t.Errorf("TrinoDataSize(%v) = %q, want %q", c.b, got, c.want)
+		}
+	}
+	if q := e.Of(TargetMemory); q != e.PeakMemory {
+		t.Errorf("Of(memory) = %+v", q)
+	}
+	var f Estimate
+	f.Set(TargetCPU, Quantity{Median: 4, Sigma: 0.3})
+	if f.CPUSeconds != 4 || f.Sigma != 0.3 {
+		t.Errorf("Set(cpu): %+v", f)
+	}
+	if lo, hi := e.PeakMemory.Interval(); !(lo < e.PeakMemory.Median && hi > e.PeakMemory.Median) {
+		t.Errorf("interval %v %v", lo, hi)
+	}
+	for _, tg := range Targets {
+		if p, ok := ParseTarget(tg.String()); !ok || p != tg {
+			t.Errorf("ParseTarget(%s)", tg)
+		}
+	}
+}

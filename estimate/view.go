@@ -27,7 +27,17 @@ type JSON struct {
 	HiSeconds      float64 `json:"hi_seconds,omitempty"`
 	Sigma          float64 `json:"sigma,omitempty"`
 	ExplainSkipped bool    `json:"explain_skipped,omitempty"`
-	Error          string  `json:"error,omitempty"`
+	// PeakMemoryBytes and ElapsedSeconds are the other targets' medians
+	// (0: not predicted), with their 80% intervals; ResourceEstimate is
+	// the X-Trino-Resource-Estimate value sent to the cluster.
+	PeakMemoryBytes  float64 `json:"peak_memory_bytes,omitempty"`
+	PeakMemoryLo     float64 `json:"peak_memory_lo_bytes,omitempty"`
+	PeakMemoryHi     float64 `json:"peak_memory_hi_bytes,omitempty"`
+	ElapsedSeconds   float64 `json:"elapsed_seconds,omitempty"`
+	ElapsedLoSeconds float64 `json:"elapsed_lo_seconds,omitempty"`
+	ElapsedHiSeconds float64 `json:"elapsed_hi_seconds,omitempty"`
+	ResourceEstimate string  `json:"resource_estimate,omitempty"`
+	Error            string  `json:"error,omitempty"`
 }
 
 // NewJSON renders an estimate as POST /v1/estimate does.
@@ -39,6 +49,15 @@ func NewJSON(e Estimate) JSON {
 		out.CPUTime = TrinoDuration(e.CPUSeconds)
 		out.Source, out.Sigma, out.ExplainSkipped = e.Source.String(), e.Sigma, e.ExplainSkipped
 		out.LoSeconds, out.HiSeconds = e.Interval()
+		if q := e.PeakMemory; q.Known() {
+			out.PeakMemoryBytes = q.Median
+			out.PeakMemoryLo, out.PeakMemoryHi = q.Interval()
+		}
+		if q := e.Elapsed; q.Known() {
+			out.ElapsedSeconds = q.Median
+			out.ElapsedLoSeconds, out.ElapsedHiSeconds = q.Interval()
+		}
+		out.ResourceEstimate = e.ResourceEstimate()
 	}
 	return out
 }
@@ -46,11 +65,12 @@ func NewJSON(e Estimate) JSON {
 // AppendHeader appends the X-Prestroid-Estimate header's value to b: the
 // source, the point estimate and the central 80% interval in CPU seconds,
 // the model's own number before the cascade's corrections when the model
-// ran, the calibrated optimizer's when known, and "explain-skipped" when
-// the EXPLAIN bound was reached, e.g.
+// ran, the calibrated optimizer's when known, the predicted peak memory
+// (bytes) and elapsed time (seconds) when known, and "explain-skipped"
+// when the EXPLAIN bound was reached, e.g.
 //
 //	history; cpu=1.25; lo=1.16; hi=1.34
-//	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12
+//	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12; mem=5.2e+07; elapsed=0.9
 func (e Estimate) AppendHeader(b []byte) []byte {
 	lo, hi := e.Interval()
 	b = append(b, e.Source.String()...)
@@ -67,6 +87,14 @@ func (e Estimate) AppendHeader(b []byte) []byte {
 	if e.OptimizerCPUSeconds > 0 {
 		b = append(b, "; optimizer="...)
 		b = strconv.AppendFloat(b, e.OptimizerCPUSeconds, 'g', 4, 64)
+	}
+	if q := e.PeakMemory; q.Known() {
+		b = append(b, "; mem="...)
+		b = strconv.AppendFloat(b, q.Median, 'g', 4, 64)
+	}
+	if q := e.Elapsed; q.Known() {
+		b = append(b, "; elapsed="...)
+		b = strconv.AppendFloat(b, q.Median, 'g', 4, 64)
 	}
 	if e.ExplainSkipped {
 		b = append(b, "; explain-skipped"...)

@@ -270,7 +270,7 @@ func (s *Server) annotate(req *fasthttp.Request, d *decision) {
 	est, tagsKey := e.Header("Resource-Estimate"), e.Header("Client-Tags")
 	if !(s.opts.KeepClientEstimate && len(req.Header.Peek(est)) > 0) {
 		req.Header.Del(est)
-		req.Header.Set(est, "CPU_TIME="+estimate.TrinoDuration(d.est.CPUSeconds))
+		req.Header.Set(est, d.est.ResourceEstimate())
 	}
 	if s.opts.ClassTag != "" && d.Class != "" {
 		tags := string(req.Header.Peek(tagsKey))

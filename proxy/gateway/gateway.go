@@ -198,7 +198,7 @@ func (g *Handler) route(h *fasthttp.RequestHeader, req *request, resp *Response)
 		return "not-estimated: " + e.Reason, none
 	}
 	if !(g.KeepClientEstimate && hdr.Get("X-Trino-Resource-Estimate") != "") {
-		resp.ExternalHeaders["X-Trino-Resource-Estimate"] = "CPU_TIME=" + estimate.TrinoDuration(e.CPUSeconds)
+		resp.ExternalHeaders["X-Trino-Resource-Estimate"] = e.ResourceEstimate()
 	}
 	// The group as the routing policy picks a class: by the estimate's
 	// ClassQuantile.
