@@ -157,6 +157,8 @@ type Config struct {
 	Feedback Feedback `yaml:"feedback"`
 	// Console: the web console on the admin surface (console.go).
 	Console Console `yaml:"console"`
+	// Usage: cost accounting per user, group and source (usage.go).
+	Usage Usage `yaml:"usage"`
 
 	// Estimator configures the cost model (estimator.go); the zero value
 	// serves the embedded default model, if the binary has one.
@@ -241,7 +243,8 @@ func Load(path string) (*Config, error) {
 //	PRESTROID_UPSTREAM_CA_FILE (upstream_tls.ca_file), PRESTROID_IDENTITY,
 //	PRESTROID_ADMISSION_REDIS (admission.redis), PRESTROID_HISTORY_REDIS
 //	(estimator.history.redis), PRESTROID_EXPLAIN (estimator.explain),
-//	PRESTROID_ALLOWED_HOSTS (comma-separated).
+//	PRESTROID_ALLOWED_HOSTS (comma-separated), PRESTROID_USAGE_REDIS
+//	(usage.redis).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	if v, ok := lookup("PRESTROID_LISTEN"); ok {
 		c.Listen = v
@@ -288,6 +291,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	c.applyTLSEnv(lookup)
 	c.Estimator.applyEnv(lookup)
 	c.Admission.applyEnv(lookup)
+	c.Usage.applyEnv(lookup)
 	return nil
 }
 
@@ -401,6 +405,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateConsole(); err != nil {
+		return err
+	}
+	if err := c.validateUsage(); err != nil {
 		return err
 	}
 	return c.validateRouting()

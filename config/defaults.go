@@ -96,6 +96,12 @@ const (
 	// DefaultConsoleDecisions is Console.Decisions' default.
 	DefaultConsoleDecisions = 2000
 
+	// DefaultUsageBucket, DefaultUsageRetention and DefaultUsageTop are
+	// Usage.Bucket's, Usage.Retention's and Usage.Top's defaults.
+	DefaultUsageBucket    = time.Minute
+	DefaultUsageRetention = 24 * time.Hour
+	DefaultUsageTop       = 20
+
 	// DefaultMaxBatch is Estimator.MaxBatch's default.
 	DefaultMaxBatch = 32
 	// DefaultExplainTimeout is Estimator.ExplainTimeout's default.
@@ -203,6 +209,7 @@ func (c *Config) FillDefaults() {
 	setInt(&c.Feedback.RotateRecords, DefaultFeedbackRotateRecords)
 	setDuration(&c.Feedback.RotateEvery, DefaultFeedbackRotateEvery)
 	setInt(&c.Console.Decisions, DefaultConsoleDecisions)
+	c.Usage.fillDefaults(&c.Admission) // after admission's Redis prefix
 
 	e := &c.Estimator
 	setString(&e.Explain, DefaultExplain)

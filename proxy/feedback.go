@@ -24,6 +24,7 @@ type Completed struct {
 	QueryID string
 	Cluster string
 	User    string // the query's identity (Identity.User: X-Trino-User, or the verified user)
+	Group   string // User's group (admission.Options.GroupOf: the group header, user_groups, else User)
 	Source  string
 	Catalog string
 	Schema  string
@@ -85,6 +86,9 @@ func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 	if ok && s.ring != nil {
 		s.ring.Finish(t.seq, console.Final{Finished: c.Finished, State: c.State, ErrorName: c.ErrorName,
 			CPUSeconds: float64(c.Stats.CPUTimeMillis) / 1000})
+	}
+	if ok {
+		s.recordUsage(&c)
 	}
 	if s.opts.Feedback != nil {
 		s.opts.Feedback.Record(c)

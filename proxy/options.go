@@ -13,6 +13,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/gateway"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
+	"github.com/prestroid/prestroid/proxy/usage"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -151,6 +152,10 @@ type Options struct {
 	// Feedback receives every completed query (the feedback log). Nil
 	// means none is recorded.
 	Feedback FeedbackSink
+	// Usage configures cost accounting (package usage: the
+	// prestroid_usage_* metrics, GET /prestroid/api/usage, the console's
+	// usage view; usage.*). Nil means none.
+	Usage *usage.Options
 
 	// Rules route queries by who sent them before cost
 	// (routing.RulePolicy): the first matching rule fixes the class. Empty
@@ -241,7 +246,17 @@ func OptionsFrom(cfg *config.Config) Options {
 		MonitorMaxBytes:     r.MonitorMaxBytes,
 		ConsoleDecisions:    cfg.Console.Decisions,
 		Admission:           admission.OptionsFrom(cfg.Admission),
+		Usage:               usageOptions(cfg.Usage),
 	}
+}
+
+// usageOptions are u's accounting settings; nil when u disables it.
+func usageOptions(u config.Usage) *usage.Options {
+	if u.Disabled {
+		return nil
+	}
+	return &usage.Options{Bucket: time.Duration(u.Bucket), Retention: time.Duration(u.Retention), Top: max(u.Top, 0),
+		RedisURL: u.Redis, RedisPrefix: u.RedisPrefix}
 }
 
 // Defaults are the settings of a configuration that sets nothing (with no

@@ -32,6 +32,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/metrics"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
+	"github.com/prestroid/prestroid/proxy/usage"
 )
 
 // Server is the proxy. Create it with New; it is safe for concurrent use.
@@ -56,6 +57,7 @@ type Server struct {
 	ring       *console.Ring          // the console's recent decisions, fed by respond and complete; nil: console off
 	console    *console.Handler       // nil: console off
 	rate       *admission.RateLimiter // nil without rate limits
+	usage      *usage.Recorder        // cost accounting (usage_flow.go); nil: off
 	adminToken frontdoor.AdminToken   // guards the admin endpoints (admin.go)
 	adminSrv   atomic.Pointer[fasthttp.Server]
 	health     healthState // /readyz (healthz.go)
@@ -100,6 +102,9 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	if err := s.newMetrics(o); err != nil {
+		return nil, err
+	}
+	if err := s.newUsage(o); err != nil {
 		return nil, err
 	}
 	s.newConsole(o)
@@ -186,7 +191,8 @@ func (s *Server) newConsole(o Options) {
 	}
 	s.ring = console.NewRing(o.ConsoleDecisions, names)
 	s.console = console.New(console.Options{Ring: s.ring, Proxy: consoleView{s}, Monitor: o.MonitorInterval > 0,
-		Store: s.admit, Budgets: o.Admission, Estimator: o.Estimator != nil, EstimatorStats: o.EstimatorStats, Logger: s.log})
+		Store: s.admit, Budgets: o.Admission, Estimator: o.Estimator != nil, EstimatorStats: o.EstimatorStats, Logger: s.log,
+		Usage: s.usageAPI()})
 }
 
 // start runs the background loops, the admission sweeper and the health
@@ -200,6 +206,10 @@ func (s *Server) start(o Options) {
 		if s.admit != nil {
 			wg.Add(1)
 			go func() { defer wg.Done(); s.runSweeper(ctx) }()
+		}
+		if s.usage != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.usage.Run(ctx) }()
 		}
 		if o.MonitorInterval > 0 {
 			s.monitor.Run(ctx, o.MonitorInterval)
@@ -611,6 +621,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	if d != nil {
 		admitID = d.admitID
 		tr = newTracked(ctx, d, c)
+		tr.c.Group = s.opts.Admission.GroupOf(tr.c.User, &ctx.Request.Header)
 	}
 	aborted := false // the page failed upstream: it tells nothing
 	rw := protocol.NewJSONRewriter(src, func() error {

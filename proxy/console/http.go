@@ -25,6 +25,7 @@ import (
 //	GET  /prestroid/api/queue               the admission queue and the budgets holding each query
 //	POST /prestroid/api/queue/cancel        {"id": ID}: remove a waiting query
 //	GET  /prestroid/api/estimator           model, caches, history, q-error, drift
+//	GET  /prestroid/api/usage?by=user&window=1h  cost per user, group or source (package usage)
 //
 // Every endpoint answers JSON; README.md ("Web console") documents the
 // fields.
@@ -92,6 +93,9 @@ type Options struct {
 	// EstimatorStats, when set, is asked for the estimator's model, caches
 	// and history at each request of the estimator view. Nil shows none.
 	EstimatorStats func() estimate.Stats
+	// Usage serves GET /prestroid/api/usage (usage.Recorder.ServeAPI).
+	// Nil means accounting is off: the endpoint answers 404.
+	Usage fasthttp.RequestHandler
 	// Logger receives the console's warnings and operator actions. Nil
 	// means slog.Default().
 	Logger *slog.Logger
@@ -210,6 +214,13 @@ func (h *Handler) ServeAPI(ctx *fasthttp.RequestCtx) {
 		h.writeJSON(ctx, h.queue(now))
 	case "estimator":
 		h.writeJSON(ctx, h.estimator(h.opts.Ring.snapshot(h.opts.Ring.capacity())))
+	case "usage":
+		if h.opts.Usage == nil {
+			h.error(ctx, fasthttp.StatusNotFound, "cost accounting is off (usage.disabled)")
+			return
+		}
+		securityHeaders(&ctx.Response.Header)
+		h.opts.Usage(ctx)
 	default:
 		h.error(ctx, fasthttp.StatusNotFound, "no such console endpoint")
 	}

@@ -1,0 +1,238 @@
+package usage
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Recorder. config fills their defaults (usage.*):
+// the zero values mean what each field says.
+type Options struct {
+	// Bucket is the width of the stored time buckets: the finest window.
+	// Required (positive).
+	Bucket time.Duration
+	// Retention is how long a bucket is kept: the longest window.
+	// Required (positive).
+	Retention time.Duration
+	// Top caps the names each dimension has its own Prometheus series for
+	// (per replica); later names count under Other. Zero means none: every
+	// query counts under Other.
+	Top int
+	// Store holds the buckets. Nil means a RedisStore when RedisURL is
+	// set, else a MemoryStore of Retention.
+	Store Store
+	// RedisURL, when set (and Store nil), is the Redis every replica adds
+	// its usage to (usage.redis); RedisPrefix starts its keys
+	// (usage.redis_prefix).
+	RedisURL, RedisPrefix string
+	// Queue bounds the queries waiting to be written to Store (a slow
+	// Redis); past it a query is dropped from the store (not from the
+	// metrics) and counted. Zero means 10000.
+	Queue int
+	// Logger receives the store's errors (one line per outage). Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Other is the Prometheus label value of the names past Options.Top.
+const Other = "(other)"
+
+// Recorder accounts finished queries. Create it with New, start its
+// writer with Run; Record and Report are safe for concurrent use.
+type Recorder struct {
+	o       Options
+	store   Store
+	pending chan Query
+	log     *slog.Logger
+
+	queries, cpu, pcpu, mem, wall, elapsed *prometheus.CounterVec
+	storeErrors, dropped                   prometheus.Counter
+
+	mu     sync.Mutex
+	labels map[Dimension]map[string]bool // the names admitted to their own series
+
+	down atomic.Bool // the store is failing (logged once per outage)
+}
+
+// New makes a Recorder over o; it fails only on a bad o.RedisURL.
+func New(o Options) (*Recorder, error) {
+	if o.Store == nil && o.RedisURL != "" {
+		st, err := NewRedisStore(RedisOptions{URL: o.RedisURL, Prefix: o.RedisPrefix, Bucket: o.Bucket, Retention: o.Retention})
+		if err != nil {
+			return nil, err
+		}
+		o.Store = st
+	}
+	if o.Store == nil {
+		o.Store = NewMemoryStore(o.Retention)
+	}
+	if o.Queue <= 0 {
+		o.Queue = 10000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	vec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	const by = " Per name of each dimension (user, group, source): the first usage.top names a replica sees, the rest as name=\"" + Other + "\"."
+	r := &Recorder{o: o, store: o.Store, pending: make(chan Query, o.Queue), log: o.Logger,
+		queries: vec("prestroid_usage_queries_total", "Finished queries, by final state (FINISHED, FAILED)."+by, "dimension", "name", "state"),
+		cpu:     vec("prestroid_usage_cpu_seconds_total", "CPU seconds Trino reported for finished queries."+by, "dimension", "name"),
+		pcpu:    vec("prestroid_usage_predicted_cpu_seconds_total", "Predicted CPU seconds (the estimate's median) of finished queries."+by, "dimension", "name"),
+		mem:     vec("prestroid_usage_memory_gb_seconds_total", "Memory-seconds of finished queries: peak memory (GB, 10^9 bytes) times elapsed seconds."+by, "dimension", "name"),
+		wall:    vec("prestroid_usage_wall_seconds_total", "Wall seconds (Trino's wallTimeMillis: summed over tasks) of finished queries."+by, "dimension", "name"),
+		elapsed: vec("prestroid_usage_elapsed_seconds_total", "Elapsed seconds of finished queries."+by, "dimension", "name"),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_usage_store_errors_total",
+			Help: "Finished queries the usage store failed to record (Redis unreachable): missing from /prestroid/api/usage, counted in the metrics."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_usage_dropped_total",
+			Help: "Finished queries not written to the usage store because its queue was full."}),
+		labels: map[Dimension]map[string]bool{},
+	}
+	for _, d := range Dimensions {
+		r.labels[d] = map[string]bool{}
+	}
+	return r, nil
+}
+
+// Collectors are the Recorder's metrics, to register.
+func (r *Recorder) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.queries, r.cpu, r.pcpu, r.mem, r.wall, r.elapsed, r.storeErrors, r.dropped}
+}
+
+// Shared reports whether Report sums every replica (the store is Redis).
+func (r *Recorder) Shared() bool { return r.store.Shared() }
+
+// label is name's label value in dimension d: name itself once admitted
+// (it stays: counters must stay monotonic), Other past the cap.
+func (r *Recorder) label(d Dimension, name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := r.labels[d]
+	if set[name] {
+		return name
+	}
+	if len(set) < r.o.Top {
+		set[name] = true
+		return name
+	}
+	return Other
+}
+
+// Record accounts q: in the metrics at once, in the store by the writer
+// (Run). It never blocks.
+func (r *Recorder) Record(q Query) {
+	q.User, q.Group, q.Source = validKey(q.User), validKey(q.Group), validKey(q.Source)
+	q.CPUSeconds, q.WallSeconds, q.ElapsedSeconds = cleanFloat(q.CPUSeconds), cleanFloat(q.WallSeconds), cleanFloat(q.ElapsedSeconds)
+	q.PredictedCPUSeconds = cleanFloat(q.PredictedCPUSeconds)
+	q.PredictedMemoryGBSeconds, q.PredictedElapsedSeconds = cleanFloat(q.PredictedMemoryGBSeconds), cleanFloat(q.PredictedElapsedSeconds)
+	state := "FINISHED"
+	if q.State != "FINISHED" {
+		state = "FAILED"
+	}
+	mem := q.MemoryGBSeconds()
+	for _, d := range Dimensions {
+		l := r.label(d, q.Key(d))
+		r.queries.WithLabelValues(string(d), l, state).Inc()
+		r.cpu.WithLabelValues(string(d), l).Add(q.CPUSeconds)
+		r.mem.WithLabelValues(string(d), l).Add(mem)
+		r.wall.WithLabelValues(string(d), l).Add(q.WallSeconds)
+		r.elapsed.WithLabelValues(string(d), l).Add(q.ElapsedSeconds)
+		if q.Predicted {
+			r.pcpu.WithLabelValues(string(d), l).Add(q.PredictedCPUSeconds)
+		}
+	}
+	select {
+	case r.pending <- q:
+	default:
+		r.dropped.Inc()
+	}
+}
+
+// Run writes recorded queries to the store until ctx ends, then writes
+// what is still queued (for up to 5 seconds) and closes the store.
+func (r *Recorder) Run(ctx context.Context) {
+	defer func() { _ = r.store.Close() }()
+	for {
+		select {
+		case q := <-r.pending:
+			r.write(context.Background(), &q)
+		case <-ctx.Done():
+			deadline, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for {
+				select {
+				case q := <-r.pending:
+					r.write(deadline, &q)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// write adds q to the store, within 2 seconds.
+func (r *Recorder) write(ctx context.Context, q *Query) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	keys := make(map[Dimension]string, len(Dimensions))
+	for _, d := range Dimensions {
+		keys[d] = q.Key(d)
+	}
+	t := totalsOf(q)
+	err := r.store.Add(ctx, q.Finished.Truncate(r.o.Bucket), keys, &t)
+	if err != nil {
+		r.storeErrors.Inc()
+		if !r.down.Swap(true) {
+			r.log.Warn("usage: the store failed; queries finished meanwhile are missing from /prestroid/api/usage (the metrics count them)", "error", err)
+		}
+		return
+	}
+	if r.down.Swap(false) {
+		r.log.Info("usage: the store works again")
+	}
+}
+
+// Window is the buckets a window of length d ending now covers: the
+// current bucket and those before it, d long in all (at least one
+// bucket, at most the retention).
+func (r *Recorder) Window(now time.Time, d time.Duration) (from, to time.Time) {
+	to = now.Truncate(r.o.Bucket).Add(r.o.Bucket)
+	d = min(max(d, r.o.Bucket), r.o.Retention)
+	n := (d + r.o.Bucket - 1) / r.o.Bucket
+	return to.Add(-n * r.o.Bucket), to
+}
+
+// Span is the whole buckets covering [from, to), cut to the retention
+// before now.
+func (r *Recorder) Span(now, from, to time.Time) (time.Time, time.Time) {
+	from = from.Truncate(r.o.Bucket)
+	if t := to.Truncate(r.o.Bucket); t.Before(to) {
+		to = t.Add(r.o.Bucket)
+	}
+	if oldest := now.Truncate(r.o.Bucket).Add(-r.o.Retention); from.Before(oldest) {
+		from = oldest
+	}
+	if to.Before(from) {
+		to = from
+	}
+	return from, to
+}
+
+// Report sums usage by d over the buckets in [from, to) (whole buckets,
+// as Window and Span give), at most limit rows (0: all).
+func (r *Recorder) Report(ctx context.Context, d Dimension, from, to time.Time, limit int) (Report, error) {
+	sums, err := r.store.Sum(ctx, d, from, to)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := report(d, sums, limit)
+	rep.From, rep.To, rep.BucketSeconds, rep.Shared = from.UTC(), to.UTC(), r.o.Bucket.Seconds(), r.store.Shared()
+	return rep, nil
+}
