@@ -1,9 +1,14 @@
 package proxy
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/usage"
 )
 
@@ -14,7 +19,7 @@ func (s *Server) newUsage(o Options) error {
 		return nil
 	}
 	uo := *o.Usage
-	uo.Logger = s.log
+	uo.Logger, uo.Fetch = s.log, s.fetchQueryInfo
 	r, err := usage.New(uo)
 	if err != nil {
 		return err
@@ -26,6 +31,28 @@ func (s *Server) newUsage(o Options) error {
 	}
 	s.usage = r
 	return nil
+}
+
+// fetchQueryInfo is GET /v1/query/{id} on cluster, through the
+// monitor's client and as its user (routing.monitor_user), for settling
+// a failed query's account (usage/settle.go).
+func (s *Server) fetchQueryInfo(ctx context.Context, cluster, queryID string) ([]byte, error) {
+	c := s.byName[cluster]
+	if c == nil || !protocol.ValidQueryID(queryID) {
+		return nil, fmt.Errorf("proxy: no query %q on cluster %q", queryID, cluster)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(5 * time.Second)
+	}
+	status, body, err := prober{c, s.opts.MonitorUser}.Probe("/v1/query/"+queryID, deadline)
+	if err != nil {
+		return nil, err
+	}
+	if status != fasthttp.StatusOK {
+		return nil, fmt.Errorf("proxy: GET /v1/query/%s on %s: status %d", queryID, cluster, status)
+	}
+	return body, nil
 }
 
 // usageAPI is GET /prestroid/api/usage for the console; nil when
@@ -47,7 +74,7 @@ func (s *Server) recordUsage(c *Completed) {
 		return
 	}
 	st := &c.Stats
-	q := usage.Query{User: c.User, Group: c.Group, Source: c.Source, State: c.State, Finished: c.Finished,
+	q := usage.Query{Cluster: c.Cluster, QueryID: c.QueryID, User: c.User, Group: c.Group, Source: c.Source, State: c.State, Finished: c.Finished,
 		RolledUp: st.RolledUp(), CPUSeconds: float64(st.CPUTimeMillis) / 1000, WallSeconds: float64(st.WallTimeMillis) / 1000,
 		ElapsedSeconds: float64(st.ElapsedTimeMillis) / 1000, PeakMemoryBytes: st.PeakMemoryBytes}
 	if e := &c.Estimate; c.Estimated && e.Estimated {

@@ -34,6 +34,10 @@ type Options struct {
 	// Redis); past it a query is dropped from the store (not from the
 	// metrics) and counted. Zero means 10000.
 	Queue int
+	// Fetch, when set, fetches a query's final info from its cluster, to
+	// settle a query whose last page may have missed CPU (settle.go). Nil
+	// means every query is accounted as its last page read.
+	Fetch Fetcher
 	// Logger receives the store's errors (one line per outage). Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -56,7 +60,8 @@ type Recorder struct {
 	mu     sync.Mutex
 	labels map[Dimension]map[string]bool // the names admitted to their own series
 
-	down atomic.Bool // the store is failing (logged once per outage)
+	down     atomic.Bool   // the store is failing (logged once per outage)
+	settling chan struct{} // a slot per query settling now
 }
 
 // New makes a Recorder over o; it fails only on a bad o.RedisURL.
@@ -92,7 +97,7 @@ func New(o Options) (*Recorder, error) {
 			Help: "Finished queries the usage store failed to record (Redis unreachable): missing from /prestroid/api/usage, counted in the metrics."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_usage_dropped_total",
 			Help: "Finished queries not written to the usage store because its queue was full."}),
-		labels: map[Dimension]map[string]bool{},
+		labels: map[Dimension]map[string]bool{}, settling: make(chan struct{}, maxSettling),
 	}
 	for _, d := range Dimensions {
 		r.labels[d] = map[string]bool{}
@@ -124,9 +129,27 @@ func (r *Recorder) label(d Dimension, name string) string {
 	return Other
 }
 
-// Record accounts q: in the metrics at once, in the store by the writer
-// (Run). It never blocks.
+// Record accounts q: in the metrics and, by the writer (Run), in the
+// store; at once, or once settled (settle.go) when it failed or its
+// statistics were not rolled up. It never blocks.
 func (r *Recorder) Record(q Query) {
+	if r.o.Fetch != nil && needsSettling(&q) {
+		select {
+		case r.settling <- struct{}{}:
+			go func() {
+				defer func() { <-r.settling }()
+				r.settle(&q)
+				r.account(q)
+			}()
+			return
+		default: // too many at once: as it reads
+		}
+	}
+	r.account(q)
+}
+
+// account counts q in the metrics and queues it for the store.
+func (r *Recorder) account(q Query) {
 	q.User, q.Group, q.Source = validKey(q.User), validKey(q.Group), validKey(q.Source)
 	q.CPUSeconds, q.WallSeconds, q.ElapsedSeconds = cleanFloat(q.CPUSeconds), cleanFloat(q.WallSeconds), cleanFloat(q.ElapsedSeconds)
 	q.PredictedCPUSeconds = cleanFloat(q.PredictedCPUSeconds)

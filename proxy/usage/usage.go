@@ -51,6 +51,8 @@ const Unknown = "(none)"
 // Query is one finished query's cost, as the proxy saw its last page.
 type Query struct {
 	User, Group, Source string
+	// Cluster and QueryID name the query where it ran (for settling).
+	Cluster, QueryID string
 	// State is Trino's final state (FINISHED, FAILED); a failed query
 	// still spent what its statistics say.
 	State string
