@@ -329,6 +329,66 @@
     charts.scatter.update();
   }
 
+  // ---- usage (cost accounting)
+
+  const USAGE_BARS = 15; // keys drawn; the table lists every row
+
+  function makeUsageChart() {
+    if (charts.usage || typeof Chart === 'undefined') return;
+    charts.usage = new Chart($('usage-plot'), {
+      type: 'bar',
+      data: { labels: [], datasets: [
+        { label: 'actual CPU seconds', data: [], backgroundColor: '#2457a6' },
+        { label: 'predicted CPU seconds', data: [], backgroundColor: 'rgba(168,98,0,.55)' },
+      ] },
+      options: {
+        indexAxis: 'y',
+        maintainAspectRatio: false,
+        scales: { x: { beginAtZero: true, title: { display: true, text: 'CPU seconds' } } },
+        plugins: { tooltip: { callbacks: { label: (c) => c.dataset.label + ': ' + secs(c.parsed.x) } } },
+      },
+    });
+  }
+
+  // renderUsage draws a report of api/usage, or says why there is none
+  // (null: accounting is off).
+  function renderUsage(u, why) {
+    $('usage-off').hidden = !!u;
+    $('usage-off').textContent = u ? '' : why;
+    if (!u) {
+      fill($('usage-table').tBodies[0], [], 'no usage', 8);
+      return;
+    }
+    $('usage-scope').textContent = (u.shared ? 'all replicas (Redis)' : 'this replica') + ', since ' + clock(u.from);
+    const gbs = (x) => x.toFixed(x < 10 ? 3 : 1);
+    const row = (name, r, cls) => el('tr', { class: cls, dataset: { key: name } },
+      td(name), td(r.queries, 'num'), td(r.failed, 'num'), td(secs(r.cpu_seconds), 'num'),
+      td(r.predicted ? secs(r.predicted_cpu_seconds) : '–', 'num', r.predicted + ' of ' + r.queries + ' queries estimated'),
+      td(gbs(r.memory_gb_seconds), 'num'), td(secs(r.wall_seconds), 'num'), td(secs(r.elapsed_seconds), 'num'));
+    const rows = u.rows.map((r) => row(r.key, r));
+    if (u.other) rows.push(row('(other)', u.other, 'muted'));
+    if (u.rows.length) rows.push(row('total', u.totals, 'total'));
+    fill($('usage-table').tBodies[0], rows, 'no finished query in this window', 8);
+    makeUsageChart();
+    if (!charts.usage) return;
+    const top = u.rows.slice(0, USAGE_BARS);
+    charts.usage.data.labels = top.map((r) => r.key);
+    charts.usage.data.datasets[0].data = top.map((r) => r.cpu_seconds);
+    charts.usage.data.datasets[1].data = top.map((r) => r.predicted_cpu_seconds);
+    charts.usage.update();
+  }
+
+  // usage reads api/usage; accounting switched off (404) is not an error
+  // of the console.
+  async function usage() {
+    try {
+      return { u: await api('usage?by=' + encodeURIComponent($('usage-by').value) + '&window=' + encodeURIComponent($('usage-window').value)) };
+    } catch (err) {
+      if (err instanceof Unauthorized) throw err;
+      return { u: null, why: err.message };
+    }
+  }
+
   // ---- refresh loop
 
   let inFlight = false;
@@ -338,8 +398,8 @@
     inFlight = true;
     try {
       const minutes = $('minutes').value;
-      const [c, d, q, e] = await Promise.all([
-        api('clusters?minutes=' + encodeURIComponent(minutes)), api('decisions?limit=200'), api('queue'), api('estimator'),
+      const [c, d, q, e, u] = await Promise.all([
+        api('clusters?minutes=' + encodeURIComponent(minutes)), api('decisions?limit=200'), api('queue'), api('estimator'), usage(),
       ]);
       $('login').hidden = true;
       $('main').hidden = false;
@@ -349,6 +409,7 @@
       renderDecisions(d);
       renderQueue(q);
       renderEstimator(e);
+      renderUsage(u.u, u.why);
       $('updated').textContent = 'updated ' + clock(Date.now());
       document.body.dataset.loaded = String(Date.now()); // for scripts and tests: a refresh completed
     } catch (err) {
@@ -361,6 +422,8 @@
 
   $('refresh').addEventListener('click', refresh);
   $('minutes').addEventListener('change', refresh);
+  $('usage-by').addEventListener('change', refresh);
+  $('usage-window').addEventListener('change', refresh);
   setInterval(() => { if ($('auto').checked && !$('main').hidden) refresh(); }, REFRESH_MS);
   refresh();
 })();

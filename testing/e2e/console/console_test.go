@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -202,6 +203,58 @@ func TestConsoleInBrowser(t *testing.T) {
 			if p.Points < 3 || p.Painted < 2000 || p.Width < 200 {
 				t.Errorf("%s: %+v (want ≥ 3 points drawn on a canvas)", id, p)
 			}
+		}
+	})
+
+	t.Run("the usage view charts each user's CPU as api/usage sums it", func(t *testing.T) {
+		type view struct {
+			Labels  []string
+			CPU     []float64
+			Painted int
+			Queries string
+		}
+		var v view
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			v = eval[view](t, ctx, `(() => {
+				const c = document.getElementById('usage-plot'), ch = Chart.getChart(c);
+				const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+				let painted = 0;
+				for (let i = 3; i < d.length; i += 4) if (d[i] > 0) painted++;
+				const tr = document.querySelector('#usage-table tbody tr[data-key="e2e"]');
+				return {Labels: ch ? ch.data.labels : [], CPU: ch ? ch.data.datasets[0].data : [], Painted: painted,
+					Queries: tr ? tr.querySelectorAll('td')[1].innerText : ''};
+			})()`)
+			if v.Queries != "" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		var rep struct {
+			Rows []struct {
+				Key        string
+				Queries    int64
+				CPUSeconds float64 `json:"cpu_seconds"`
+			}
+		}
+		getJSON(t, admin+"/prestroid/api/usage?by=user&window=1h", &rep)
+		found := false
+		for _, r := range rep.Rows {
+			if r.Key != "e2e" {
+				continue
+			}
+			found = true
+			if r.Queries < int64(len(ids)) || v.Queries != fmt.Sprint(r.Queries) {
+				t.Errorf("user e2e: %d queries in api/usage, %q on the page; ran %d", r.Queries, v.Queries, len(ids))
+			}
+			for i, l := range v.Labels {
+				if l == "e2e" && (i >= len(v.CPU) || v.CPU[i] != r.CPUSeconds) {
+					t.Errorf("user e2e's bar: %v of %v, want %v CPU seconds", v.CPU, v.Labels, r.CPUSeconds)
+				}
+			}
+		}
+		if !found || v.Painted < 2000 || !slices.Contains(v.Labels, "e2e") {
+			t.Errorf("usage view %+v, api/usage %+v: want user e2e's bar drawn", v, rep)
 		}
 	})
 
