@@ -87,9 +87,7 @@ func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 		s.ring.Finish(t.seq, console.Final{Finished: c.Finished, State: c.State, ErrorName: c.ErrorName,
 			CPUSeconds: float64(c.Stats.CPUTimeMillis) / 1000})
 	}
-	if ok {
-		s.recordUsage(&c)
-	}
+	s.recordUsage(&c, !ok)
 	if s.opts.Feedback != nil {
 		s.opts.Feedback.Record(c)
 	}

@@ -20,6 +20,7 @@ func (s *Server) newUsage(o Options) error {
 	}
 	uo := *o.Usage
 	uo.Logger, uo.Fetch = s.log, s.fetchQueryInfo
+	uo.GroupOf = func(user string) string { return s.opts.Admission.GroupOf(user, noHeader{}) }
 	r, err := usage.New(uo)
 	if err != nil {
 		return err
@@ -64,17 +65,25 @@ func (s *Server) usageAPI() fasthttp.RequestHandler {
 	return s.usage.ServeAPI
 }
 
-// recordUsage accounts a query this replica placed and saw end: what
+// noHeader is the request headers of a query another replica placed:
+// none (a group header is not known here).
+type noHeader struct{}
+
+func (noHeader) Peek(string) []byte { return nil }
+
+// recordUsage accounts a query whose last page passed here: what
 // Trino's final statistics say it spent, whatever its state (a failed
-// query spent CPU too). A final page whose statistics are not rolled up
-// (protocol.PageStats.RolledUp) is counted as it reads and marked
-// incomplete; the estimator's own EXPLAINs never pass here.
-func (s *Server) recordUsage(c *Completed) {
+// query spent CPU too). untracked is set when another replica placed it
+// (its identity is not known here); the usage package then reads it,
+// and the final figures of a failed query, from the cluster (usage/settle.go),
+// and accounts each query once. The estimator's own EXPLAINs never pass
+// here.
+func (s *Server) recordUsage(c *Completed, untracked bool) {
 	if s.usage == nil {
 		return
 	}
 	st := &c.Stats
-	q := usage.Query{Cluster: c.Cluster, QueryID: c.QueryID, User: c.User, Group: c.Group, Source: c.Source, State: c.State, Finished: c.Finished,
+	q := usage.Query{Cluster: c.Cluster, QueryID: c.QueryID, Untracked: untracked, User: c.User, Group: c.Group, Source: c.Source, State: c.State, Finished: c.Finished,
 		RolledUp: st.RolledUp(), CPUSeconds: float64(st.CPUTimeMillis) / 1000, WallSeconds: float64(st.WallTimeMillis) / 1000,
 		ElapsedSeconds: float64(st.ElapsedTimeMillis) / 1000, PeakMemoryBytes: st.PeakMemoryBytes}
 	if e := &c.Estimate; c.Estimated && e.Estimated {

@@ -82,6 +82,10 @@ func (m *MemoryStore) Sum(_ context.Context, d Dimension, from, to time.Time) (m
 	return out, nil
 }
 
+// Claim implements Store: one replica's ids are the Recorder's to
+// remember.
+func (m *MemoryStore) Claim(context.Context, string) (bool, error) { return true, nil }
+
 // Shared implements Store: a MemoryStore holds one replica's usage.
 func (m *MemoryStore) Shared() bool { return false }
 

@@ -38,6 +38,9 @@ type Options struct {
 	// settle a query whose last page may have missed CPU (settle.go). Nil
 	// means every query is accounted as its last page read.
 	Fetch Fetcher
+	// GroupOf maps a user to their group, for the queries whose group is
+	// not known (Untracked). Nil means each user is their own group.
+	GroupOf func(user string) string
 	// Logger receives the store's errors (one line per outage). Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -55,7 +58,8 @@ type Recorder struct {
 	log     *slog.Logger
 
 	queries, cpu, pcpu, mem, wall, elapsed *prometheus.CounterVec
-	storeErrors, dropped                   prometheus.Counter
+	storeErrors, dropped, duplicates       prometheus.Counter
+	seen                                   *seenIDs // the ids accounted here lately (claim)
 
 	mu     sync.Mutex
 	labels map[Dimension]map[string]bool // the names admitted to their own series
@@ -90,14 +94,16 @@ func New(o Options) (*Recorder, error) {
 		queries: vec("prestroid_usage_queries_total", "Finished queries, by final state (FINISHED, FAILED)."+by, "dimension", "name", "state"),
 		cpu:     vec("prestroid_usage_cpu_seconds_total", "CPU seconds Trino reported for finished queries."+by, "dimension", "name"),
 		pcpu:    vec("prestroid_usage_predicted_cpu_seconds_total", "Predicted CPU seconds (the estimate's median) of finished queries."+by, "dimension", "name"),
-		mem:     vec("prestroid_usage_memory_gb_seconds_total", "Memory-seconds of finished queries: peak memory (GB, 10^9 bytes) times elapsed seconds."+by, "dimension", "name"),
+		mem:     vec("prestroid_usage_memory_byte_seconds_total", "Memory-seconds of finished queries: peak memory (bytes) times elapsed seconds (Prometheus' base units; the API says GB·s)."+by, "dimension", "name"),
 		wall:    vec("prestroid_usage_wall_seconds_total", "Wall seconds (Trino's wallTimeMillis: summed over tasks) of finished queries."+by, "dimension", "name"),
 		elapsed: vec("prestroid_usage_elapsed_seconds_total", "Elapsed seconds of finished queries."+by, "dimension", "name"),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_usage_store_errors_total",
 			Help: "Finished queries the usage store failed to record (Redis unreachable): missing from /prestroid/api/usage, counted in the metrics."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_usage_dropped_total",
 			Help: "Finished queries not written to the usage store because its queue was full."}),
-		labels: map[Dimension]map[string]bool{}, settling: make(chan struct{}, maxSettling),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_usage_duplicates_total",
+			Help: "Last pages of queries already accounted (fetched again, or through another replica) and not counted again."}),
+		labels: map[Dimension]map[string]bool{}, settling: make(chan struct{}, maxSettling), seen: newSeenIDs(100000),
 	}
 	for _, d := range Dimensions {
 		r.labels[d] = map[string]bool{}
@@ -107,7 +113,7 @@ func New(o Options) (*Recorder, error) {
 
 // Collectors are the Recorder's metrics, to register.
 func (r *Recorder) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{r.queries, r.cpu, r.pcpu, r.mem, r.wall, r.elapsed, r.storeErrors, r.dropped}
+	return []prometheus.Collector{r.queries, r.cpu, r.pcpu, r.mem, r.wall, r.elapsed, r.storeErrors, r.dropped, r.duplicates}
 }
 
 // Shared reports whether Report sums every replica (the store is Redis).
@@ -129,36 +135,42 @@ func (r *Recorder) label(d Dimension, name string) string {
 	return Other
 }
 
-// Record accounts q: in the metrics and, by the writer (Run), in the
-// store; at once, or once settled (settle.go) when it failed or its
-// statistics were not rolled up. It never blocks.
+// Record accounts q, in the metrics and in the store, by the writer
+// (Run); at once, or once settled (settle.go) when it failed, its
+// statistics were not rolled up or the replica did not place it
+// (Untracked). It never blocks.
 func (r *Recorder) Record(q Query) {
-	if r.o.Fetch != nil && needsSettling(&q) {
+	if r.o.Fetch != nil && (q.Untracked || needsSettling(&q)) {
 		select {
 		case r.settling <- struct{}{}:
 			go func() {
 				defer func() { <-r.settling }()
 				r.settle(&q)
-				r.account(q)
+				r.enqueue(q)
 			}()
 			return
 		default: // too many at once: as it reads
 		}
 	}
-	r.account(q)
+	r.enqueue(q)
 }
 
-// account counts q in the metrics and queues it for the store.
-func (r *Recorder) account(q Query) {
-	q.User, q.Group, q.Source = validKey(q.User), validKey(q.Group), validKey(q.Source)
-	q.CPUSeconds, q.WallSeconds, q.ElapsedSeconds = cleanFloat(q.CPUSeconds), cleanFloat(q.WallSeconds), cleanFloat(q.ElapsedSeconds)
-	q.PredictedCPUSeconds = cleanFloat(q.PredictedCPUSeconds)
-	q.PredictedMemoryGBSeconds, q.PredictedElapsedSeconds = cleanFloat(q.PredictedMemoryGBSeconds), cleanFloat(q.PredictedElapsedSeconds)
+// enqueue hands q to the writer.
+func (r *Recorder) enqueue(q Query) {
+	select {
+	case r.pending <- q:
+	default:
+		r.dropped.Inc()
+	}
+}
+
+// count counts q in the metrics.
+func (r *Recorder) count(q *Query) {
 	state := "FINISHED"
 	if q.State != "FINISHED" {
 		state = "FAILED"
 	}
-	mem := q.MemoryGBSeconds()
+	mem := q.MemoryGBSeconds() * 1e9 // byte-seconds
 	for _, d := range Dimensions {
 		l := r.label(d, q.Key(d))
 		r.queries.WithLabelValues(string(d), l, state).Inc()
@@ -169,11 +181,6 @@ func (r *Recorder) account(q Query) {
 		if q.Predicted {
 			r.pcpu.WithLabelValues(string(d), l).Add(q.PredictedCPUSeconds)
 		}
-	}
-	select {
-	case r.pending <- q:
-	default:
-		r.dropped.Inc()
 	}
 }
 
@@ -200,16 +207,49 @@ func (r *Recorder) Run(ctx context.Context) {
 	}
 }
 
-// write adds q to the store, within 2 seconds.
+// write accounts q once: unless this replica (or, with a shared store,
+// any) already has, it counts q in the metrics and adds it to the store,
+// within 2 seconds.
 func (r *Recorder) write(ctx context.Context, q *Query) {
+	q.User, q.Group, q.Source = validKey(q.User), validKey(q.Group), validKey(q.Source)
+	q.CPUSeconds, q.WallSeconds, q.ElapsedSeconds = cleanFloat(q.CPUSeconds), cleanFloat(q.WallSeconds), cleanFloat(q.ElapsedSeconds)
+	q.PredictedCPUSeconds = cleanFloat(q.PredictedCPUSeconds)
+	q.PredictedMemoryGBSeconds, q.PredictedElapsedSeconds = cleanFloat(q.PredictedMemoryGBSeconds), cleanFloat(q.PredictedElapsedSeconds)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	if !r.claim(ctx, q.QueryID) {
+		r.duplicates.Inc()
+		return
+	}
+	r.count(q)
 	keys := make(map[Dimension]string, len(Dimensions))
 	for _, d := range Dimensions {
 		keys[d] = q.Key(d)
 	}
 	t := totalsOf(q)
 	err := r.store.Add(ctx, q.Finished.Truncate(r.o.Bucket), keys, &t)
+	r.storeResult(err)
+}
+
+// claim reports whether query id is to be accounted here: the first time
+// this replica sees it (a client may fetch a last page twice) and, with a
+// shared store, the first time any replica does (a last page fetched
+// through two replicas). An empty id is always accounted; a store that
+// cannot answer lets it be (counted twice rather than lost).
+func (r *Recorder) claim(ctx context.Context, id string) bool {
+	if id == "" {
+		return true
+	}
+	if !r.seen.add(id) {
+		return false
+	}
+	ok, err := r.store.Claim(ctx, id)
+	r.storeResult(err)
+	return ok || err != nil
+}
+
+// storeResult counts and logs a store failure (once per outage).
+func (r *Recorder) storeResult(err error) {
 	if err != nil {
 		r.storeErrors.Inc()
 		if !r.down.Swap(true) {
@@ -220,6 +260,33 @@ func (r *Recorder) write(ctx context.Context, q *Query) {
 	if r.down.Swap(false) {
 		r.log.Info("usage: the store works again")
 	}
+}
+
+// seenIDs is a bounded set of query ids: the last n added.
+type seenIDs struct {
+	mu   sync.Mutex
+	set  map[string]struct{}
+	ring []string
+	next int
+}
+
+func newSeenIDs(n int) *seenIDs {
+	return &seenIDs{set: map[string]struct{}{}, ring: make([]string, n)}
+}
+
+// add adds id, reporting false when it is already there.
+func (s *seenIDs) add(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.set[id]; ok {
+		return false
+	}
+	if old := s.ring[s.next]; old != "" {
+		delete(s.set, old)
+	}
+	s.ring[s.next], s.set[id] = id, struct{}{}
+	s.next = (s.next + 1) % len(s.ring)
+	return true
 }
 
 // Window is the buckets a window of length d ending now covers: the

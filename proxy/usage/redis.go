@@ -127,6 +127,19 @@ func addField(t *Totals, name, val string) {
 	}
 }
 
+// claimTTL is how long a claimed query id is remembered: far longer than
+// a client takes to fetch a last page again.
+const claimTTL = time.Hour
+
+// Claim implements Store: SET PREFIX "usage:seen:" ID NX.
+func (r *RedisStore) Claim(ctx context.Context, id string) (bool, error) {
+	ok, err := r.rdb.SetNX(ctx, r.prefix+"seen:"+id, 1, claimTTL).Result()
+	if err != nil {
+		return false, fmt.Errorf("usage: redis: %w", err)
+	}
+	return ok, nil
+}
+
 // Shared implements Store.
 func (r *RedisStore) Shared() bool { return true }
 

@@ -37,7 +37,8 @@ const (
 // errNotFinal: the query's final info is not there yet.
 var errNotFinal = errors.New("usage: the query's info is not final yet")
 
-// needsSettling reports whether q's last page may have missed CPU.
+// needsSettling reports whether q's last page may have missed CPU (an
+// Untracked query is settled for its identity as well).
 func needsSettling(q *Query) bool { return q.State != "FINISHED" || !q.RolledUp }
 
 // settle replaces q's actual figures with Trino's final account of it,
@@ -63,6 +64,13 @@ func (r *Recorder) settle(q *Query) bool {
 			return false
 		}
 		q.CPUSeconds, q.WallSeconds, q.ElapsedSeconds, q.PeakMemoryBytes, q.RolledUp = f.cpu, f.wall, f.elapsed, f.peak, true
+		if q.Untracked {
+			q.User, q.Source = f.user, f.source
+			q.Group = f.user
+			if r.o.GroupOf != nil {
+				q.Group = r.o.GroupOf(f.user)
+			}
+		}
 		return true
 	}
 	return false
@@ -71,6 +79,7 @@ func (r *Recorder) settle(q *Query) bool {
 type final struct {
 	cpu, wall, elapsed float64
 	peak               int64
+	user, source       string
 }
 
 // parseQueryInfo reads the figures of a final query info document
@@ -79,7 +88,11 @@ type final struct {
 func parseQueryInfo(b []byte) (final, error) {
 	var info struct {
 		FinalQueryInfo bool `json:"finalQueryInfo"`
-		QueryStats     struct {
+		Session        struct {
+			User   string `json:"user"`
+			Source string `json:"source"`
+		} `json:"session"`
+		QueryStats struct {
 			TotalCPUTime              string `json:"totalCpuTime"`
 			TotalScheduledTime        string `json:"totalScheduledTime"`
 			ElapsedTime               string `json:"elapsedTime"`
@@ -93,7 +106,7 @@ func parseQueryInfo(b []byte) (final, error) {
 		return final{}, errNotFinal
 	}
 	st := &info.QueryStats
-	var f final
+	f := final{user: info.Session.User, source: info.Session.Source}
 	var err error
 	if f.cpu, err = parseDuration(st.TotalCPUTime); err != nil {
 		return f, err

@@ -51,8 +51,16 @@ const Unknown = "(none)"
 // Query is one finished query's cost, as the proxy saw its last page.
 type Query struct {
 	User, Group, Source string
-	// Cluster and QueryID name the query where it ran (for settling).
+	// Cluster and QueryID name the query where it ran (for settling and
+	// to account it once).
 	Cluster, QueryID string
+	// Untracked is set when this replica did not place the query (its
+	// last page came through here, its first through another replica):
+	// User, Group, Source and the prediction are unknown here. User and
+	// Source are then read from the cluster's final info of the query
+	// (settle.go), the Group mapped from the User (Options.GroupOf); the
+	// query counts as not predicted.
+	Untracked bool
 	// State is Trino's final state (FINISHED, FAILED); a failed query
 	// still spent what its statistics say.
 	State string
@@ -175,6 +183,9 @@ type Store interface {
 	// Sum is every key's totals in dimension d over the buckets that
 	// start in [from, to).
 	Sum(ctx context.Context, d Dimension, from, to time.Time) (map[string]*Totals, error)
+	// Claim reports whether query id was not claimed before (by any
+	// replica sharing the store): the one that claims it accounts it.
+	Claim(ctx context.Context, id string) (bool, error)
 	// Shared reports whether the store sums every replica's usage.
 	Shared() bool
 	Close() error

@@ -2,8 +2,10 @@ package usage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +126,11 @@ func TestRedisStore(t *testing.T) {
 		a.Record(query("carol", "FINISHED", 0.1, at))
 		b.Record(query("carol", "FINISHED", 0.2, at))
 		b.Record(query("carol", "FINISHED", 0.3, at.Add(time.Minute)))
+		// One query's last page fetched through both replicas counts once.
+		q := query("carol", "FINISHED", 5, at)
+		q.QueryID = "20261205_120000_00001_aaaaa"
+		a.Record(q)
+		b.Record(q)
 		drain(a)
 		drain(b)
 		from, to := a.Window(at.Add(time.Minute), 2*time.Minute)
@@ -131,8 +138,11 @@ func TestRedisStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rep.Rows) != 1 || rep.Rows[0].Queries != 3 || !near(rep.Rows[0].CPUSeconds, 0.6) || !rep.Shared {
-			t.Errorf("report %+v, want carol's 3 queries and 0.6 s from both", rep)
+		if len(rep.Rows) != 1 || rep.Rows[0].Queries != 4 || !near(rep.Rows[0].CPUSeconds, 5.6) || !rep.Shared {
+			t.Errorf("report %+v, want carol's 4 queries and 5.6 s from both", rep)
+		}
+		if n := testutil.ToFloat64(a.cpu.WithLabelValues("user", "carol")) + testutil.ToFloat64(b.cpu.WithLabelValues("user", "carol")); !near(n, 5.6) {
+			t.Errorf("the replicas' counters sum to %v s, want 5.6", n)
 		}
 	})
 	t.Run("keys expire after the retention", func(t *testing.T) {
@@ -174,6 +184,7 @@ func TestMetricsKeepTheFirstTopNamesAndSumTheRestInOther(t *testing.T) {
 	for i, u := range []string{"u1", "u2", "u3", "u4", "u1"} {
 		r.Record(query(u, "FINISHED", float64(i+1), t0))
 	}
+	drain(r)
 	for name, want := range map[string]float64{"u1": 1 + 5, "u2": 2, Other: 3 + 4} {
 		if got := testutil.ToFloat64(r.cpu.WithLabelValues("user", name)); !near(got, want) {
 			t.Errorf("cpu{user=%s} = %v, want %v", name, got, want)
@@ -244,4 +255,112 @@ func TestWindowsAreWholeBuckets(t *testing.T) {
 	if want := t0.Truncate(time.Minute).Add(-time.Hour); !from.Equal(want) {
 		t.Errorf("span from %s, want cut to the retention, %s", from, want)
 	}
+}
+
+func TestALastPageFetchedTwiceCountsOnce(t *testing.T) {
+	r := newRecorder(t, nil, 20)
+	q := query("alice", "FINISHED", 1, t0)
+	q.QueryID = "20261205_120000_00002_aaaaa"
+	r.Record(q)
+	r.Record(q)
+	drain(r)
+	rep, _ := r.Report(context.Background(), ByUser, t0.Add(-time.Minute), t0.Add(time.Minute), 0)
+	if rep.Totals.Queries != 1 || testutil.ToFloat64(r.duplicates) != 1 || testutil.ToFloat64(r.cpu.WithLabelValues("user", "alice")) != 1 {
+		t.Errorf("totals %+v, duplicates %v: want the query once", rep.Totals, testutil.ToFloat64(r.duplicates))
+	}
+}
+
+func TestSeenIDsForgetsTheOldest(t *testing.T) {
+	s := newSeenIDs(2)
+	for _, c := range []struct {
+		id   string
+		want bool
+	}{{"a", true}, {"a", false}, {"b", true}, {"c", true}, {"a", true}, {"c", false}} {
+		if got := s.add(c.id); got != c.want {
+			t.Errorf("add(%s) = %v, want %v", c.id, got, c.want)
+		}
+	}
+}
+
+// failedInfo is Trino 476's GET /v1/query/{id} of a query that failed at
+// run time (trimmed): its last page had said 0 ms of CPU.
+func failedInfo(t *testing.T) []byte {
+	b, err := os.ReadFile("testdata/failed-query-info.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseQueryInfo(t *testing.T) {
+	f, err := parseQueryInfo(failedInfo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(f.cpu, 0.246) || !near(f.wall, 1.70) || !near(f.elapsed, 0.67712) || f.peak != 3974298 || f.user != "alice" || f.source != "usage-testdata" {
+		t.Errorf("%+v", f)
+	}
+	if _, err := parseQueryInfo([]byte(`{"finalQueryInfo": false}`)); !errors.Is(err, errNotFinal) {
+		t.Errorf("a running query's info: %v, want errNotFinal", err)
+	}
+	for _, c := range []struct {
+		in   string
+		want float64
+	}{{"245.12ms", 0.24512}, {"1.23s", 1.23}, {"2.50m", 150}, {"10.00us", 1e-5}, {"1.00h", 3600}} {
+		if got, err := parseDuration(c.in); err != nil || !near(got, c.want) {
+			t.Errorf("parseDuration(%q) = %v, %v", c.in, got, err)
+		}
+	}
+	if _, err := parseDuration("12 parsecs"); err == nil {
+		t.Error("a bad unit parsed")
+	}
+	if got, err := parseDataSize("1.50MB"); err != nil || got != 1.5*(1<<20) {
+		t.Errorf("parseDataSize(1.50MB) = %v, %v", got, err)
+	}
+}
+
+func TestSettling(t *testing.T) {
+	info := failedInfo(t)
+	fetched := make(chan string, 4)
+	r, err := New(Options{Bucket: time.Minute, Retention: time.Hour, Top: 20,
+		Fetch: func(_ context.Context, cluster, id string) ([]byte, error) {
+			fetched <- cluster + "/" + id
+			return info, nil
+		},
+		GroupOf: func(u string) string { return "team-" + u }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a failed query is accounted with the cluster's final figures", func(t *testing.T) {
+		q := query("alice", "FAILED", 0, t0)
+		q.Cluster, q.QueryID = "default", "20261205_120000_00003_aaaaa"
+		r.Record(q)
+		if got := <-fetched; got != "default/20261205_120000_00003_aaaaa" {
+			t.Errorf("fetched %s", got)
+		}
+		got := <-r.pending
+		if !near(got.CPUSeconds, 0.246) || got.User != "alice" || !got.RolledUp {
+			t.Errorf("settled %+v", got)
+		}
+	})
+	t.Run("a query another replica placed gets its user, group and source from the cluster", func(t *testing.T) {
+		q := Query{Cluster: "default", QueryID: "20261205_120000_00004_aaaaa", Untracked: true, State: "FINISHED", RolledUp: true, Finished: t0}
+		r.Record(q)
+		<-fetched
+		got := <-r.pending
+		if got.User != "alice" || got.Group != "team-alice" || got.Source != "usage-testdata" || got.Predicted {
+			t.Errorf("settled %+v", got)
+		}
+	})
+	t.Run("a finished query this replica placed is not fetched", func(t *testing.T) {
+		r.Record(query("bob", "FINISHED", 1, t0))
+		select {
+		case id := <-fetched:
+			t.Errorf("fetched %s", id)
+		case got := <-r.pending:
+			if got.User != "bob" {
+				t.Errorf("%+v", got)
+			}
+		}
+	})
 }

@@ -69,22 +69,39 @@ admission:
 	return base
 }
 
-// run sends sql as user through base and polls it to its end (through
-// the same replica: its nextUris point there), returning the final state.
-func run(t *testing.T, base, user, source, sql string) string {
+// via points a URI a replica handed out at the replica at base (the
+// route token in it is good on every replica).
+func via(uri, base string) string {
+	i := strings.Index(uri, "/r/")
+	if i < 0 {
+		return uri
+	}
+	return base + uri[i:]
+}
+
+// run sends sql as user through replicas[0] and polls it to its end,
+// through the replicas in turn when alternate is set (so that its last
+// page may pass through a replica that did not place it), else through
+// the first; it returns the final state and the replica the last page
+// came through.
+func run(t *testing.T, replicas []string, alternate bool, user, source, sql string) (string, int) {
 	h := map[string]string{"X-Trino-User": user, "X-Trino-Source": source}
-	resp, p := e2e.Do(t, "POST", base+"/v1/statement", sql, h)
+	resp, p := e2e.Do(t, "POST", replicas[0]+"/v1/statement", sql, h)
 	if resp.StatusCode != 200 {
 		t.Errorf("POST as %s: %s", user, resp.Status)
-		return ""
+		return "", 0
 	}
-	for p.NextURI != "" {
-		if resp, p = e2e.Do(t, "GET", p.NextURI, "", h); resp.StatusCode != 200 {
+	last := 0
+	for i := 1; p.NextURI != ""; i++ {
+		if alternate {
+			last = i % len(replicas)
+		}
+		if resp, p = e2e.Do(t, "GET", via(p.NextURI, replicas[last]), "", h); resp.StatusCode != 200 {
 			t.Errorf("poll as %s: %s", user, resp.Status)
-			return ""
+			return "", 0
 		}
 	}
-	return p.Stats.State
+	return p.Stats.State, last
 }
 
 type usageRow struct {
@@ -201,7 +218,7 @@ func TestUsageAgreesWithTrinoAcrossTwoReplicas(t *testing.T) {
 	groups := map[string]string{users[0]: "analysts_" + runID, users[1]: "analysts_" + runID, users[2]: "etl_" + runID}
 	secret := strings.Repeat("u", 40)
 	a := startReplica(t, bin, direct, rs.Addr, secret, groups)
-	b := startReplica(t, bin, direct, rs.Addr, secret, groups)
+	b := startReplica(t, bin, direct, rs.Addr, secret, groups) // the same secret: either serves any poll
 	replicas := []string{a, b}
 
 	// Per user: two small aggregations, one of real CPU (sf1), and for
@@ -220,6 +237,7 @@ func TestUsageAgreesWithTrinoAcrossTwoReplicas(t *testing.T) {
 	want := map[string]struct{ queries, failed int64 }{}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	crossed := 0 // last pages through the replica that did not place the query
 	for i, u := range users {
 		qs := workload(i)
 		want[u] = struct{ queries, failed int64 }{int64(len(qs)), int64(len(qs) - 3)}
@@ -227,8 +245,14 @@ func TestUsageAgreesWithTrinoAcrossTwoReplicas(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j, q := range qs {
-				state := run(t, replicas[(i+j)%2], u, "usage-e2e", q) // each user through both replicas
+				// Each user through both replicas; every other query
+				// polled through both in turn.
+				order := []string{replicas[(i+j)%2], replicas[(i+j+1)%2]}
+				state, last := run(t, order, j%2 == 0, u, "usage-e2e", q)
 				mu.Lock()
+				if last != 0 {
+					crossed++
+				}
 				if wantState := map[bool]string{true: "FAILED", false: "FINISHED"}[j == 3]; state != wantState {
 					t.Errorf("%s query %d: %s, want %s", u, j, state, wantState)
 				}
@@ -239,6 +263,10 @@ func TestUsageAgreesWithTrinoAcrossTwoReplicas(t *testing.T) {
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
+	}
+	t.Logf("%d of the run's last pages passed through the replica that had not placed the query", crossed)
+	if crossed == 0 {
+		t.Error("no last page passed through the other replica: the test did not check that path")
 	}
 
 	// The replicas write to Redis off the request path: wait for all.
