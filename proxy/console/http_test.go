@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,4 +108,27 @@ func TestHandler(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestUsageEndpoint(t *testing.T) {
+	ring := NewRing(10, []string{"small"})
+	t.Run("with accounting off it answers 404 and says why", func(t *testing.T) {
+		h := New(Options{Ring: ring, Proxy: fakeProxy{}})
+		code, body := serve(h, "GET", "/prestroid/api/usage?by=user", "", "")
+		if code != 404 || !strings.Contains(string(body), "usage.disabled") {
+			t.Errorf("%d %s", code, body)
+		}
+	})
+	t.Run("with accounting on it hands the request to the accounting", func(t *testing.T) {
+		h := New(Options{Ring: ring, Proxy: fakeProxy{}, Usage: func(ctx *fasthttp.RequestCtx) {
+			ctx.SetBodyString(string(ctx.QueryArgs().Peek("by")))
+		}})
+		code, body := serve(h, "GET", "/prestroid/api/usage?by=group", "", "")
+		if code != 200 || string(body) != "group" {
+			t.Errorf("%d %s", code, body)
+		}
+		if code, _ := serve(h, "POST", "/prestroid/api/usage", "", ""); code != 405 {
+			t.Errorf("POST: %d, want 405", code)
+		}
+	})
 }
