@@ -249,6 +249,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.rate != nil {
 		_ = s.rate.Close()
 	}
+	if s.usage != nil {
+		_ = s.usage.Close(ctx) // after the last page: what the drain completed is counted
+	}
 	return err
 }
 

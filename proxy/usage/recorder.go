@@ -64,11 +64,15 @@ type Recorder struct {
 	mu     sync.Mutex
 	labels map[Dimension]map[string]bool // the names admitted to their own series
 
-	down     atomic.Bool   // the store is failing (logged once per outage)
-	settling chan struct{} // a slot per query settling now
+	down      atomic.Bool   // the store is failing (logged once per outage)
+	settling  chan struct{} // a slot per query settling now
+	settlers  sync.WaitGroup
+	closing   chan struct{} // closed by Close: settling stops waiting
+	closeOnce sync.Once
 }
 
-// New makes a Recorder over o; it fails only on a bad o.RedisURL.
+// New makes a Recorder over o; it fails only on a bad o.RedisURL. Start
+// its writer with Run, and Close it at shutdown.
 func New(o Options) (*Recorder, error) {
 	if o.Store == nil && o.RedisURL != "" {
 		st, err := NewRedisStore(RedisOptions{URL: o.RedisURL, Prefix: o.RedisPrefix, Bucket: o.Bucket, Retention: o.Retention})
@@ -104,6 +108,7 @@ func New(o Options) (*Recorder, error) {
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_usage_duplicates_total",
 			Help: "Last pages of queries already accounted (fetched again, or through another replica) and not counted again."}),
 		labels: map[Dimension]map[string]bool{}, settling: make(chan struct{}, maxSettling), seen: newSeenIDs(100000),
+		closing: make(chan struct{}),
 	}
 	for _, d := range Dimensions {
 		r.labels[d] = map[string]bool{}
@@ -143,8 +148,9 @@ func (r *Recorder) Record(q Query) {
 	if r.o.Fetch != nil && (q.Untracked || needsSettling(&q)) {
 		select {
 		case r.settling <- struct{}{}:
+			r.settlers.Add(1)
 			go func() {
-				defer func() { <-r.settling }()
+				defer func() { <-r.settling; r.settlers.Done() }()
 				r.settle(&q)
 				r.enqueue(q)
 			}()
@@ -184,25 +190,32 @@ func (r *Recorder) count(q *Query) {
 	}
 }
 
-// Run writes recorded queries to the store until ctx ends, then writes
-// what is still queued (for up to 5 seconds) and closes the store.
+// Run writes recorded queries to the store until ctx ends; Close then
+// writes what is left.
 func (r *Recorder) Run(ctx context.Context) {
-	defer func() { _ = r.store.Close() }()
 	for {
 		select {
 		case q := <-r.pending:
 			r.write(context.Background(), &q)
 		case <-ctx.Done():
-			deadline, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			for {
-				select {
-				case q := <-r.pending:
-					r.write(deadline, &q)
-				default:
-					return
-				}
-			}
+			return
+		}
+	}
+}
+
+// Close ends accounting once nothing more is recorded (the servers have
+// shut down, Run has returned): queries still settling are accounted as
+// their last page read, what is queued is written (until ctx ends), and
+// the store is closed.
+func (r *Recorder) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() { close(r.closing) })
+	r.settlers.Wait()
+	for {
+		select {
+		case q := <-r.pending:
+			r.write(ctx, &q)
+		default:
+			return r.store.Close()
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +19,10 @@ import (
 // HINCRBYFLOAT in one MULTI/EXEC per query and expiring after the
 // retention. Reading sums the window's hashes.
 type RedisStore struct {
+	// downUntil (unix nanos): after a failed call, calls fail at once
+	// until then, so that an outage costs the writer no time per query
+	// (the metrics, counted by the writer, stay current).
+	downUntil atomic.Int64
 	rdb       *redis.Client
 	prefix    string
 	bucket    time.Duration
@@ -43,7 +48,31 @@ func NewRedisStore(o RedisOptions) (*RedisStore, error) {
 		return nil, errors.New("usage: bad Redis URL") // the URL may hold a password: not quoted
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, time.Second
+	opt.MaxRetries = -1 // one try: a failure trips the fast-fail window
 	return &RedisStore{rdb: redis.NewClient(opt), prefix: o.Prefix + "usage:", bucket: o.Bucket, retention: o.Retention}, nil
+}
+
+// downFor is how long calls fail at once after a failed one.
+const downFor = 5 * time.Second
+
+// errDown: a recent call failed; this one was not tried.
+var errDown = errors.New("usage: redis: unreachable a moment ago, not tried")
+
+// check fails while a recent call failed.
+func (r *RedisStore) check() error {
+	if time.Now().UnixNano() < r.downUntil.Load() {
+		return errDown
+	}
+	return nil
+}
+
+// result wraps err and, when set, opens the fast-fail window.
+func (r *RedisStore) result(err error) error {
+	if err == nil {
+		return nil
+	}
+	r.downUntil.Store(time.Now().Add(downFor).UnixNano())
+	return fmt.Errorf("usage: redis: %w", err)
 }
 
 func (r *RedisStore) key(bucket int64, d Dimension) string {
@@ -52,6 +81,9 @@ func (r *RedisStore) key(bucket int64, d Dimension) string {
 
 // Add implements Store.
 func (r *RedisStore) Add(ctx context.Context, bucket time.Time, keys map[Dimension]string, t *Totals) error {
+	if err := r.check(); err != nil {
+		return err
+	}
 	ttl := r.retention + r.bucket
 	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for d, k := range keys {
@@ -72,10 +104,7 @@ func (r *RedisStore) Add(ctx context.Context, bucket time.Time, keys map[Dimensi
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("usage: redis: %w", err)
-	}
-	return nil
+	return r.result(err)
 }
 
 // Sum implements Store.
@@ -133,11 +162,11 @@ const claimTTL = time.Hour
 
 // Claim implements Store: SET PREFIX "usage:seen:" ID NX.
 func (r *RedisStore) Claim(ctx context.Context, id string) (bool, error) {
-	ok, err := r.rdb.SetNX(ctx, r.prefix+"seen:"+id, 1, claimTTL).Result()
-	if err != nil {
-		return false, fmt.Errorf("usage: redis: %w", err)
+	if err := r.check(); err != nil {
+		return false, err
 	}
-	return ok, nil
+	ok, err := r.rdb.SetNX(ctx, r.prefix+"seen:"+id, 1, claimTTL).Result()
+	return ok, r.result(err)
 }
 
 // Shared implements Store.

@@ -46,7 +46,11 @@ func needsSettling(q *Query) bool { return q.State != "FINISHED" || !q.RolledUp 
 func (r *Recorder) settle(q *Query) bool {
 	wait := settleFirst
 	for range settleTries {
-		time.Sleep(wait)
+		select {
+		case <-time.After(wait):
+		case <-r.closing: // shutting down: as it reads
+			return false
+		}
 		wait = max(2*wait, time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		b, err := r.o.Fetch(ctx, q.Cluster, q.QueryID)

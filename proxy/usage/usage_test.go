@@ -164,13 +164,21 @@ func TestRedisStore(t *testing.T) {
 	t.Run("an unreachable Redis is counted, not fatal", func(t *testing.T) {
 		st, _ := NewRedisStore(RedisOptions{URL: "redis://127.0.0.1:1", Prefix: "x:", Bucket: time.Minute, Retention: time.Hour})
 		r := newRecorder(t, st, 20)
-		r.Record(query("erin", "FINISHED", 1, t0))
-		drain(r)
-		if n := testutil.ToFloat64(r.storeErrors); n != 1 {
-			t.Errorf("store errors %v, want 1", n)
+		for i := range 50 {
+			q := query("erin", "FINISHED", 1, t0)
+			q.QueryID = fmt.Sprintf("20261205_120000_%05d_aaaaa", i)
+			r.Record(q)
 		}
-		if n := testutil.ToFloat64(r.cpu.WithLabelValues("user", "erin")); n != 1 {
-			t.Errorf("erin's CPU counter %v, want 1 (the metrics do not need the store)", n)
+		start := time.Now()
+		drain(r)
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("50 queries took the writer %s with Redis down: want the outage to fail fast", took)
+		}
+		if n := testutil.ToFloat64(r.storeErrors); n < 50 {
+			t.Errorf("store errors %v, want one per query at least", n)
+		}
+		if n := testutil.ToFloat64(r.cpu.WithLabelValues("user", "erin")); n != 50 {
+			t.Errorf("erin's CPU counter %v, want 50 (the metrics do not need the store)", n)
 		}
 	})
 }
@@ -363,4 +371,22 @@ func TestSettling(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestCloseWritesWhatIsQueued(t *testing.T) {
+	st := NewMemoryStore(time.Hour)
+	r := newRecorder(t, st, 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	cancel()
+	<-done
+	r.Record(query("fay", "FINISHED", 2, t0)) // a last page during the drain
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sums, _ := st.Sum(context.Background(), ByUser, t0.Add(-time.Minute), t0.Add(time.Minute))
+	if sums["fay"] == nil || sums["fay"].Queries != 1 {
+		t.Errorf("after Close: %v", sums)
+	}
 }
