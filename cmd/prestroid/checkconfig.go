@@ -104,6 +104,16 @@ func checkLoaded(cfg *config.Config) []checkResult {
 	if cfg.Admission.Redis != "" {
 		ok("admission.redis", "set (not contacted; never printed); prefix %q", cfg.Admission.RedisPrefix)
 	}
+	switch u := cfg.Usage; {
+	case u.Disabled:
+		ok("usage", "off")
+	case u.Redis != "":
+		ok("usage", "shared through Redis (not contacted; never printed), prefix %q; %s buckets kept %s", u.RedisPrefix, u.Bucket, u.Retention)
+	case cfg.Admission.Replicas > 1:
+		warn("usage", "in each replica's memory: /prestroid/api/usage answers for one replica of %d (set usage.redis)", cfg.Admission.Replicas)
+	default:
+		ok("usage", "in this process's memory; %s buckets kept %s", u.Bucket, u.Retention)
+	}
 
 	if cfg.TLS.Enabled() {
 		if r, err := frontdoor.NewCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
