@@ -149,15 +149,19 @@ func (r *Recorder) Record(q Query) {
 		select {
 		case r.settling <- struct{}{}:
 			r.settlers.Add(1)
-			go func() {
-				defer func() { <-r.settling; r.settlers.Done() }()
-				r.settle(&q)
-				r.enqueue(q)
-			}()
+			go r.settleAndEnqueue(q)
 			return
 		default: // too many at once: as it reads
 		}
 	}
+	r.enqueue(q)
+}
+
+// settleAndEnqueue settles q, then hands it to the writer (a slot of
+// settling is held).
+func (r *Recorder) settleAndEnqueue(q Query) {
+	defer func() { <-r.settling; r.settlers.Done() }()
+	r.settle(&q)
 	r.enqueue(q)
 }
 
