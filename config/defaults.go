@@ -95,6 +95,9 @@ const (
 
 	// DefaultConsoleDecisions is Console.Decisions' default.
 	DefaultConsoleDecisions = 2000
+	// DefaultGuardrailQuantile is Guardrail.Quantile's default: the point
+	// estimate.
+	DefaultGuardrailQuantile = 0.5
 
 	// DefaultMaxBatch is Estimator.MaxBatch's default.
 	DefaultMaxBatch = 32
@@ -203,6 +206,7 @@ func (c *Config) FillDefaults() {
 	setInt(&c.Feedback.RotateRecords, DefaultFeedbackRotateRecords)
 	setDuration(&c.Feedback.RotateEvery, DefaultFeedbackRotateEvery)
 	setInt(&c.Console.Decisions, DefaultConsoleDecisions)
+	c.fillGuardrailDefaults()
 
 	e := &c.Estimator
 	setString(&e.Explain, DefaultExplain)
