@@ -3,6 +3,7 @@ package guardrail
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -149,10 +150,10 @@ func quantileOf(q float64) float64 {
 }
 
 // Format is value in t's unit as people read it: a duration ("1m30s",
-// "250ms") or a data size in Trino's syntax ("8GB", "1536MB").
+// "250ms") or a data size in Trino's syntax ("8GB", "7.59GB").
 func Format(t estimate.Target, value float64) string {
 	if t == estimate.TargetMemory {
-		return estimate.TrinoDataSize(value)
+		return dataSize(value)
 	}
 	d := time.Duration(value * float64(time.Second))
 	switch {
@@ -162,6 +163,28 @@ func Format(t estimate.Target, value float64) string {
 		d = d.Round(time.Microsecond)
 	}
 	return d.String()
+}
+
+// dataSize is bytes in the largest unit of Trino's data size syntax that
+// keeps it at least 1, with up to three significant digits ("8GB",
+// "7.59GB", "512MB", "100B"); units are 1024 times the one before.
+func dataSize(bytes float64) string {
+	units := [...]string{"B", "kB", "MB", "GB", "TB", "PB"}
+	u := 0
+	for u < len(units)-1 && bytes >= 1024 {
+		bytes /= 1024
+		u++
+	}
+	return strconv.FormatFloat(roundSig(bytes, 3), 'f', -1, 64) + units[u]
+}
+
+// roundSig rounds v to n significant digits.
+func roundSig(v float64, n int) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	p := math.Pow(10, float64(n)-math.Ceil(math.Log10(math.Abs(v))))
+	return math.Round(v*p) / p
 }
 
 // Guard checks queries against compiled rules. Create it with New; it is

@@ -83,19 +83,20 @@ func Snippet(sql string) string {
 				inStr = false // a doubled '' reopens on the next rune
 			}
 			continue
-		case c == '\'':
-			inStr = true
-			b.WriteString("'?'")
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			space = true
 			continue
-		default:
-			if space && b.Len() > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteRune(c)
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
 		}
 		space = false
+		if c == '\'' {
+			inStr = true
+			b.WriteString("'?'")
+		} else {
+			b.WriteRune(c)
+		}
 	}
 	s := b.String()
 	if len(s) > SnippetBytes {
