@@ -201,8 +201,8 @@ func TestFromConfigAndBounds(t *testing.T) {
 func TestSnippet(t *testing.T) {
 	cases := map[string]string{
 		"SELECT *\n  FROM t\tWHERE name = 'alice'  AND x = 1": "SELECT * FROM t WHERE name = '?' AND x = 1",
-		"SELECT 'it''s'":                                      "SELECT '?''?'",
-		"  SELECT 1  ":                                        "SELECT 1",
+		"SELECT 'it''s'": "SELECT '?''?'",
+		"  SELECT 1  ":   "SELECT 1",
 	}
 	for in, want := range cases {
 		if got := Snippet(in); got != want {
