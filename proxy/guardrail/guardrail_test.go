@@ -229,3 +229,20 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigTargetsAreEstimateTargets(t *testing.T) {
+	if len(config.GuardrailTargets) != len(estimate.Targets) {
+		t.Errorf("config names %d targets, estimate has %d", len(config.GuardrailTargets), len(estimate.Targets))
+	}
+	for _, name := range config.GuardrailTargets {
+		tg, ok := estimate.ParseTarget(name)
+		if !ok {
+			t.Errorf("config's target %q is not an estimate.Target", name)
+			continue
+		}
+		v, err := config.Guardrail{Target: name, Limit: map[bool]string{true: "2kB", false: "2s"}[tg.Unit() == "bytes"]}.LimitValue()
+		if err != nil || (v != 2048 && v != 2) {
+			t.Errorf("%s: limit %v, %v", name, v, err)
+		}
+	}
+}

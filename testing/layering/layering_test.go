@@ -35,6 +35,8 @@ var rules = []struct {
 	{"proxy/routing", "routing decides from plain values and probes through an interface the core implements: it needs no other part of the proxy",
 		[]string{"/proxy"}},
 	{"proxy/admission/...", "admission stores know nothing of the proxy's server", []string{"/proxy$", "/proxy/console", "/proxy/routing"}},
+	{"proxy/guardrail", "guardrails decide from plain values the core fills: they need no other part of the proxy",
+		[]string{"/proxy"}},
 	{"proxy/health", "the probes decide from a State value the server fills", []string{"/proxy"}},
 	{"proxy/metrics", "the metrics read the server through the State interface they declare",
 		[]string{"/proxy$", "/proxy/console", "/proxy/frontdoor"}},
