@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,16 +99,17 @@ guardrails:
 		var n int
 		err := e2e.OpenDB(t, base, "").QueryRow(heavySQL + " /* " + marker + " */").Scan(&n)
 		var te *trino.ErrTrino
-		if !errors.As(err, &te) {
-			t.Fatalf("want a failed query, got %v", err)
-		}
-		if te.ErrorName != guardrail.ErrorName || te.ErrorType != "USER_ERROR" {
-			t.Errorf("error %s/%s: %s", te.ErrorName, te.ErrorType, te.Message)
-		}
-		want := fmt.Sprintf(`guardrail "tiny-cpu" refused the query: its estimated CPU time at quantile 0.5 is %s, over the limit of 1ms; the query was not sent. To run it anyway, add the client tag "guardrail-ok"`,
-			guardrail.Format(estimate.TargetCPU, est.CPUSeconds))
-		if !strings.Contains(te.Message, want) {
-			t.Errorf("message\n%s\nlacks\n%s", te.Message, want)
+		if errors.As(err, &te) {
+			if te.ErrorName != guardrail.ErrorName || te.ErrorType != "USER_ERROR" {
+				t.Errorf("error %s/%s: %s", te.ErrorName, te.ErrorType, te.Message)
+			}
+			want := fmt.Sprintf(`guardrail "tiny-cpu" refused the query: its estimated CPU time at quantile 0.5 is %s, over the limit of 1ms; the query was not sent. To run it anyway, add the client tag "guardrail-ok"`,
+				guardrail.Format(estimate.TargetCPU, est.CPUSeconds))
+			if !strings.Contains(te.Message, want) {
+				t.Errorf("message\n%s\nlacks\n%s", te.Message, want)
+			}
+		} else {
+			t.Errorf("want a failed query, got %v", err)
 		}
 		if seen := e2e.SeenByTrino(t, direct, marker); seen != 0 {
 			t.Errorf("Trino ran %d queries with the refused query's marker", seen)
@@ -185,6 +187,30 @@ guardrails:
 		if v.Total != 2 || len(v.Events) != 2 || v.Events[0].Outcome != "dry_run" || v.Events[0].User != "e2e-shadow" ||
 			v.Events[1].Outcome != "refused" || v.Events[1].Rule != "tiny-cpu" || !strings.Contains(v.Events[1].SQL, "guardrail_refused_"+run) {
 			t.Errorf("%+v", v)
+		}
+	})
+	t.Run("the Trino CLI shows the refusal, and its --client-tags override runs the query", func(t *testing.T) {
+		cli := os.Getenv("PRESTROID_TRINO_CLI")
+		if cli == "" {
+			t.Skip("PRESTROID_TRINO_CLI not set (make test sets it)")
+		}
+		marker := "guardrail_cli_" + run
+		sql := heavySQL + " /* " + marker + " */"
+		out, err := exec.Command("java", "-jar", cli, "--server", base, "--user", "e2e", "--execute", sql).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), `guardrail "tiny-cpu" refused the query`) || !strings.Contains(string(out), `client tag "guardrail-ok"`) {
+			t.Errorf("CLI without the tag: %v\n%s", err, out)
+		}
+		if seen := e2e.SeenByTrino(t, direct, marker); seen != 0 {
+			t.Errorf("Trino ran %d queries with the refused CLI query's marker", seen)
+		}
+		out, err = exec.Command("java", "-jar", cli, "--server", base, "--user", "e2e", "--client-tags", "guardrail-ok",
+			"--output-format", "TSV", "--execute", sql).CombinedOutput()
+		// The last line: the CLI may warn first (no system terminal).
+		if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); err != nil || lines[len(lines)-1] != "60175" {
+			t.Errorf("CLI with the override tag: %v\n%s", err, out)
+		}
+		if v := metric(t, base, `prestroid_guardrail_decisions_total{outcome="refused",rule="tiny-cpu"}`); v != "2" {
+			t.Errorf("refusals counted: %q", v)
 		}
 	})
 }
