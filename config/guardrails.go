@@ -96,7 +96,7 @@ func (g Guardrail) LimitValue() (float64, error) {
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(g.Limit))
 	if err != nil {
-		return 0, fmt.Errorf("config: bad duration %q: %w", g.Limit, err)
+		return 0, fmt.Errorf("config: a %s limit is a duration (e.g. 90s, 30m, 2h): %w", g.Target, err)
 	}
 	return d.Seconds(), nil
 }

@@ -53,7 +53,7 @@ guardrails:
 		{"an unknown target", Guardrail{Target: "memory", Limit: "1GB"}, []string{"guardrails[0].target", `"memory"`, "peak_memory"}},
 		{"a quantile of 1", Guardrail{Target: "cpu", Limit: "1s", Quantile: 1}, []string{"guardrails[0].quantile", "(0, 1)"}},
 		{"a missing limit", Guardrail{Target: "cpu"}, []string{"guardrails[0].limit"}},
-		{"a data size for a time target", Guardrail{Target: "cpu", Limit: "8GB"}, []string{"guardrails[0].limit", `"8GB"`}},
+		{"a data size for a time target", Guardrail{Target: "cpu", Limit: "8GB"}, []string{"guardrails[0].limit", `"8GB"`, "a cpu limit is a duration"}},
 		{"a duration for memory", Guardrail{Target: "peak_memory", Limit: "10s"}, []string{"guardrails[0].limit", "data size"}},
 		{"a zero limit", Guardrail{Target: "elapsed", Limit: "0s"}, []string{"guardrails[0].limit", "positive"}},
 		{"the hold action", Guardrail{Target: "cpu", Limit: "1s", Action: "hold"}, []string{"guardrails[0].action", "admission"}},

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/guardrail"
 )
 
@@ -165,4 +166,20 @@ func TestGuardrails(t *testing.T) {
 			t.Errorf("%+v", v.Events)
 		}
 	})
+}
+
+// TestGuardrailRefusalTakesNoAdmissionSlot: a refused statement is judged
+// before admission, so it neither waits nor holds a slot.
+func TestGuardrailRefusalTakesNoAdmissionSlot(t *testing.T) {
+	c := newCoordinator(t)
+	client, _, _ := consoleProxy(t, c.URL, Options{Estimator: &fixedEstimator{}, Admission: &admission.Options{MaxQueries: 1},
+		Guardrails: []guardrail.Rule{{Name: "cpu", Target: estimate.TargetCPU, Limit: 60}}})
+	for range 3 {
+		if _, e := guardedPost(t, client, "SELECT big -- cpu=120", map[string]string{"X-Trino-User": "alice"}); e.ErrorName != guardrail.ErrorName {
+			t.Fatalf("not refused: %+v", e)
+		}
+	}
+	if _, e := guardedPost(t, client, "SELECT small -- cpu=1", map[string]string{"X-Trino-User": "alice"}); e.ErrorName != "" || c.lastPost.Load() == nil {
+		t.Errorf("the one admission slot was taken by refused statements: %+v, sent %v", e, c.lastPost.Load() != nil)
+	}
 }
