@@ -1,10 +1,12 @@
 // Package guardrail tests guardrails end to end: the real binary with its
-// real estimator in front of the real Trino, the Trino Go client, and
+// real estimator in front of the real Trino, the Trino Go client and CLI,
+// the console in headless Chromium, and
 // Trino's own system.runtime.queries to prove what reached the cluster.
 // See package e2e.
 package guardrail
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -17,7 +19,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/trinodb/trino-go-client/trino"
 
 	"github.com/prestroid/prestroid/estimate"
@@ -28,6 +32,21 @@ import (
 // heavySQL is a join the model gives some CPU time (tens of ms on TPC-H
 // tiny): well over the 1 ms limit below, yet quick to run.
 const heavySQL = "SELECT count(*) FROM tpch.tiny.lineitem l JOIN tpch.tiny.orders o ON l.orderkey = o.orderkey"
+
+// chromium is the browser: $PRESTROID_CHROMIUM (make test sets it), else
+// chromium on PATH, else the subtest skips.
+func chromium(t *testing.T) string {
+	if p := os.Getenv("PRESTROID_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium: set PRESTROID_CHROMIUM or run scripts/install-chromium.sh (make test does)")
+	return ""
+}
 
 // proxyEstimate is the estimate the proxy makes for sql as user (POST
 // /v1/estimate), the one the guardrail compares.
@@ -189,6 +208,32 @@ guardrails:
 			t.Errorf("%+v", v)
 		}
 	})
+	t.Run("the console page shows the refusal in its Guardrails panel", func(t *testing.T) {
+		browser := chromium(t)
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.UserDataDir(t.TempDir()),
+			chromedp.NoSandbox, chromedp.WindowSize(1440, 1000), chromedp.Flag("disable-gpu", true))
+		actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+		defer acancel()
+		ctx, cancel := chromedp.NewContext(actx)
+		defer cancel()
+		ctx, tcancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer tcancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/prestroid/#guardrails"),
+			chromedp.Poll[chromedp.Void](`document.body.dataset.loaded !== undefined`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+			`[...document.querySelectorAll('#guardrails-table tbody tr')].map((r) => r.innerText.replace(/\s+/g, ' '))`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || !strings.Contains(rows[1], "refused") || !strings.Contains(rows[1], "tiny-cpu") ||
+			!strings.Contains(rows[1], guardrail.Format(estimate.TargetCPU, est.CPUSeconds)) || !strings.Contains(rows[1], "1ms") ||
+			!strings.Contains(rows[1], "guardrail_refused_"+run) || !strings.Contains(rows[0], "dry run") {
+			t.Errorf("the panel's rows: %q", rows)
+		}
+	})
+
 	t.Run("the Trino CLI shows the refusal, and its --client-tags override runs the query", func(t *testing.T) {
 		cli := os.Getenv("PRESTROID_TRINO_CLI")
 		if cli == "" {
