@@ -40,7 +40,7 @@ func (s *Server) guarded(ctx *fasthttp.RequestCtx, d *decision) bool {
 	}
 	h := &ctx.Request.Header
 	in := guardrail.Input{User: d.identity.User, Group: s.opts.Admission.GroupOf(d.identity.User, h),
-		Source: string(protocol.Peek(h, d.dialect, "Source")), ClientTags: clientTags(h, d.dialect), SQL: string(ctx.Request.Body())}
+		Source: string(protocol.Peek(h, d.dialect, "Source")), ClientTags: clientTags(h, d.dialect), SQL: ctx.Request.Body()}
 	if d.estimate {
 		in.Estimate = d.est
 	}

@@ -87,8 +87,8 @@ func (o Outcome) String() string {
 }
 
 // Input is what a Guard decides from: plain values the proxy read from the
-// request and the estimate. Nothing of it is kept past Check except in
-// the copy the ring takes (strings only).
+// request and the estimate. Nothing of it is kept past Check: the ring
+// takes copies.
 type Input struct {
 	// User is the query's identity, Group the user's group, Source its
 	// X-Trino-Source (X-Presto-Source).
@@ -98,8 +98,10 @@ type Input struct {
 	// Estimate is the query's estimate; Estimated false (not estimated,
 	// failed, no estimator) means none: every matching rule fails open.
 	Estimate estimate.Estimate
-	// SQL is the statement, for the console's snippet (redacted there).
-	SQL string
+	// SQL is the statement, for the console's snippet (Snippet): read
+	// only while Check runs and only for a refusal or a dry-run hit, so
+	// the proxy hands the request body itself, uncopied.
+	SQL []byte
 }
 
 // Verdict is a Guard's answer for one query: Outcome Refused with the rule

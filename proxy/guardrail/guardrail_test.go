@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -205,11 +206,11 @@ func TestSnippet(t *testing.T) {
 		"  SELECT 1  ":   "SELECT 1",
 	}
 	for in, want := range cases {
-		if got := Snippet(in); got != want {
+		if got := Snippet([]byte(in)); got != want {
 			t.Errorf("Snippet(%q) = %q, want %q", in, got, want)
 		}
 	}
-	long := Snippet("SELECT " + strings.Repeat("é", 400))
+	long := Snippet([]byte("SELECT " + strings.Repeat("é", 400)))
 	if !strings.HasSuffix(long, "…") || len(long) > SnippetBytes+len("…")+4 {
 		t.Errorf("long snippet %d bytes: %q", len(long), long)
 	}
@@ -243,6 +244,49 @@ func TestConfigTargetsAreEstimateTargets(t *testing.T) {
 		v, err := config.Guardrail{Target: name, Limit: map[bool]string{true: "2kB", false: "2s"}[tg.Unit() == "bytes"]}.LimitValue()
 		if err != nil || (v != 2048 && v != 2) {
 			t.Errorf("%s: limit %v, %v", name, v, err)
+		}
+	}
+}
+
+// FuzzSnippet: any statement's snippet is valid UTF-8 when the statement
+// is, bounded, and holds no byte of a closed string literal.
+func FuzzSnippet(f *testing.F) {
+	for _, s := range []string{"SELECT 'a'", "SELECT 'it''s' FROM t", "x'", "\n\t 'é'  é", strings.Repeat("ab 'c' ", 100)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		got := Snippet([]byte(sql))
+		if utf8.ValidString(sql) && !utf8.ValidString(got) {
+			t.Errorf("Snippet(%q) = %q: not UTF-8", sql, got)
+		}
+		if len(got) > SnippetBytes+len("…")+utf8.UTFMax {
+			t.Errorf("Snippet(%q) is %d bytes", sql, len(got))
+		}
+		// A literal of the fuzzed text (quotes dropped) never shows.
+		lit := strings.ReplaceAll(sql, "'", "")
+		if wrapped := Snippet([]byte("SELECT x = '" + lit + "'")); wrapped != "SELECT x = '?'" {
+			t.Errorf("the literal %q shows: %q", lit, wrapped)
+		}
+	})
+}
+
+// BenchmarkCheckPass is the cost every statement pays with guardrails
+// configured: three rules, one matching, within its limit.
+func BenchmarkCheckPass(b *testing.B) {
+	g, err := New([]Rule{
+		{Name: "a", User: "etl-.*", Target: estimate.TargetCPU, Limit: 10},
+		{Name: "b", Group: "analysts", Source: "superset", Target: estimate.TargetMemory, Quantile: 0.9, Limit: 8 << 30},
+		{Name: "c", Target: estimate.TargetCPU, Quantile: 0.9, Limit: 3600, OverrideTag: "big"},
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := Input{User: "alice", Group: "analysts", Source: "trino-cli", Estimate: cpu(2, 0.8), SQL: []byte("SELECT 1")}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if g.Check(in, now).Outcome != Pass {
+			b.Fatal("refused")
 		}
 	}
 }

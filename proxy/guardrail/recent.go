@@ -70,10 +70,10 @@ const SnippetBytes = 240
 // one space, every single-quoted string literal replaced by '?' (literals
 // may hold what the console's readers should not see), cut to
 // SnippetBytes at a rune boundary with "…".
-func Snippet(sql string) string {
+func Snippet(sql []byte) string {
 	var b strings.Builder
 	inStr, space := false, false
-	for _, c := range sql {
+	for _, c := range string(sql) { // no copy: the compiler ranges over the bytes
 		if b.Len() > SnippetBytes {
 			break
 		}
