@@ -219,6 +219,7 @@ fuzz:
 	$(GO) test ./proxy/protocol -run '^$$' -fuzz FuzzRouteToken -fuzztime 30s
 	$(GO) test ./proxy/protocol -run '^$$' -fuzz FuzzRewriteURIs -fuzztime 30s
 	$(GO) test ./proxy/frontdoor -run '^$$' -fuzz FuzzBareLFGuard -fuzztime 30s
+	$(GO) test ./proxy/guardrail -run '^$$' -fuzz FuzzSnippet -fuzztime 30s
 
 bench: build
 	./bin/prestroid bench proxy

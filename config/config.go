@@ -157,6 +157,9 @@ type Config struct {
 	Feedback Feedback `yaml:"feedback"`
 	// Console: the web console on the admin surface (console.go).
 	Console Console `yaml:"console"`
+	// Guardrails refuse queries whose estimate is over a limit before
+	// they reach a cluster (guardrails.go). Empty means none.
+	Guardrails []Guardrail `yaml:"guardrails"`
 	// Usage: cost accounting per user, group and source (usage.go).
 	Usage Usage `yaml:"usage"`
 
@@ -405,6 +408,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateConsole(); err != nil {
+		return err
+	}
+	if err := c.validateGuardrails(); err != nil {
 		return err
 	}
 	if err := c.validateUsage(); err != nil {

@@ -95,6 +95,9 @@ const (
 
 	// DefaultConsoleDecisions is Console.Decisions' default.
 	DefaultConsoleDecisions = 2000
+	// DefaultGuardrailQuantile is Guardrail.Quantile's default: the point
+	// estimate.
+	DefaultGuardrailQuantile = 0.5
 
 	// DefaultUsageBucket, DefaultUsageRetention and DefaultUsageTop are
 	// Usage.Bucket's, Usage.Retention's and Usage.Top's defaults.
@@ -209,6 +212,7 @@ func (c *Config) FillDefaults() {
 	setInt(&c.Feedback.RotateRecords, DefaultFeedbackRotateRecords)
 	setDuration(&c.Feedback.RotateEvery, DefaultFeedbackRotateEvery)
 	setInt(&c.Console.Decisions, DefaultConsoleDecisions)
+	c.fillGuardrailDefaults()
 	c.Usage.fillDefaults(&c.Admission) // after admission's Redis prefix
 
 	e := &c.Estimator

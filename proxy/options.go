@@ -11,6 +11,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/gateway"
+	"github.com/prestroid/prestroid/proxy/guardrail"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/proxy/routing"
 	"github.com/prestroid/prestroid/proxy/usage"
@@ -187,6 +188,10 @@ type Options struct {
 	// the web console (its model, caches and history). Nil means they are
 	// not exported.
 	EstimatorStats func() estimate.Stats
+	// Guardrails refuse a new query whose estimate is over a limit before
+	// it reaches a cluster (package guardrail; guardrails). Empty means
+	// none.
+	Guardrails []guardrail.Rule
 	// ConsoleDecisions is how many recent decisions the web console keeps
 	// in memory (package console; served on the admin surface under
 	// /prestroid/; console.decisions). Zero or negative turns the
@@ -246,6 +251,7 @@ func OptionsFrom(cfg *config.Config) Options {
 		MonitorMaxBytes:     r.MonitorMaxBytes,
 		ConsoleDecisions:    cfg.Console.Decisions,
 		Admission:           admission.OptionsFrom(cfg.Admission),
+		Guardrails:          guardrail.FromConfig(cfg.Guardrails),
 		Usage:               usageOptions(cfg.Usage),
 	}
 }

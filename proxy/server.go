@@ -28,6 +28,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/console"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/gateway"
+	"github.com/prestroid/prestroid/proxy/guardrail"
 	"github.com/prestroid/prestroid/proxy/health"
 	"github.com/prestroid/prestroid/proxy/metrics"
 	"github.com/prestroid/prestroid/proxy/protocol"
@@ -57,6 +58,7 @@ type Server struct {
 	ring       *console.Ring          // the console's recent decisions, fed by respond and complete; nil: console off
 	console    *console.Handler       // nil: console off
 	rate       *admission.RateLimiter // nil without rate limits
+	guard      *guardrail.Guard       // nil without guardrails (guardrail_flow.go)
 	usage      *usage.Recorder        // cost accounting (usage_flow.go); nil: off
 	adminToken frontdoor.AdminToken   // guards the admin endpoints (admin.go)
 	adminSrv   atomic.Pointer[fasthttp.Server]
@@ -102,6 +104,9 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	if err := s.newMetrics(o); err != nil {
+		return nil, err
+	}
+	if err := s.newGuardrails(o); err != nil {
 		return nil, err
 	}
 	if err := s.newUsage(o); err != nil {
@@ -191,7 +196,7 @@ func (s *Server) newConsole(o Options) {
 	}
 	s.ring = console.NewRing(o.ConsoleDecisions, names)
 	s.console = console.New(console.Options{Ring: s.ring, Proxy: consoleView{s}, Monitor: o.MonitorInterval > 0,
-		Store: s.admit, Budgets: o.Admission, Estimator: o.Estimator != nil, EstimatorStats: o.EstimatorStats, Logger: s.log,
+		Store: s.admit, Budgets: o.Admission, Guard: s.guard, Estimator: o.Estimator != nil, EstimatorStats: o.EstimatorStats, Logger: s.log,
 		Usage: s.usageAPI()})
 }
 
@@ -351,6 +356,9 @@ func (s *Server) statement(ctx *fasthttp.RequestCtx) {
 	}
 	d.took = time.Since(start)
 	s.recordDecision(d)
+	if !s.guarded(ctx, d) {
+		return // refused by a guardrail before anything reached a cluster
+	}
 	// Statements inside a transaction count too: they stay on their
 	// cluster but wait like any other (else a made-up transaction id would
 	// skip admission).

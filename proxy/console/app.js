@@ -212,6 +212,25 @@
     fill($('queue-table').tBodies[0], rows, 'nobody waits', 7);
   }
 
+  // ---- guardrails
+
+  function renderGuardrails(g) {
+    const rules = g.rules.map((r) => r.name + ': ' + r.target + ' p' + Math.round(r.quantile * 100) + ' ≤ ' + r.limit_text +
+      (r.dry_run ? ' (dry run)' : '') + (r.override_tag ? ', override tag ' + r.override_tag : ''));
+    $('guardrails-rules').textContent = rules.length ? 'Rules: ' + rules.join('; ') : 'No guardrails are configured.';
+    $('guardrails-count').textContent = g.total ? g.total + ' since start' : '';
+    const rows = g.events.map((x) => el('tr', { dataset: { rule: x.rule } },
+      td(clock(x.time)),
+      td(el('span', { class: 'badge ' + (x.outcome === 'refused' ? 'bad' : ''), title: x.outcome === 'dry_run' ? 'dry run: the query ran' : 'the query never reached a cluster' }, x.outcome === 'dry_run' ? 'dry run' : 'refused')),
+      td(x.user, null, x.group ? 'group ' + x.group + (x.source ? ', source ' + x.source : '') : x.source || undefined),
+      td(x.rule),
+      td(x.estimate_text, 'num', x.target + ' at quantile ' + x.quantile),
+      td(x.limit_text, 'num'),
+      td(x.override_tag || '–'),
+      td(el('span', { class: 'mono' }, x.sql), 'wrap')));
+    fill($('guardrails-table').tBodies[0], rows, g.rules.length ? 'nothing refused yet' : 'no guardrails', 8);
+  }
+
   // ---- estimator
 
   function dl(target, pairs) {
@@ -398,8 +417,9 @@
     inFlight = true;
     try {
       const minutes = $('minutes').value;
-      const [c, d, q, e, u] = await Promise.all([
-        api('clusters?minutes=' + encodeURIComponent(minutes)), api('decisions?limit=200'), api('queue'), api('estimator'), usage(),
+      const [c, d, q, e, g, u] = await Promise.all([
+        api('clusters?minutes=' + encodeURIComponent(minutes)), api('decisions?limit=200'), api('queue'), api('estimator'),
+        api('guardrails?limit=100'), usage(),
       ]);
       $('login').hidden = true;
       $('main').hidden = false;
@@ -408,6 +428,7 @@
       renderClusters(c);
       renderDecisions(d);
       renderQueue(q);
+      renderGuardrails(g);
       renderEstimator(e);
       renderUsage(u.u, u.why);
       $('updated').textContent = 'updated ' + clock(Date.now());

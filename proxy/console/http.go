@@ -15,6 +15,7 @@ import (
 
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/proxy/admission"
+	"github.com/prestroid/prestroid/proxy/guardrail"
 )
 
 // The console's HTTP side: the page's files (Handler.ServePage) and the
@@ -25,6 +26,7 @@ import (
 //	GET  /prestroid/api/queue               the admission queue and the budgets holding each query
 //	POST /prestroid/api/queue/cancel        {"id": ID}: remove a waiting query
 //	GET  /prestroid/api/estimator           model, caches, history, q-error, drift
+//	GET  /prestroid/api/guardrails?limit=N  the guardrails and their recent refusals and dry-run hits
 //	GET  /prestroid/api/usage?by=user&window=1h  cost per user, group or source (package usage)
 //
 // Every endpoint answers JSON; README.md ("Web console") documents the
@@ -88,6 +90,9 @@ type Options struct {
 	// Budgets are the admission budgets the queue view compares waiting
 	// queries with; set when Store is.
 	Budgets *admission.Options
+	// Guard is the proxy's guardrails: the guardrails view lists its
+	// rules and recent refusals. Nil means none are configured.
+	Guard *guardrail.Guard
 	// Estimator is true when the proxy estimates queries.
 	Estimator bool
 	// EstimatorStats, when set, is asked for the estimator's model, caches
@@ -214,6 +219,12 @@ func (h *Handler) ServeAPI(ctx *fasthttp.RequestCtx) {
 		h.writeJSON(ctx, h.queue(now))
 	case "estimator":
 		h.writeJSON(ctx, h.estimator(h.opts.Ring.snapshot(h.opts.Ring.capacity())))
+	case "guardrails":
+		limit := guardrail.RecentSize
+		if v, err := args.GetUint("limit"); err == nil {
+			limit = v
+		}
+		h.writeJSON(ctx, guardrails(h.opts.Guard, limit))
 	case "usage":
 		if h.opts.Usage == nil {
 			h.error(ctx, fasthttp.StatusNotFound, "cost accounting is off (usage.disabled)")

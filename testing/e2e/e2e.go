@@ -4,6 +4,8 @@
 //	protocol   errors, session state, cancel, tampered URIs, streaming memory
 //	admission  the admission queue with real clients
 //	routing    cost routing on two real clusters, fail-open
+//	guardrail  guardrails in the real binary: a refusal no query of reaches
+//	           Trino, the override tag, dry run, metrics, the console's list
 //	spooling   the spooling protocol (a second Trino, an S3 fake)
 //	parquet    estimates on Parquet tables (a Trino with an iceberg catalog,
 //	           tables made by prestroid materialize)
