@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -388,5 +389,42 @@ func TestCloseWritesWhatIsQueued(t *testing.T) {
 	sums, _ := st.Sum(context.Background(), ByUser, t0.Add(-time.Minute), t0.Add(time.Minute))
 	if sums["fay"] == nil || sums["fay"].Queries != 1 {
 		t.Errorf("after Close: %v", sums)
+	}
+}
+
+func TestConcurrentRecordsAllCount(t *testing.T) {
+	r := newRecorder(t, nil, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				q := query(fmt.Sprintf("u%d", g), "FINISHED", 0.5, t0)
+				q.QueryID = fmt.Sprintf("20261205_120000_%05d_g%d", i, g)
+				r.Record(q)
+				if i%50 == 0 {
+					_, _ = r.Report(context.Background(), ByUser, t0.Add(-time.Minute), t0.Add(time.Minute), 0)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	cancel()
+	<-done
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := r.Report(context.Background(), ByUser, t0.Add(-time.Minute), t0.Add(time.Minute), 0)
+	if rep.Totals.Queries != 1600 || !near(rep.Totals.CPUSeconds, 800) || len(rep.Rows) != 8 {
+		t.Errorf("totals %+v over %d users, want 1600 queries, 800 s, 8 users", rep.Totals, len(rep.Rows))
+	}
+	var metric float64
+	for _, name := range []string{"u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7", Other} {
+		metric += testutil.ToFloat64(r.cpu.WithLabelValues("user", name))
+	}
+	if !near(metric, 800) {
+		t.Errorf("the user counters sum to %v s, want 800 (three names and other)", metric)
 	}
 }
