@@ -41,6 +41,11 @@ import (
 //	                log-linear fit on this deployment's history
 //	none            fail open (the error)
 //
+// Every stage above predicts the CPU time; those that predict the peak
+// memory and the elapsed time too (the history, the text and plan models)
+// get each target calibrated, tempered and checked against its decision
+// bounds as the CPU time is (targets.go, CascadeOptions.Bounds).
+//
 // A statement that ran before but did not satisfy the history stage gets
 // the answer of a stage after it (text, model+residual, model, optimizer)
 // combined with its own runs (temper, repeats.go).
@@ -291,7 +296,7 @@ type Basis struct {
 	// the CPU time's), not their logs: 0 when the stage did not predict
 	// the target, so that the zero Basis predicts none.
 	ModelBy, TextBy [numTargets]float64
-	Source                  estimate.Source
+	Source          estimate.Source
 	// Engine is the engine of the coordinators the statement was
 	// estimated for (the global calibrations are per engine: globalKey).
 	Engine dialect.Engine
@@ -302,7 +307,12 @@ type Basis struct {
 	Pending string
 }
 
-// History keys: a prefix byte and a SHA-256 digest.
+// History keys: a prefix byte and a SHA-256 digest, or a global name.
+// The comments name the CPU time's statistic; each target beyond it has
+// its own under the same key plus "/" and its label (targetKey): the
+// statement's ln peak memory under "x:…/peak_memory", the model's global
+// offset on the elapsed time under "g:model/elapsed". The optimizer's
+// calibration is the CPU time's alone.
 const (
 	keyExact     = "x:" // a statement's ln CPU
 	keyShape     = "s:" // a shape's ln CPU

@@ -110,7 +110,9 @@ func textMid(sql string) float64      { return textQ(sql, 1) }
 func textHi(sql string) float64       { return textQ(sql, 2) }
 
 // sigma is a constant model uncertainty for decides.
-func sigma(v float64) func(estimate.Target) float64 { return func(estimate.Target) float64 { return v } }
+func sigma(v float64) func(estimate.Target) float64 {
+	return func(estimate.Target) float64 { return v }
+}
 
 // An interval that straddles a bound is not explained when the plan could
 // not change its class: after EXPLAIN the model's estimate (with its own
