@@ -183,7 +183,8 @@ type History struct {
 	// of ln CPU between runs of one statement: load, JIT warmth), which
 	// floors the history's intervals, until this deployment's own repeats
 	// teach it (each weighs as much as the prior after Shrink of them).
-	// Zero means 0.25.
+	// The peak memory and the elapsed time learn their own noise from the
+	// same prior. Zero means 0.25.
 	RepeatSigma float64 `yaml:"repeat_sigma"`
 	// MinCalibration is how many explained runs the optimizer calibration
 	// (Trino's cpuCost → seconds) needs before it stands in for a failing

@@ -225,7 +225,7 @@ type CascadeOptions struct {
 	// RepeatSigma is the prior of the run-to-run noise (standard deviation
 	// of ln CPU between runs of one statement: load, JIT warmth) until the
 	// deployment's own repeats teach it (repeats.go); it floors the
-	// history's intervals. Zero means no prior: the floor is what the
+	// history's intervals. Each target learns its own from this prior. Zero means no prior: the floor is what the
 	// repeats taught (shrunk toward 0 by Shrink runs), sigmaFloor before.
 	RepeatSigma float64
 	// MinCalibration is how many queries the optimizer calibration needs
@@ -583,6 +583,7 @@ func (l *learner) write(batch []observation) {
 		add := func(key string, v float64) {
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(v, a, at) }})
 		}
+		var stored *runs // the statement's history per target, read once (one MGET on Redis)
 		for _, t := range estimate.Targets {
 			y := o.y[t]
 			if math.IsNaN(y) {
@@ -592,7 +593,11 @@ func (l *learner) write(batch []observation) {
 			if b.Exact != "" {
 				st, ok := exact[xk]
 				if !ok {
-					st, _ = l.store.Get(xk)
+					if stored == nil {
+						rs := l.readRuns(b.Exact)
+						stored = &rs
+					}
+					st = stored[t]
 				}
 				if st.Count > 0 {
 					z := repeatError(st, y, a)

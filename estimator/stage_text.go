@@ -36,8 +36,10 @@ const (
 	// consulted on the hot path.
 	ExplainAlways ExplainMode = iota
 	// ExplainWhenUncertain: the text stage answers when its interval lies
-	// inside one class (CascadeOptions.ClassBounds); when it straddles a
-	// bound, EXPLAIN as ExplainAlways does.
+	// inside one class (CascadeOptions.ClassBounds) and, for every target
+	// with decision bounds (CascadeOptions.Bounds), on one side of each;
+	// when it straddles a bound, or does not predict a target with
+	// bounds, EXPLAIN as ExplainAlways does.
 	ExplainWhenUncertain
 	// ExplainNever: the text stage answers whenever the bundle has a text
 	// model; EXPLAIN + model on the hot path only without one.
@@ -70,7 +72,8 @@ func ParseExplainMode(s string) (ExplainMode, error) {
 // the text model (textEstimate, corrected by what the history learned of
 // it: correctText). The narrower of those that decides (under never, any;
 // under when-uncertain, one whose class the plan could not change)
-// answers, and the EXPLAIN and the model run in the background
+// answers (decides: every target with decision bounds, not the CPU time's
+// class alone), and the EXPLAIN and the model run in the background
 // (explainBehind). Otherwise it passes, leaving the text estimate
 // (request.text) for the EXPLAIN's stand-in over the bound.
 type textStage struct{}
