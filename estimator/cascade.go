@@ -574,6 +574,7 @@ func (l *learner) write(batch []observation) {
 	// twice in one batch).
 	exact := map[string]history.Stats{}
 	repeats := false
+	var n uint64 // observations in the batch
 	for _, o := range batch {
 		if o.flush != nil {
 			flushes = append(flushes, o.flush)
@@ -622,7 +623,7 @@ func (l *learner) write(batch []observation) {
 			x, ca, key := b.LnCost, slowAlpha(a), globalKey(keyOptimizer, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})
 		}
-		l.observed.Add(1)
+		n++
 	}
 	if len(ups) > 0 {
 		if err := l.store.Update(ups...); err != nil {
@@ -633,6 +634,8 @@ func (l *learner) write(batch []observation) {
 			l.floorGen.Add(1)
 		}
 	}
+	// Counted once written: a reader that saw the count sees the history.
+	l.observed.Add(n)
 	for _, f := range flushes {
 		close(f)
 	}
