@@ -26,6 +26,7 @@ import (
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/gateway"
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 // embeddedModel is the default model bundle compiled into the binary (the
@@ -67,7 +68,8 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (estimate
 }
 
 // Record learns from a completed query (proxy.FeedbackSink): the
-// estimate's basis and the actual CPU time go to the estimator's history.
+// estimate's basis and the query's actual CPU time, peak memory and
+// elapsed time (actual) go to the estimator's history.
 func (a estimatorAdapter) Record(c proxy.Completed) { a.recordThen(c, nil) }
 
 // recordThen is Record, then hands c to next. When the text stage routed
@@ -84,7 +86,7 @@ func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSin
 		// A final page without its tasks' figures (PageStats.RolledUp)
 		// teaches nothing: 0 ms would be learned as a free query.
 		if b != nil && c.State == "FINISHED" && c.Stats.RolledUp() {
-			a.svc.Observe(b, float64(c.Stats.CPUTimeMillis)/1000)
+			a.svc.Observe(b, actual(c.Stats))
 		}
 		for _, f := range next {
 			f.Record(c)
@@ -101,6 +103,14 @@ func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSin
 }
 
 var _ proxy.FeedbackSink = estimatorAdapter{}
+
+// actual is what a final page says the query cost, per target: its CPU
+// time, and its peak memory and elapsed time when positive (a figure of 0
+// is not known: estimate.Actual).
+func actual(st protocol.PageStats) estimate.Actual {
+	return estimate.Actual{CPUSeconds: float64(st.CPUTimeMillis) / 1000,
+		PeakMemoryBytes: float64(max(st.PeakMemoryBytes, 0)), ElapsedSeconds: float64(max(st.ElapsedTimeMillis, 0)) / 1000}
+}
 
 // feedbackSinks hands each completed query to every sink in order; the
 // estimator's sink hands it on to those after it (recordThen).
@@ -150,9 +160,9 @@ func historyStore(h config.History) string {
 }
 
 // cascadeOptions maps the configuration onto the cascade's options: the
-// estimator's (among them when to EXPLAIN on the hot path), and from
-// routing the classes' bounds and quantile the text stage's interval is
-// checked against.
+// estimator's (among them when to EXPLAIN on the hot path and the decision
+// bounds per target), and from routing the classes' bounds and quantile
+// the text stage's interval is checked against.
 func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptions {
 	h := e.History
 	mode, _ := estimator.ParseExplainMode(e.Explain) // config.Validate refused anything else
@@ -165,9 +175,26 @@ func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptio
 		CheapCPUSeconds: e.CheapCPUSeconds, ExplainLimit: max(e.ExplainConcurrency, 0),
 		MinCount: h.MinCount, MaxSpread: h.MaxSpread, Alpha: h.Alpha, Shrink: h.Shrink,
 		ModelSigma: h.ModelSigma, RepeatSigma: h.RepeatSigma, MinCalibration: h.MinCalibration,
-		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile,
+		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile, Bounds: decisionBounds(e.DecisionBounds),
 		TextMaxSeconds: max(e.TextMaxSeconds, 0), // negative (no bound): 0 in the cascade
 	}
+}
+
+// decisionBounds are estimator.decision_bounds as the cascade reads them:
+// seconds and bytes per target (estimator.MergeBounds joins them with
+// other lists of bounds: routing classes', guardrails' limits).
+func decisionBounds(d config.DecisionBounds) estimator.Bounds {
+	b := estimator.Bounds{}
+	for _, v := range d.CPU {
+		b[estimate.TargetCPU] = append(b[estimate.TargetCPU], time.Duration(v).Seconds())
+	}
+	for _, v := range d.PeakMemory {
+		b[estimate.TargetMemory] = append(b[estimate.TargetMemory], float64(v))
+	}
+	for _, v := range d.Elapsed {
+		b[estimate.TargetElapsed] = append(b[estimate.TargetElapsed], time.Duration(v).Seconds())
+	}
+	return estimator.MergeBounds(b)
 }
 
 // newRuntime opens ONNX Runtime as configured (e.ORTLib: FillDefaults
