@@ -13,8 +13,8 @@ import (
 // YAML: a number and a unit, "512MB", "4GB", "1.5TB", as in
 // query.max-memory. The units are io.airlift.units.DataSize's (B, kB, MB,
 // GB, TB, PB), each 1024 times the one before, as Trino reads them;
-// "KB" and the IEC names (KiB, MiB, GiB, TiB, PiB) mean the same, and a
-// bare number is bytes. The zero value is no size (a bound then is unset).
+// "KB" and the IEC names (KiB, MiB, GiB, TiB, PiB) mean the same, the
+// unit's case does not matter, and a bare number is bytes. The zero value is no size (a bound then is unset).
 type DataSize float64
 
 // dataSizeUnits are the multipliers of the units ParseDataSize reads.
@@ -37,6 +37,11 @@ func ParseDataSize(s string) (DataSize, error) {
 	}
 	num, unit := strings.TrimSpace(t[:i]), strings.TrimSpace(t[i:])
 	mul, ok := dataSizeUnits[unit]
+	for u, m := range dataSizeUnits {
+		if !ok && strings.EqualFold(u, unit) {
+			mul, ok = m, true
+		}
+	}
 	if !ok {
 		return 0, fmt.Errorf("config: bad data size %q: unknown unit %q (want B, kB, MB, GB, TB or PB)", s, unit)
 	}

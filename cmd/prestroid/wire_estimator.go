@@ -26,6 +26,7 @@ import (
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/gateway"
+	"github.com/prestroid/prestroid/proxy/guardrail"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
@@ -161,9 +162,10 @@ func historyStore(h config.History) string {
 
 // cascadeOptions maps the configuration onto the cascade's options: the
 // estimator's (among them when to EXPLAIN on the hot path and the decision
-// bounds per target), and from routing the classes' bounds and quantile
-// the text stage's interval is checked against.
-func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptions {
+// bounds per target), from routing the classes' bounds and quantile the
+// text stage's interval is checked against, and the guardrails' limits
+// (a statement a guardrail could refuse gets its plan).
+func cascadeOptions(e config.Estimator, r config.Routing, g []config.Guardrail) estimator.CascadeOptions {
 	h := e.History
 	mode, _ := estimator.ParseExplainMode(e.Explain) // config.Validate refused anything else
 	// One bound per class, 0 for an unbounded last one (estimate.Class).
@@ -175,9 +177,20 @@ func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptio
 		CheapCPUSeconds: e.CheapCPUSeconds, ExplainLimit: max(e.ExplainConcurrency, 0),
 		MinCount: h.MinCount, MaxSpread: h.MaxSpread, Alpha: h.Alpha, Shrink: h.Shrink,
 		ModelSigma: h.ModelSigma, RepeatSigma: h.RepeatSigma, MinCalibration: h.MinCalibration,
-		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile, Bounds: decisionBounds(e.DecisionBounds),
+		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile, Bounds: estimator.MergeBounds(decisionBounds(e.DecisionBounds), guardrailBounds(g)),
 		TextMaxSeconds: max(e.TextMaxSeconds, 0), // negative (no bound): 0 in the cascade
 	}
+}
+
+// guardrailBounds are the guardrails' limits as decision bounds: a
+// statement whose pre-plan interval straddles a limit is explained, so a
+// refusal (or a pass) rests on the plan.
+func guardrailBounds(g []config.Guardrail) estimator.Bounds {
+	b := estimator.Bounds{}
+	for _, l := range guardrail.Bounds(guardrail.FromConfig(g)) {
+		b[l.Target] = append(b[l.Target], l.Value)
+	}
+	return b
 }
 
 // decisionBounds are estimator.decision_bounds as the cascade reads them:
@@ -269,7 +282,7 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Sta
 //
 // upstreamTLS is the EXPLAIN client's TLS to https clusters; nil means Go's
 // defaults.
-func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), ss serviceStats, err error) {
+func newEstimatorService(e config.Estimator, r config.Routing, g []config.Guardrail, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), ss serviceStats, err error) {
 	var caches []statsCache
 	var mo bundle.ModelOptions
 	if e.VectorCacheBytes >= 0 {
@@ -299,7 +312,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
 		MaxWait: time.Duration(e.MaxWait), Workers: e.Workers, Logger: logger,
 		Explain: &plan.ExplainClient{HTTP: plan.NewHTTPClient(upstreamTLS)},
-		Cascade: cascadeOptions(e, r),
+		Cascade: cascadeOptions(e, r, g),
 	}
 	if so.History, err = newHistory(e.History, logger); err != nil {
 		if m != nil {
@@ -367,7 +380,7 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		logger.Info("estimator disabled by configuration")
 		return closeFn, nil
 	}
-	svc, reload, ss, err := newEstimatorService(e, cfg.Routing, o.UpstreamTLS, logger)
+	svc, reload, ss, err := newEstimatorService(e, cfg.Routing, cfg.Guardrails, o.UpstreamTLS, logger)
 	if err != nil {
 		// A missing runtime or model with the embedded default runs
 		// without estimates; a history file that cannot be opened (held

@@ -76,12 +76,18 @@ func TestDecisionBoundsReachTheCascade(t *testing.T) {
 		PeakMemory: []config.DataSize{4 << 30},
 		Elapsed:    []config.Duration{config.Duration(time.Minute)},
 	}}
-	co := cascadeOptions(e, config.Routing{Classes: []config.CostClass{{Name: "small", MaxCPUSeconds: 1}, {Name: "large"}}, ClassQuantile: 0.9})
+	co := cascadeOptions(e, config.Routing{Classes: []config.CostClass{{Name: "small", MaxCPUSeconds: 1}, {Name: "large"}}, ClassQuantile: 0.9}, nil)
 	if !slices.Equal(co.Bounds[estimate.TargetCPU], []float64{30, 300}) || !slices.Equal(co.Bounds[estimate.TargetMemory], []float64{4 << 30}) ||
 		!slices.Equal(co.Bounds[estimate.TargetElapsed], []float64{60}) || !slices.Equal(co.ClassBounds, []float64{1, 0}) {
 		t.Fatalf("bounds %v, class bounds %v", co.Bounds, co.ClassBounds)
 	}
-	if co := cascadeOptions(config.Estimator{Explain: "always"}, config.Routing{}); co.Bounds != nil {
+	// A guardrail's limit is a bound too: a statement it could refuse gets its plan.
+	g := []config.Guardrail{{Name: "big", Target: "peak_memory", Limit: "8GB"}, {Name: "slow", Target: "cpu", Limit: "10m"}}
+	co = cascadeOptions(e, config.Routing{}, g)
+	if !slices.Equal(co.Bounds[estimate.TargetMemory], []float64{4 << 30, 8 << 30}) || !slices.Equal(co.Bounds[estimate.TargetCPU], []float64{30, 300, 600}) {
+		t.Fatalf("with guardrails: bounds %v", co.Bounds)
+	}
+	if co := cascadeOptions(config.Estimator{Explain: "always"}, config.Routing{}, nil); co.Bounds != nil {
 		t.Fatalf("no decision bounds configured: %v; want none", co.Bounds)
 	}
 }
