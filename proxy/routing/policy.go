@@ -19,12 +19,93 @@ var (
 	_ Selector = (*RulePolicy)(nil)
 )
 
-// CostClass is a band of predicted CPU time; clusters serve one class.
-// Classes are checked in order: a query belongs to the first class whose
-// MaxCPUSeconds is at least its estimate (0 means unbounded).
+// CostClass is a band of predicted cost; clusters serve one class.
+// Classes are checked in order: a query belongs to the first class that
+// holds it (ClassFor): its CPU time within MaxCPUSeconds, and its peak
+// memory and elapsed time within MaxPeakMemory and MaxElapsed where the
+// estimate predicts them. A bound that is not positive is unbounded.
 type CostClass struct {
 	Name          string
 	MaxCPUSeconds float64
+	// MaxPeakMemory bounds the predicted peak memory in bytes: what the
+	// class's clusters can hold (routing.classes[].max_peak_memory).
+	MaxPeakMemory float64
+	// MaxElapsed bounds the predicted elapsed time in seconds
+	// (routing.classes[].max_elapsed).
+	MaxElapsed float64
+}
+
+// Bound is the class's upper bound on target t, in the target's unit; not
+// positive means unbounded.
+func (c CostClass) Bound(t estimate.Target) float64 {
+	switch t {
+	case estimate.TargetCPU:
+		return c.MaxCPUSeconds
+	case estimate.TargetMemory:
+		return c.MaxPeakMemory
+	case estimate.TargetElapsed:
+		return c.MaxElapsed
+	}
+	return 0
+}
+
+// ClassFor is the index of the class that holds estimate e at quantile q
+// (estimate.Quantity.Quantile; zero means the median), and the targets
+// other than CPU that e is predicted over every class's bound on (nil
+// when none: the usual case).
+//
+// A class holds e when the q-quantile of each target it bounds is within
+// the bound. The CPU time always counts (an estimate's CPU is a
+// prediction, zero included; NaN fits only an unbounded class, as in
+// estimate.Class); peak memory and elapsed time count only where e
+// predicts them (Quantity.Known), so a single-target estimate is routed
+// on its CPU alone. When no class holds e, the last class (the largest)
+// takes it. A target over every class's bound (every class bounds it, and
+// all are below the prediction) is reported: a query predicted over the
+// memory any cluster can hold is flagged, not refused (the guardrails
+// refuse; routing places). CPU over every bound is not reported: the
+// largest class takes the long queries, as it always has.
+// -1 when there are no classes.
+func ClassFor(classes []CostClass, e estimate.Estimate, q float64) (int, []estimate.Target) {
+	if len(classes) == 0 {
+		return -1, nil
+	}
+	var vals [len(estimate.Targets)]float64
+	var known [len(estimate.Targets)]bool
+	for _, t := range estimate.Targets {
+		qt := e.Of(t)
+		known[t] = t == estimate.TargetCPU || qt.Known()
+		if t == estimate.TargetCPU {
+			vals[t] = e.Quantile(q)
+		} else {
+			vals[t] = qt.Quantile(q)
+		}
+	}
+	fits := func(c CostClass, t estimate.Target) bool {
+		b := c.Bound(t)
+		return !known[t] || !(b > 0) || vals[t] <= b
+	}
+	ci := len(classes) - 1
+	for i, c := range classes {
+		if fits(c, estimate.TargetCPU) && fits(c, estimate.TargetMemory) && fits(c, estimate.TargetElapsed) {
+			ci = i
+			break
+		}
+	}
+	var over []estimate.Target
+	for _, t := range [...]estimate.Target{estimate.TargetMemory, estimate.TargetElapsed} {
+		all := known[t]
+		for _, c := range classes {
+			if !all {
+				break
+			}
+			all = !fits(c, t)
+		}
+		if all {
+			over = append(over, t)
+		}
+	}
+	return ci, over
 }
 
 // Fallback policies when a class has no healthy cluster.
@@ -153,8 +234,10 @@ const (
 //	fallback: no healthy cluster; default
 //	rule: RULE; class CLASS
 //
-// followed by "; rule RULE" when a rule fixed the class of a fallback or
-// shadow decision, "; queued" when the query waited for admission and
+// followed by "; over every class's TARGET" for each target the estimate
+// is predicted over every class's bound on (peak_memory, elapsed), then
+// "; rule RULE" when a rule fixed the class of a fallback or shadow
+// decision, "; queued" when the query waited for admission and
 // "; failover: NAME unreachable" for each cluster that refused it.
 type Decision struct {
 	Kind DecisionKind
@@ -175,6 +258,11 @@ type Decision struct {
 	FallbackClass string
 	// Rule names the routing rule that fixed Class; "" when none did.
 	Rule string
+	// Over are the targets (estimate.TargetMemory, TargetElapsed) the
+	// estimate is predicted over every class's bound on (ClassFor): the
+	// largest class took the query, which may still not fit. Nil when
+	// none.
+	Over []estimate.Target
 	// Queued is set when the query waited in the admission queue.
 	Queued bool
 	// Failovers are the clusters that refused the connection, in order.
@@ -203,6 +291,9 @@ func (d Decision) String() string {
 		default:
 			b.WriteString(": no healthy cluster; default")
 		}
+	}
+	for _, t := range d.Over {
+		b.WriteString("; over every class's " + t.String())
 	}
 	if d.Rule != "" && d.Kind != KindRule {
 		b.WriteString("; rule " + d.Rule)
@@ -243,12 +334,12 @@ func (LeastLoaded) Pick(class string, cs []ClusterState) int {
 	return best
 }
 
-// CostPolicy routes by predicted CPU time: the class from the estimate
-// (estimate.ClassOf), a cluster within the class (Picker), and when the
+// CostPolicy routes by predicted cost: the class from the estimate
+// (ClassFor: CPU time, and peak memory and elapsed time where predicted), a cluster within the class (Picker), and when the
 // class has no healthy cluster the Fallback policy. Queries without an estimate go to
 // the default cluster.
 type CostPolicy struct {
-	// Classes in increasing order of MaxCPUSeconds. Empty means no
+	// Classes in increasing order of their bounds. Empty means no
 	// routing by cost: estimated queries go to the default cluster.
 	Classes []CostClass
 	// Fallback is FallbackLarger (also when empty), FallbackDefault or
@@ -287,11 +378,11 @@ func (p *CostPolicy) Select(in Input) Decision {
 	if len(p.Classes) == 0 {
 		return Decision{Kind: KindEstimated, Cluster: def}
 	}
-	return p.place(in, estimate.ClassOf(p.Classes, costClassBound, in.Estimate.Quantile(p.Quantile)))
+	ci, over := ClassFor(p.Classes, in.Estimate, p.Quantile)
+	d := p.place(in, ci)
+	d.Over = over
+	return d
 }
-
-// costClassBound is a class's upper bound for estimate.ClassOf.
-func costClassBound(c CostClass) float64 { return c.MaxCPUSeconds }
 
 // place puts a query of class index ci on a cluster: shadow, routed or
 // fallback.
