@@ -131,6 +131,9 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bo
 		Bytes: int64(len(ctx.Request.Header.Header()) + len(ctx.Request.Body()))}
 	if d.estimate {
 		e.CPU = d.est.CPUSeconds
+		if m := d.est.PeakMemory; m.Known() {
+			e.Memory = m.Median
+		}
 	}
 	// The request must outlive this handler if the query waits.
 	e.Payload = func() []byte {

@@ -53,6 +53,7 @@ type ticket struct {
 type Usage struct {
 	Queries int     // admitted queries in flight
 	CPU     float64 // their predicted CPU seconds
+	Memory  float64 // their predicted peak memory in bytes
 }
 
 func newMemStore(o Options) *memStore {
@@ -63,23 +64,25 @@ func newMemStore(o Options) *memStore {
 // fits reports whether t can start now. A scope with nothing in flight
 // always admits one query, so a query larger than its budget still runs.
 func (a *memStore) fits(t *ticket) bool {
-	ok := func(u *Usage, maxN int, maxCPU float64) bool {
+	ok := func(u *Usage, maxN int, maxCPU, maxMem float64) bool {
 		if u == nil || u.Queries == 0 {
 			return true
 		}
-		return (maxN == 0 || u.Queries+1 <= maxN) && (maxCPU == 0 || u.CPU+t.CPU <= maxCPU)
+		return (maxN == 0 || u.Queries+1 <= maxN) && (maxCPU == 0 || u.CPU+t.CPU <= maxCPU) &&
+			(maxMem == 0 || u.Memory+t.Memory <= maxMem)
 	}
-	return ok(&a.global, a.o.MaxQueries, a.o.MaxCPUSeconds) &&
-		ok(a.perUser[t.User], a.o.UserMaxQueries, a.o.UserMaxCPUSeconds) &&
-		ok(a.perGroup[t.Group], a.o.GroupMaxQueries, a.o.GroupMaxCPUSeconds)
+	return ok(&a.global, a.o.MaxQueries, a.o.MaxCPUSeconds, a.o.MaxPeakMemory) &&
+		ok(a.perUser[t.User], a.o.UserMaxQueries, a.o.UserMaxCPUSeconds, a.o.UserMaxPeakMemory) &&
+		ok(a.perGroup[t.Group], a.o.GroupMaxQueries, a.o.GroupMaxCPUSeconds, a.o.GroupMaxPeakMemory)
 }
 
 func (a *memStore) charge(t *ticket, sign int) {
 	for _, u := range []*Usage{&a.global, a.use(a.perUser, t.User), a.use(a.perGroup, t.Group)} {
 		u.Queries += sign
 		u.CPU += float64(sign) * t.CPU
+		u.Memory += float64(sign) * t.Memory
 		if u.Queries <= 0 {
-			u.Queries, u.CPU = 0, 0
+			u.Queries, u.CPU, u.Memory = 0, 0, 0
 		}
 	}
 	if sign < 0 {
@@ -426,7 +429,7 @@ func (a *memStore) Queue(_ context.Context, max int) ([]Queued, error) {
 			if len(out) >= max {
 				return out, nil
 			}
-			out = append(out, Queued{ID: t.ID, User: t.User, Group: t.Group, CPU: t.CPU, Enqueued: t.enqueued,
+			out = append(out, Queued{ID: t.ID, User: t.User, Group: t.Group, CPU: t.CPU, Memory: t.Memory, Enqueued: t.enqueued,
 				Position: pos, Use: [3]Usage{a.global, get(a.perUser, t.User), get(a.perGroup, t.Group)}})
 		}
 	}
