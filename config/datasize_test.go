@@ -1,8 +1,11 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -46,5 +49,44 @@ func TestDataSizeYAMLRoundTrip(t *testing.T) {
 	}
 	if err := yaml.Unmarshal([]byte("m: lots"), &v); err == nil {
 		t.Error("m: lots parsed")
+	}
+}
+
+// The memory and time keys of classes and admission, as an operator
+// writes them.
+func TestLoadMemoryAndTimeKeys(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "prestroid.yaml")
+	os.WriteFile(p, []byte(`route_secret: "0123456789012345678901234567890123456789"
+clusters:
+  - {name: s, url: "http://s:1", class: small}
+  - {name: l, url: "http://l:1", class: large}
+routing:
+  classes:
+    - {name: small, max_cpu_seconds: 30, max_peak_memory: 4GB, max_elapsed: 2m}
+    - {name: large, max_peak_memory: 48GB}
+admission:
+  max_peak_memory: 64GB
+  user_max_peak_memory: 1.5GB
+  class_max_peak_memory: {large: 200GB}
+`), 0o600)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.FillDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Routing.Classes
+	if cl[0].MaxPeakMemory != 4<<30 || time.Duration(cl[0].MaxElapsed) != 2*time.Minute || cl[1].MaxPeakMemory != 48<<30 || cl[1].MaxElapsed != 0 {
+		t.Errorf("classes %+v", cl)
+	}
+	a := c.Admission
+	if a.MaxPeakMemory != 64<<30 || a.UserMaxPeakMemory != 1.5*(1<<30) || a.ClassMaxPeakMemory["large"] != 200<<30 {
+		t.Errorf("admission %+v", a)
+	}
+	os.WriteFile(p, []byte("routing:\n  classes:\n    - {name: a, max_peak_memory: 4 gigs}\n"), 0o600)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "data size") {
+		t.Errorf("a bad data size loaded: %v", err)
 	}
 }

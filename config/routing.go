@@ -127,6 +127,13 @@ type Admission struct {
 	MaxPeakMemory      DataSize `yaml:"max_peak_memory"`
 	UserMaxPeakMemory  DataSize `yaml:"user_max_peak_memory"`
 	GroupMaxPeakMemory DataSize `yaml:"group_max_peak_memory"`
+	// ClassMaxPeakMemory bounds, per cost class (a name in
+	// routing.classes), the predicted peak memory of the queries in flight
+	// on the class's clusters ("large: 200GB"): what they hold together.
+	// A query counts against the class of the cluster chosen for it when
+	// it is admitted; one whose cluster serves no class counts against
+	// none. A class absent or at zero is unlimited.
+	ClassMaxPeakMemory map[string]DataSize `yaml:"class_max_peak_memory"`
 	// UserGroups maps users to groups; GroupHeader, when set and present
 	// on a request, names the group instead. Unmapped users are their own
 	// group.
@@ -232,6 +239,15 @@ func (c *Config) validateRouting() error {
 	}
 	if err := validateRules(r.Rules, names); err != nil {
 		return err
+	}
+	for class, v := range c.Admission.ClassMaxPeakMemory {
+		key := "admission.class_max_peak_memory." + class
+		if !names[class] {
+			return bad(key, strconv.Quote(class), "not a name in routing.classes")
+		}
+		if v < 0 || math.IsNaN(float64(v)) {
+			return bad(key, v, "must not be negative")
+		}
 	}
 	switch r.Fallback {
 	case "", "larger", "default", "any":

@@ -46,6 +46,11 @@ type Options struct {
 	MaxPeakMemory      float64
 	UserMaxPeakMemory  float64
 	GroupMaxPeakMemory float64
+	// ClassMaxPeakMemory bounds the in-flight predicted peak memory of
+	// the queries admitted to each cost class's clusters (Entry.Class),
+	// by class name (admission.class_max_peak_memory); a class absent or
+	// at zero is unlimited.
+	ClassMaxPeakMemory map[string]float64
 	UserGroups         map[string]string
 	GroupHeader        string
 	// QueueSize bounds the waiting queries (admission.queue_size). Past it a
@@ -79,7 +84,17 @@ type Options struct {
 func (o *Options) Enabled() bool {
 	return o != nil && (o.MaxQueries > 0 || o.MaxCPUSeconds > 0 || o.UserMaxQueries > 0 ||
 		o.UserMaxCPUSeconds > 0 || o.GroupMaxQueries > 0 || o.GroupMaxCPUSeconds > 0 ||
-		o.MaxPeakMemory > 0 || o.UserMaxPeakMemory > 0 || o.GroupMaxPeakMemory > 0)
+		o.MaxPeakMemory > 0 || o.UserMaxPeakMemory > 0 || o.GroupMaxPeakMemory > 0 || o.classBudgets())
+}
+
+// classBudgets reports whether some class has a memory budget.
+func (o *Options) classBudgets() bool {
+	for _, v := range o.ClassMaxPeakMemory {
+		if v > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Store holds the budgets, the admitted queries' slots and the
@@ -138,6 +153,10 @@ type Entry struct {
 	// counts as a query and nothing more on that budget).
 	CPU    float64
 	Memory float64
+	// Class is the cost class of the cluster the query goes to, whose
+	// memory budget (Options.ClassMaxPeakMemory) it counts against; ""
+	// for none.
+	Class string
 	// Bytes is the size of the client's request (headers and body), known
 	// before anything is copied: a store refuses to queue one over the
 	// bounds.

@@ -28,6 +28,7 @@ type memStore struct {
 	global   Usage
 	perUser  map[string]*Usage
 	perGroup map[string]*Usage
+	perClass map[string]*Usage
 }
 
 var _ Store = (*memStore)(nil)
@@ -58,7 +59,7 @@ type Usage struct {
 
 func newMemStore(o Options) *memStore {
 	return &memStore{o: o, queued: map[string]*ticket{}, byUser: map[string][]*ticket{},
-		inflight: map[string]*ticket{}, ended: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*Usage{}, perGroup: map[string]*Usage{}}
+		inflight: map[string]*ticket{}, ended: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*Usage{}, perGroup: map[string]*Usage{}, perClass: map[string]*Usage{}}
 }
 
 // fits reports whether t can start now. A scope with nothing in flight
@@ -73,11 +74,16 @@ func (a *memStore) fits(t *ticket) bool {
 	}
 	return ok(&a.global, a.o.MaxQueries, a.o.MaxCPUSeconds, a.o.MaxPeakMemory) &&
 		ok(a.perUser[t.User], a.o.UserMaxQueries, a.o.UserMaxCPUSeconds, a.o.UserMaxPeakMemory) &&
-		ok(a.perGroup[t.Group], a.o.GroupMaxQueries, a.o.GroupMaxCPUSeconds, a.o.GroupMaxPeakMemory)
+		ok(a.perGroup[t.Group], a.o.GroupMaxQueries, a.o.GroupMaxCPUSeconds, a.o.GroupMaxPeakMemory) &&
+		(t.Class == "" || ok(a.perClass[t.Class], 0, 0, a.o.ClassMaxPeakMemory[t.Class]))
 }
 
 func (a *memStore) charge(t *ticket, sign int) {
-	for _, u := range []*Usage{&a.global, a.use(a.perUser, t.User), a.use(a.perGroup, t.Group)} {
+	scopes := []*Usage{&a.global, a.use(a.perUser, t.User), a.use(a.perGroup, t.Group)}
+	if t.Class != "" {
+		scopes = append(scopes, a.use(a.perClass, t.Class))
+	}
+	for _, u := range scopes {
 		u.Queries += sign
 		u.CPU += float64(sign) * t.CPU
 		u.Memory += float64(sign) * t.Memory
@@ -93,6 +99,9 @@ func (a *memStore) charge(t *ticket, sign int) {
 		}
 		if u := a.perGroup[t.Group]; u != nil && u.Queries == 0 {
 			delete(a.perGroup, t.Group)
+		}
+		if u := a.perClass[t.Class]; u != nil && u.Queries == 0 {
+			delete(a.perClass, t.Class)
 		}
 	}
 }

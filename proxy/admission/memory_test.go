@@ -109,3 +109,36 @@ func TestRedisMemoryBudgetReadsOldSlots(t *testing.T) {
 		t.Errorf("in-flight memory %g, want 4 GiB", m)
 	}
 }
+
+// A class's memory budget bounds what its clusters hold together, apart
+// from the other classes' and from queries of no class.
+func TestClassMemoryBudgets(t *testing.T) {
+	forBoth(t, func(t *testing.T, opts func(Options) *Options) {
+		ctx := context.Background()
+		a := storeFor(t, opts(Options{ClassMaxPeakMemory: map[string]float64{"small": 4 * gib, "large": 20 * gib}}))
+		in := func(user, class string, mem float64) *Entry {
+			e := memEntry(user, mem)
+			e.Class = class
+			return e
+		}
+		first := in("alice", "small", 3*gib)
+		if now, err := a.Enter(ctx, first); !now || err != nil {
+			t.Fatalf("the first small query waits (%v)", err)
+		}
+		for _, e := range []*Entry{in("bob", "large", 10*gib), in("carol", "", 50*gib)} {
+			if now, err := a.Enter(ctx, e); !now || err != nil {
+				t.Errorf("%s's query (class %q, %g GiB) waits beside a full small class (%v)", e.User, e.Class, e.Memory/gib, err)
+			}
+		}
+		second := in("dave", "small", 2*gib)
+		if now, _ := a.Enter(ctx, second); now {
+			t.Fatal("a second small query (3+2 GiB) admitted over the small class's 4 GiB")
+		}
+		if err := a.Release(ctx, first.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := state(t, a, second); got != StateAdmitted {
+			t.Errorf("the second small query after the first finished: state %d, want admitted", got)
+		}
+	})
+}

@@ -20,6 +20,12 @@ func OptionsFrom(a config.Admission) *Options {
 		MaxQueuedQueryBytes: a.MaxQueuedQueryBytes, MaxQueueBytes: a.MaxQueueBytes,
 		Rate: RateLimits{UserRate: a.UserRate, UserBurst: a.UserBurst, GroupRate: a.GroupRate, GroupBurst: a.GroupBurst},
 	}
+	for class, v := range a.ClassMaxPeakMemory {
+		if o.ClassMaxPeakMemory == nil {
+			o.ClassMaxPeakMemory = map[string]float64{}
+		}
+		o.ClassMaxPeakMemory[class] = v.Bytes()
+	}
 	if a.Redis != "" {
 		o.Redis = &RedisOptions{URL: a.Redis, Prefix: a.RedisPrefix, Lease: time.Duration(a.Lease), Down: a.RedisDown, Replicas: a.Replicas}
 	}

@@ -159,6 +159,10 @@ func newRedisStore(o Options, m Metrics, log *slog.Logger) (*redisStore, error) 
 		lo.MaxPeakMemory /= float64(r.Replicas)
 		lo.UserMaxPeakMemory /= float64(r.Replicas)
 		lo.GroupMaxPeakMemory /= float64(r.Replicas)
+		lo.ClassMaxPeakMemory = map[string]float64{}
+		for c, v := range o.ClassMaxPeakMemory {
+			lo.ClassMaxPeakMemory[c] = v / float64(r.Replicas)
+		}
 		lo.QueueSize = share(o.QueueSize)
 		s.local = newMemStore(lo)
 		s.fallback = "admitting with this replica's share of the budgets (redis_down: local)"
@@ -209,14 +213,15 @@ func (s *redisStore) trip(err error) {
 func (s *redisStore) Enter(ctx context.Context, e *Entry) (bool, error) {
 	args := []any{e.ID, e.User, e.Group, strconv.FormatFloat(e.CPU, 'g', -1, 64)}
 	mem := strconv.FormatFloat(e.Memory, 'g', -1, 64)
-	v, err := s.run(ctx, scEnter, append(args, "", mem)...)
+	class := []any{e.Class, strconv.FormatFloat(s.o.ClassMaxPeakMemory[e.Class], 'g', -1, 64)}
+	v, err := s.run(ctx, scEnter, append(append(args, "", mem), class...)...)
 	if err == nil && v.(int64) == 0 {
 		// It must wait: the request goes to Redis, within the per-query
 		// bound (Redis holds the waiting requests, not this process).
 		if big := tooBigToQueue(&s.o, e, -1); big != nil {
 			return false, big
 		}
-		v, err = s.run(ctx, scEnter, append(args, e.Payload(), mem)...)
+		v, err = s.run(ctx, scEnter, append(append(args, e.Payload(), mem), class...)...)
 	}
 	if err != nil {
 		if s.local == nil {
