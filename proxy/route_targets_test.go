@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,4 +50,18 @@ func TestCostRoutingOnMemoryAndTime(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the flagged placement is counted by target", func(t *testing.T) {
+		resp, err := http.Get(p + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{`prestroid_decisions_over_class_total{target="peak_memory"} 1`,
+			`prestroid_decisions_over_class_total{target="elapsed"} 0`} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
 }
