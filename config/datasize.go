@@ -14,7 +14,8 @@ import (
 // query.max-memory. The units are io.airlift.units.DataSize's (B, kB, MB,
 // GB, TB, PB), each 1024 times the one before, as Trino reads them;
 // "KB" and the IEC names (KiB, MiB, GiB, TiB, PiB) mean the same, the
-// unit's case does not matter, and a bare number is bytes. The zero value is no size (a bound then is unset).
+// unit's case does not matter, and a bare number is bytes. The zero value
+// is no size (a bound then is unset).
 type DataSize float64
 
 // dataSizeUnits are the multipliers of the units ParseDataSize reads.

@@ -373,7 +373,8 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		if g == "" {
 			g = c.Name
 		}
-		o.RoutingGroups = append(o.RoutingGroups, gateway.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds, Class: c.Name})
+		o.RoutingGroups = append(o.RoutingGroups, gateway.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds,
+			MaxPeakMemory: c.MaxPeakMemory.Bytes(), MaxElapsed: time.Duration(c.MaxElapsed).Seconds(), Class: c.Name})
 	}
 	e := cfg.Estimator
 	if e.Disabled {
