@@ -169,15 +169,20 @@ func cascadeOptions(e config.Estimator, r config.Routing, g []config.Guardrail) 
 	h := e.History
 	mode, _ := estimator.ParseExplainMode(e.Explain) // config.Validate refused anything else
 	// One bound per class, 0 for an unbounded last one (estimate.Class).
+	// The classes' memory and elapsed bounds decide a class too (every one
+	// of them: over the last one the query is flagged).
 	var bounds []float64
+	classes := estimator.Bounds{}
 	for _, c := range r.Classes {
 		bounds = append(bounds, c.MaxCPUSeconds)
+		classes[estimate.TargetMemory] = append(classes[estimate.TargetMemory], float64(c.MaxPeakMemory))
+		classes[estimate.TargetElapsed] = append(classes[estimate.TargetElapsed], time.Duration(c.MaxElapsed).Seconds())
 	}
 	return estimator.CascadeOptions{
 		CheapCPUSeconds: e.CheapCPUSeconds, ExplainLimit: max(e.ExplainConcurrency, 0),
 		MinCount: h.MinCount, MaxSpread: h.MaxSpread, Alpha: h.Alpha, Shrink: h.Shrink,
 		ModelSigma: h.ModelSigma, RepeatSigma: h.RepeatSigma, MinCalibration: h.MinCalibration,
-		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile, Bounds: estimator.MergeBounds(decisionBounds(e.DecisionBounds), guardrailBounds(g)),
+		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile, Bounds: estimator.MergeBounds(decisionBounds(e.DecisionBounds), classes, guardrailBounds(g)),
 		TextMaxSeconds: max(e.TextMaxSeconds, 0), // negative (no bound): 0 in the cascade
 	}
 }

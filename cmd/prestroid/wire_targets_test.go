@@ -87,6 +87,14 @@ func TestDecisionBoundsReachTheCascade(t *testing.T) {
 	if !slices.Equal(co.Bounds[estimate.TargetMemory], []float64{4 << 30, 8 << 30}) || !slices.Equal(co.Bounds[estimate.TargetCPU], []float64{30, 300, 600}) {
 		t.Fatalf("with guardrails: bounds %v", co.Bounds)
 	}
+	// So are the classes' memory and elapsed bounds, the last class's too.
+	co = cascadeOptions(config.Estimator{}, config.Routing{Classes: []config.CostClass{
+		{Name: "small", MaxCPUSeconds: 1, MaxPeakMemory: 1 << 30, MaxElapsed: config.Duration(10 * time.Second)},
+		{Name: "large", MaxPeakMemory: 64 << 30}}}, nil)
+	if !slices.Equal(co.Bounds[estimate.TargetMemory], []float64{1 << 30, 64 << 30}) || !slices.Equal(co.Bounds[estimate.TargetElapsed], []float64{10}) ||
+		co.Bounds[estimate.TargetCPU] != nil {
+		t.Fatalf("class bounds per target: %v", co.Bounds)
+	}
 	if co := cascadeOptions(config.Estimator{Explain: "always"}, config.Routing{}, nil); co.Bounds != nil {
 		t.Fatalf("no decision bounds configured: %v; want none", co.Bounds)
 	}
