@@ -50,6 +50,20 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"an unbounded class before the last", func(c *Config) {
 			c.Routing.Classes = []CostClass{{Name: "a"}, {Name: "b", MaxCPUSeconds: 5}}
 		}, []string{"routing.classes[0].max_cpu_seconds"}},
+		{"memory bounds out of order", func(c *Config) {
+			c.Routing.Classes = []CostClass{{Name: "a", MaxCPUSeconds: 10, MaxPeakMemory: 8 << 30}, {Name: "b", MaxPeakMemory: 4 << 30}}
+		}, []string{"routing.classes[1].max_peak_memory", "4GB", "increasing"}},
+		{"elapsed bounds out of order", func(c *Config) {
+			c.Routing.Classes = []CostClass{{Name: "a", MaxCPUSeconds: 10, MaxElapsed: Duration(time.Hour)}, {Name: "b", MaxElapsed: Duration(time.Minute)}}
+		}, []string{"routing.classes[1].max_elapsed", "1m0s", "increasing"}},
+		{"a class memory budget of a class that does not exist", func(c *Config) {
+			c.Admission.ClassMaxPeakMemory = map[string]DataSize{"huge": 1 << 30}
+		}, []string{"admission.class_max_peak_memory.huge", `"huge"`, "routing.classes"}},
+		{"a negative class memory budget", func(c *Config) {
+			c.Routing.Classes = []CostClass{{Name: "a"}}
+			c.Admission.ClassMaxPeakMemory = map[string]DataSize{"a": -1}
+		}, []string{"admission.class_max_peak_memory.a", "negative"}},
+		{"a negative admission memory budget", func(c *Config) { c.Admission.GroupMaxPeakMemory = -1 }, []string{"admission.group_max_peak_memory"}},
 		{"a cluster naming an unknown class", func(c *Config) { c.Clusters[0].Class = "huge" }, []string{"clusters[0].class", `"huge"`}},
 		{"an unknown fallback policy", func(c *Config) { c.Routing.Fallback = "random" }, []string{"routing.fallback", `"random"`}},
 		{"a negative admission budget", func(c *Config) { c.Admission.UserMaxQueries = -2 }, []string{"admission.user_max_queries", "-2"}},

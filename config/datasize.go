@@ -9,37 +9,48 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// DataSize is an amount of memory in bytes that reads "8GB" style strings
-// from YAML, as Trino's io.airlift.units.DataSize does (query.max-memory):
-// a number (a fraction allowed) and a unit, B, kB, MB, GB, TB or PB, each
-// 1024 times the one before (Trino's meaning: "1GB" is 1073741824 bytes);
-// KiB, MiB, GiB, TiB and PiB are the same units; the unit's case does not
-// matter. A plain integer is bytes.
-type DataSize int64
+// DataSize is a number of bytes that reads Trino's data size syntax from
+// YAML: a number and a unit, "512MB", "4GB", "1.5TB", as in
+// query.max-memory. The units are io.airlift.units.DataSize's (B, kB, MB,
+// GB, TB, PB), each 1024 times the one before, as Trino reads them;
+// "KB" and the IEC names (KiB, MiB, GiB, TiB, PiB) mean the same, the
+// unit's case does not matter, and a bare number is bytes. The zero value
+// is no size (a bound then is unset).
+type DataSize float64
 
+// dataSizeUnits are the multipliers of the units ParseDataSize reads.
 var dataSizeUnits = map[string]float64{
-	"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "pb": 1 << 50,
-	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50,
+	"": 1, "B": 1,
+	"kB": 1 << 10, "KB": 1 << 10, "KiB": 1 << 10,
+	"MB": 1 << 20, "MiB": 1 << 20,
+	"GB": 1 << 30, "GiB": 1 << 30,
+	"TB": 1 << 40, "TiB": 1 << 40,
+	"PB": 1 << 50, "PiB": 1 << 50,
 }
 
-// ParseDataSize reads s in DataSize's syntax.
+// ParseDataSize reads s in the DataSize syntax; a negative, NaN or
+// infinite size is an error.
 func ParseDataSize(s string) (DataSize, error) {
 	t := strings.TrimSpace(s)
-	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	num, unit := t, "b"
-	if i >= 0 {
-		num, unit = strings.TrimSpace(t[:i]), strings.ToLower(strings.TrimSpace(t[i:]))
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
 	}
-	mult, ok := dataSizeUnits[unit]
+	num, unit := strings.TrimSpace(t[:i]), strings.TrimSpace(t[i:])
+	mul, ok := dataSizeUnits[unit]
+	for u, m := range dataSizeUnits {
+		if !ok && strings.EqualFold(u, unit) {
+			mul, ok = m, true
+		}
+	}
+	if !ok {
+		return 0, fmt.Errorf("config: bad data size %q: unknown unit %q (want B, kB, MB, GB, TB or PB)", s, unit)
+	}
 	v, err := strconv.ParseFloat(num, 64)
-	if !ok || err != nil || num == "" {
-		return 0, fmt.Errorf("config: bad data size %q: want a number and B, kB, MB, GB, TB or PB (e.g. 8GB)", s)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("config: bad data size %q: want a number and a unit, e.g. 4GB", s)
 	}
-	b := math.Ceil(v * mult)
-	if b >= math.MaxInt64 {
-		return 0, fmt.Errorf("config: bad data size %q: too large", s)
-	}
-	return DataSize(b), nil
+	return DataSize(v * mul), nil
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
@@ -55,14 +66,17 @@ func (d *DataSize) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML implements yaml.Marshaler.
 func (d DataSize) MarshalYAML() (any, error) { return d.String(), nil }
 
-// String is the size in the largest unit that holds it whole ("8GB",
-// "1536MB", "100B"), which ParseDataSize reads back as the same size.
+// String formats the size in the largest unit that holds it whole (Trino's
+// syntax: "4GB", "1536MB"); a size that no unit holds whole is bytes.
 func (d DataSize) String() string {
-	units := [...]string{"B", "kB", "MB", "GB", "TB", "PB"}
-	v, u := int64(d), 0
-	for u < len(units)-1 && v != 0 && v%1024 == 0 {
-		v /= 1024
-		u++
+	v := float64(d)
+	for _, u := range [...]string{"PB", "TB", "GB", "MB", "kB"} {
+		if m := dataSizeUnits[u]; v >= m && v == math.Trunc(v/m)*m {
+			return strconv.FormatFloat(v/m, 'f', -1, 64) + u
+		}
 	}
-	return strconv.FormatInt(v, 10) + units[u]
+	return strconv.FormatFloat(v, 'f', -1, 64) + "B"
 }
+
+// Bytes is the size in bytes.
+func (d DataSize) Bytes() float64 { return float64(d) }

@@ -92,6 +92,16 @@ type Estimator struct {
 	// accounting carry). Zero means 1 s; negative means no bound (the
 	// classes alone decide).
 	TextMaxSeconds float64 `yaml:"text_max_seconds"`
+	// DecisionBounds are the values, per target, at which a decision the
+	// engine makes from a query's resource estimate changes: the ranges
+	// the deployment's Trino resource-group selectors select on
+	// (resourceEstimate executionTime, cpuTime and peakMemory, which the
+	// proxy's X-Trino-Resource-Estimate carries). Under explain:
+	// when-uncertain they count as the routing classes' bounds do: a
+	// statement whose estimate before the plan lies on either side of one
+	// of them, or that does not predict a target with bounds, is explained.
+	// Empty (the default) means the routing classes' bounds alone.
+	DecisionBounds DecisionBounds `yaml:"decision_bounds"`
 	// ExplainConcurrency bounds the EXPLAINs running at once on each
 	// cluster; over it on every healthy cluster, a query is estimated
 	// from history or fails open at once (never queued). Zero means 16;
@@ -111,6 +121,18 @@ type Estimator struct {
 	Explain string `yaml:"explain"`
 	// History is what the estimate cascade learns from completed queries.
 	History History `yaml:"history"`
+}
+
+// DecisionBounds are estimator.decision_bounds: per target, the bounds
+// (in any order) at which a decision made from the estimate changes.
+type DecisionBounds struct {
+	// CPU are CPU times ("30s", "5m").
+	CPU []Duration `yaml:"cpu"`
+	// PeakMemory are peak memory sizes in Trino's data size syntax ("4GB":
+	// 4 GiB, as Trino reads it).
+	PeakMemory []DataSize `yaml:"peak_memory"`
+	// Elapsed are elapsed (wall-clock) times ("30s", "10m").
+	Elapsed []Duration `yaml:"elapsed"`
 }
 
 // History configures the estimate cascade's history store (docs/design.md §5.1):
@@ -161,7 +183,8 @@ type History struct {
 	// of ln CPU between runs of one statement: load, JIT warmth), which
 	// floors the history's intervals, until this deployment's own repeats
 	// teach it (each weighs as much as the prior after Shrink of them).
-	// Zero means 0.25.
+	// The peak memory and the elapsed time learn their own noise from the
+	// same prior. Zero means 0.25.
 	RepeatSigma float64 `yaml:"repeat_sigma"`
 	// MinCalibration is how many explained runs the optimizer calibration
 	// (Trino's cpuCost → seconds) needs before it stands in for a failing
@@ -199,6 +222,21 @@ func (c *Config) validateEstimator() error {
 		{"estimator.table_stats.retry", int64(e.TableStats.Retry)}, {"estimator.table_stats.max_entries", int64(e.TableStats.MaxEntries)}} {
 		if f.v < 0 {
 			return bad(f.key, f.v, "must not be negative")
+		}
+	}
+	for _, d := range []struct {
+		key string
+		vs  []Duration
+	}{{"estimator.decision_bounds.cpu", e.DecisionBounds.CPU}, {"estimator.decision_bounds.elapsed", e.DecisionBounds.Elapsed}} {
+		for _, v := range d.vs {
+			if v <= 0 {
+				return bad(d.key, v, "a bound must be positive")
+			}
+		}
+	}
+	for _, v := range e.DecisionBounds.PeakMemory {
+		if !(float64(v) > 0) {
+			return bad("estimator.decision_bounds.peak_memory", v, "a bound must be positive")
 		}
 	}
 	if ts := e.TableStats; ts.Expire > 0 && ts.Refresh > ts.Expire {

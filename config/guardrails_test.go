@@ -93,10 +93,10 @@ func TestDataSize(t *testing.T) {
 	} {
 		got, err := ParseDataSize(in)
 		if err != nil || got != want {
-			t.Errorf("ParseDataSize(%q) = %d, %v; want %d", in, got, err, want)
+			t.Errorf("ParseDataSize(%q) = %v, %v; want %v", in, got, err, want)
 		}
 		if back, err := ParseDataSize(got.String()); err != nil || back != got {
-			t.Errorf("%q: String %q reads back as %d, %v", in, got.String(), back, err)
+			t.Errorf("%q: String %q reads back as %v, %v", in, got.String(), back, err)
 		}
 	}
 	for _, in := range []string{"", "GB", "8XB", "-1GB", "1e400GB", "eight"} {

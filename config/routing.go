@@ -15,10 +15,12 @@ import (
 // The zero value estimates nothing more than the estimator is asked to and
 // routes every query to the first cluster.
 type Routing struct {
-	// Classes are cost classes in increasing order of MaxCPUSeconds; the
-	// last may leave it 0 (unbounded). A query belongs to the first class
-	// whose bound is at least its predicted CPU seconds; clusters name the
-	// class they serve. Empty means no routing by cost.
+	// Classes are cost classes in increasing order of their bounds; the
+	// last may leave a bound 0 (unbounded). A query belongs to the first
+	// class that holds each of its predictions (CPU seconds, and peak
+	// memory and elapsed time where the class bounds them and the
+	// estimate predicts them); clusters name the class they serve. Empty
+	// means no routing by cost.
 	Classes []CostClass `yaml:"classes"`
 	// Rules route queries by who sent them before cost (rules.go): the
 	// first rule whose conditions all hold fixes the query's class, then
@@ -83,13 +85,25 @@ type Routing struct {
 	DeprecatedExplain string `yaml:"explain"`
 }
 
-// CostClass is one band of predicted CPU time.
+// CostClass is one band of predicted cost: CPU time, and optionally peak
+// memory and elapsed time. A query fits a class when the class quantile
+// (ClassQuantile) of each target it bounds is within the bound; a target
+// the estimate does not predict does not constrain.
 type CostClass struct {
 	// Name is referenced by clusters[].class. Required, unique.
 	Name string `yaml:"name"`
 	// MaxCPUSeconds is the band's upper bound; 0 means unbounded (only the
 	// last class may use it).
 	MaxCPUSeconds float64 `yaml:"max_cpu_seconds"`
+	// MaxPeakMemory bounds the predicted peak user memory ("4GB"): what
+	// the class's clusters can hold, e.g. near their query.max-memory.
+	// Zero means unbounded. Bounded classes must be in increasing order;
+	// a query predicted over every class's bound goes to the last class
+	// and its decision says so ("; over every class's peak_memory").
+	MaxPeakMemory DataSize `yaml:"max_peak_memory"`
+	// MaxElapsed bounds the predicted elapsed time ("10m"), as
+	// MaxPeakMemory bounds memory. Zero means unbounded.
+	MaxElapsed Duration `yaml:"max_elapsed"`
 	// RoutingGroup is the Trino Gateway routing group of the class (for
 	// the external routing endpoint). Empty means the class name.
 	RoutingGroup string `yaml:"routing_group"`
@@ -106,6 +120,20 @@ type Admission struct {
 	UserMaxCPUSeconds  float64 `yaml:"user_max_cpu_seconds"`
 	GroupMaxQueries    int     `yaml:"group_max_queries"`
 	GroupMaxCPUSeconds float64 `yaml:"group_max_cpu_seconds"`
+	// MaxPeakMemory, UserMaxPeakMemory and GroupMaxPeakMemory bound the
+	// predicted peak memory ("64GB") of the queries in flight, all users,
+	// per user and per group, beside the CPU budgets. A query whose
+	// estimate predicts no memory counts as none. Zero means unlimited.
+	MaxPeakMemory      DataSize `yaml:"max_peak_memory"`
+	UserMaxPeakMemory  DataSize `yaml:"user_max_peak_memory"`
+	GroupMaxPeakMemory DataSize `yaml:"group_max_peak_memory"`
+	// ClassMaxPeakMemory bounds, per cost class (a name in
+	// routing.classes), the predicted peak memory of the queries in flight
+	// on the class's clusters ("large: 200GB"): what they hold together.
+	// A query counts against the class of the cluster chosen for it when
+	// it is admitted; one whose cluster serves no class counts against
+	// none. A class absent or at zero is unlimited.
+	ClassMaxPeakMemory map[string]DataSize `yaml:"class_max_peak_memory"`
 	// UserGroups maps users to groups; GroupHeader, when set and present
 	// on a request, names the group instead. Unmapped users are their own
 	// group.
@@ -198,6 +226,9 @@ func (c *Config) validateRouting() error {
 		}
 		prev = cl.MaxCPUSeconds
 	}
+	if err := validateClassBounds(r.Classes); err != nil {
+		return err
+	}
 	for i, cl := range c.Clusters {
 		if cl.Class != "" && !names[cl.Class] {
 			return bad(fmt.Sprintf("clusters[%d].class", i), strconv.Quote(cl.Class), "not a name in routing.classes")
@@ -208,6 +239,15 @@ func (c *Config) validateRouting() error {
 	}
 	if err := validateRules(r.Rules, names); err != nil {
 		return err
+	}
+	for class, v := range c.Admission.ClassMaxPeakMemory {
+		key := "admission.class_max_peak_memory." + class
+		if !names[class] {
+			return bad(key, strconv.Quote(class), "not a name in routing.classes")
+		}
+		if v < 0 || math.IsNaN(float64(v)) {
+			return bad(key, v, "must not be negative")
+		}
 	}
 	switch r.Fallback {
 	case "", "larger", "default", "any":
@@ -253,6 +293,8 @@ func (c *Config) validateRouting() error {
 		"admission.lease": float64(a.Lease), "admission.replicas": float64(a.Replicas), "admission.idle_release": float64(a.IdleRelease),
 		"admission.user_rate": a.UserRate, "admission.user_burst": float64(a.UserBurst),
 		"admission.group_rate": a.GroupRate, "admission.group_burst": float64(a.GroupBurst),
+		"admission.max_peak_memory": float64(a.MaxPeakMemory), "admission.user_max_peak_memory": float64(a.UserMaxPeakMemory),
+		"admission.group_max_peak_memory": float64(a.GroupMaxPeakMemory),
 	} {
 		if v < 0 || math.IsNaN(v) {
 			return bad(key, v, "must not be negative")
@@ -271,6 +313,30 @@ func (c *Config) validateRouting() error {
 	}
 	if a.Lease != 0 && time.Duration(a.Lease) < time.Second {
 		return bad("admission.lease", a.Lease, "must be at least 1s")
+	}
+	return nil
+}
+
+// validateClassBounds checks the memory and time bounds of the classes:
+// not negative, and increasing over the classes that set them (a class
+// may leave either unbounded, and a smaller class may bound what a larger
+// one does not).
+func validateClassBounds(classes []CostClass) error {
+	var prevMem, prevTime float64
+	for i, cl := range classes {
+		key := fmt.Sprintf("routing.classes[%d]", i)
+		mem, el := float64(cl.MaxPeakMemory), float64(cl.MaxElapsed)
+		switch {
+		case mem < 0 || math.IsNaN(mem):
+			return fmt.Errorf("%w: %s.max_peak_memory=%v: must not be negative", ErrInvalid, key, cl.MaxPeakMemory)
+		case mem > 0 && mem <= prevMem:
+			return fmt.Errorf("%w: %s.max_peak_memory=%v: classes must be in increasing order", ErrInvalid, key, cl.MaxPeakMemory)
+		case el < 0:
+			return fmt.Errorf("%w: %s.max_elapsed=%v: must not be negative", ErrInvalid, key, cl.MaxElapsed)
+		case el > 0 && el <= prevTime:
+			return fmt.Errorf("%w: %s.max_elapsed=%v: classes must be in increasing order", ErrInvalid, key, cl.MaxElapsed)
+		}
+		prevMem, prevTime = max(prevMem, mem), max(prevTime, el)
 	}
 	return nil
 }

@@ -43,6 +43,9 @@ type Background struct {
 	Explain         time.Duration
 	Err             error
 	lnModel, lnCost float64
+	// modelBy is the model's raw median of each target beyond CPU (0: not
+	// predicted), for Basis.ModelBy.
+	modelBy [numTargets]float64
 }
 
 type pendingEntry struct {
@@ -233,6 +236,11 @@ func (s *Service) runBehind(m *bundle.Model, planner string, engine dialect.Engi
 		}
 	}
 	r.ModelCPUSeconds = e.CPUSeconds
+	for _, t := range beyondCPU {
+		if q := e.Of(t); q.Known() {
+			r.modelBy[t] = q.Median
+		}
+	}
 	if e.CPUSeconds > 0 {
 		r.lnModel = math.Log(e.CPUSeconds)
 	}
@@ -240,7 +248,7 @@ func (s *Service) runBehind(m *bundle.Model, planner string, engine dialect.Engi
 }
 
 // Settle waits, at most until ctx ends, for the background EXPLAIN +
-// model behind b (Basis.Pending), fills b's LnModel and LnCost from it and
+// model behind b (Basis.Pending), fills b's LnModel, ModelBy and LnCost from it and
 // returns its outcome (for the query's feedback record: the plan and the
 // model's number). ok is false when b has none on this replica (none
 // started, another replica's, already settled, expired) or ctx ended
@@ -268,6 +276,11 @@ func (s *Service) Settle(ctx context.Context, b *Basis) (bg Background, ok bool)
 	}
 	if !math.IsNaN(r.lnCost) {
 		b.LnCost = r.lnCost
+	}
+	for _, t := range beyondCPU {
+		if r.modelBy[t] > 0 {
+			b.ModelBy[t] = r.modelBy[t]
+		}
 	}
 	return r, true
 }

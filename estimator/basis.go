@@ -23,6 +23,35 @@ type basisWire struct {
 	Source  estimate.Source `json:"src"`
 	Pending string          `json:"p,omitempty"`
 	Engine  dialect.Engine  `json:"e,omitempty"` // "" for Trino: a Trino basis reads as it always did
+	// ModelBy and TextBy are Basis.ModelBy and TextBy by target label
+	// ("peak_memory", "elapsed"), the targets not predicted left out.
+	ModelBy map[string]float64 `json:"mb,omitempty"`
+	TextBy  map[string]float64 `json:"tb,omitempty"`
+}
+
+// byLabel is a per-target array as the wire carries it: the known values
+// beyond the CPU time by target label; nil when none is.
+func byLabel(v *[numTargets]float64) map[string]float64 {
+	var m map[string]float64
+	for _, t := range beyondCPU {
+		if x := v[t]; x > 0 && !math.IsInf(x, 0) {
+			if m == nil {
+				m = map[string]float64{}
+			}
+			m[t.String()] = x
+		}
+	}
+	return m
+}
+
+// fromLabels is byLabel's inverse; labels it does not know are left out.
+func fromLabels(m map[string]float64) (v [numTargets]float64) {
+	for k, x := range m {
+		if t, ok := estimate.ParseTarget(k); ok && t != estimate.TargetCPU && x > 0 {
+			v[t] = x
+		}
+	}
+	return v
 }
 
 func finite(v float64) *float64 {
@@ -46,7 +75,8 @@ func MarshalBasis(b *Basis) []byte {
 		return nil
 	}
 	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), LnModel: finite(b.LnModel),
-		LnCost: finite(b.LnCost), LnText: finite(b.LnText), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine)}) // strings and finite numbers: cannot fail
+		LnCost: finite(b.LnCost), LnText: finite(b.LnText), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
+		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy)}) // strings and finite numbers: cannot fail
 	return out
 }
 
@@ -60,7 +90,8 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending, Engine: w.Engine}
+	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
+		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy)}
 }
 
 // wireEngine is the engine as a basis carries it: Trino's is left out.

@@ -41,6 +41,11 @@ import (
 //	                log-linear fit on this deployment's history
 //	none            fail open (the error)
 //
+// Every stage above predicts the CPU time; those that predict the peak
+// memory and the elapsed time too (the history, the text and plan models)
+// get each target calibrated, tempered and checked against its decision
+// bounds as the CPU time is (targets.go, CascadeOptions.Bounds).
+//
 // A statement that ran before but did not satisfy the history stage gets
 // the answer of a stage after it (text, model+residual, model, optimizer)
 // combined with its own runs (temper, repeats.go).
@@ -85,11 +90,11 @@ type request struct {
 	fp string
 	// b is what the history learns from the query's outcome (historyStage;
 	// it points at basis): nil without a history, or for EXECUTE, whose
-	// text does not say what runs. exact is the statement's own history,
-	// read once (Count 0: none).
+	// text does not say what runs. exact is the statement's own history
+	// per target, read once (Count 0: none).
 	b     *Basis
 	basis Basis
-	exact history.Stats
+	exact runs
 	// m is the model, held until the cascade ends (cacheStage): nil when
 	// the scoreHook stands in for it (tests), or with merr saying why.
 	// merr is also the model's failure on the plan (modelStage).
@@ -220,7 +225,7 @@ type CascadeOptions struct {
 	// RepeatSigma is the prior of the run-to-run noise (standard deviation
 	// of ln CPU between runs of one statement: load, JIT warmth) until the
 	// deployment's own repeats teach it (repeats.go); it floors the
-	// history's intervals. Zero means no prior: the floor is what the
+	// history's intervals. Each target learns its own from this prior. Zero means no prior: the floor is what the
 	// repeats taught (shrunk toward 0 by Shrink runs), sigmaFloor before.
 	RepeatSigma float64
 	// MinCalibration is how many queries the optimizer calibration needs
@@ -247,6 +252,18 @@ type CascadeOptions struct {
 	// cover. Zero means the median, as for every class quantile in code
 	// (package estimate); config fills routing.class_quantile's default.
 	ClassQuantile float64
+	// Bounds are, per target, the values at which a decision made from an
+	// estimate changes, beside the routing classes' (ClassBounds): the
+	// ranges the deployment's resource groups select on, guardrail
+	// limits, budgets. Under ExplainWhenUncertain a pre-plan estimate
+	// decides only when, for every target with bounds (ClassBounds count
+	// as CPU bounds), it predicts the target and its interval (as for
+	// ClassBounds: covering ClassQuantile) lies on one side of each bound
+	// — or the plan could not move it across one (decides). Bounds are
+	// the target's unit (seconds, bytes); an estimate at a bound is on its
+	// lower side, as in estimate.Class. Nil means the classes' alone;
+	// MergeBounds joins lists from several places.
+	Bounds Bounds
 	// TextMaxSeconds bounds the statements the text model decides under
 	// ExplainWhenUncertain: the high end of its 80% interval at most this
 	// many CPU seconds (larger ones are explained: the plan-based number
@@ -271,9 +288,15 @@ const minSeconds = 0.001
 type Basis struct {
 	Exact, Shape string
 	// LnModel is ln of the model's raw prediction; LnCost ln(1+Σ cpuCost);
-	// LnText ln of the text stage's raw median.
+	// LnText ln of the text stage's raw median (of the CPU time).
 	LnModel, LnCost, LnText float64
-	Source                  estimate.Source
+	// ModelBy and TextBy are the model's and the text stage's raw medians
+	// of the targets beyond the CPU time (peak memory, elapsed; indexed by
+	// estimate.Target, the TargetCPU slot unused: LnModel and LnText hold
+	// the CPU time's), not their logs: 0 when the stage did not predict
+	// the target, so that the zero Basis predicts none.
+	ModelBy, TextBy [numTargets]float64
+	Source          estimate.Source
 	// Engine is the engine of the coordinators the statement was
 	// estimated for (the global calibrations are per engine: globalKey).
 	Engine dialect.Engine
@@ -284,7 +307,12 @@ type Basis struct {
 	Pending string
 }
 
-// History keys: a prefix byte and a SHA-256 digest.
+// History keys: a prefix byte and a SHA-256 digest, or a global name.
+// The comments name the CPU time's statistic; each target beyond it has
+// its own under the same key plus "/" and its label (targetKey): the
+// statement's ln peak memory under "x:…/peak_memory", the model's global
+// offset on the elapsed time under "g:model/elapsed". The optimizer's
+// calibration is the CPU time's alone.
 const (
 	keyExact     = "x:" // a statement's ln CPU
 	keyShape     = "s:" // a shape's ln CPU
@@ -394,20 +422,27 @@ func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float
 	return off, math.Sqrt(sigma2), shaped
 }
 
-// Observe learns from a completed query: its statement's and shape's
-// history, the shape's residual, the global calibrations and, when the
-// statement ran before, the run-to-run noise (repeats.go), from the
-// estimate's Basis and the query's actual CPU time. It never blocks: the
-// write happens on the learner's goroutine (dropped when its queue is
-// full). A nil Basis is ignored. When the text stage answered and its
-// background EXPLAIN + model is still running (Basis.Pending), the
-// observation waits for it on another goroutine (at most the EXPLAIN
-// timeout), so that the model's number still teaches the residuals.
-func (s *Service) Observe(b *Basis, actualSeconds float64) {
-	if b == nil || s.learn == nil || math.IsNaN(actualSeconds) || actualSeconds < 0 {
+// Observe learns from a completed query: for each target whose actual
+// value a is known (the CPU time always; peak memory and elapsed time
+// when positive) its statement's and shape's history, the shape's
+// residuals and the global offsets of the stages that predicted it, and,
+// when the statement ran before, the target's run-to-run noise
+// (repeats.go); the optimizer calibration from the CPU time. It never
+// blocks: the write happens on the learner's goroutine (dropped when its
+// queue is full). A nil Basis, or a CPU time that is negative or NaN, is
+// ignored. When the text stage answered and its background EXPLAIN + model
+// is still running (Basis.Pending), the observation waits for it on
+// another goroutine (at most the EXPLAIN timeout), so that the model's
+// numbers still teach the residuals.
+func (s *Service) Observe(b *Basis, a estimate.Actual) {
+	if b == nil || s.learn == nil || math.IsNaN(a.CPUSeconds) || a.CPUSeconds < 0 {
 		return
 	}
-	o := observation{b: *b, y: math.Log(max(actualSeconds, minSeconds)), at: time.Now()}
+	o := observation{b: *b, at: time.Now()}
+	o.y[estimate.TargetCPU] = math.Log(max(a.CPUSeconds, minSeconds))
+	for _, t := range beyondCPU {
+		o.y[t] = lnOrNaN(a.Of(t))
+	}
 	if o.b.Pending != "" && s.pending.has(o.b.Pending) && s.goBackground(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.settleTimeout())
 		defer cancel()
@@ -458,8 +493,10 @@ func (s *Service) Flush() {
 }
 
 type observation struct {
-	b     Basis
-	y     float64
+	b Basis
+	// y is ln of the actual value per target (estimate.Target); NaN where
+	// not known.
+	y     [numTargets]float64
 	at    time.Time
 	flush chan struct{}
 }
@@ -475,10 +512,11 @@ type learner struct {
 	q                         chan observation
 	done                      chan struct{}
 	observed, dropped, errors atomic.Uint64
-	// floor caches the run-to-run noise read from keyRepeat (repeatSigma);
-	// floorGen counts this learner's writes to keyRepeat, which make it
-	// stale at once (another replica's, within floorTTL).
-	floor    atomic.Pointer[cachedFloor]
+	// floor caches the run-to-run noise of each target read from its
+	// keyRepeat (repeatSigma); floorGen counts this learner's writes to
+	// keyRepeat (any target's), which make them stale at once (another
+	// replica's, within floorTTL).
+	floor    [numTargets]atomic.Pointer[cachedFloor]
 	floorGen atomic.Uint64
 }
 
@@ -531,48 +569,61 @@ func (l *learner) write(batch []observation) {
 	var ups []history.Update
 	var flushes []chan struct{}
 	a := l.opts.Alpha
-	// The statements' histories as this batch leaves them, for the
-	// prediction error of each repeat (a statement may run twice in one
-	// batch).
+	// The statements' histories (per target key) as this batch leaves
+	// them, for the prediction error of each repeat (a statement may run
+	// twice in one batch).
 	exact := map[string]history.Stats{}
 	repeats := false
+	var n uint64 // observations in the batch
 	for _, o := range batch {
 		if o.flush != nil {
 			flushes = append(flushes, o.flush)
 			continue
 		}
-		b, y, at := o.b, o.y, o.at
+		b, at := o.b, o.at
 		add := func(key string, v float64) {
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(v, a, at) }})
 		}
-		if b.Exact != "" {
-			st, ok := exact[b.Exact]
-			if !ok {
-				st, _ = l.store.Get(b.Exact)
+		var stored *runs // the statement's history per target, read once (one MGET on Redis)
+		for _, t := range estimate.Targets {
+			y := o.y[t]
+			if math.IsNaN(y) {
+				continue
 			}
-			if st.Count > 0 {
-				z := repeatError(st, y, a)
-				ra := slowAlpha(a)
-				ups = append(ups, history.Update{Key: keyRepeat, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(z, ra, at) }})
-				repeats = true
+			xk := targetKey(b.Exact, t)
+			if b.Exact != "" {
+				st, ok := exact[xk]
+				if !ok {
+					if stored == nil {
+						rs := l.readRuns(b.Exact)
+						stored = &rs
+					}
+					st = stored[t]
+				}
+				if st.Count > 0 {
+					z := repeatError(st, y, a)
+					ra := slowAlpha(a)
+					ups = append(ups, history.Update{Key: targetKey(keyRepeat, t), Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(z, ra, at) }})
+					repeats = true
+				}
+				exact[xk] = st.Add(y, a, at)
 			}
-			exact[b.Exact] = st.Add(y, a, at)
+			add(xk, y)
+			add(targetKey(b.Shape, t), y)
+			if lm := b.lnModel(t); !math.IsNaN(lm) {
+				add(targetKey(shapeKey(keyResidual, b.Shape), t), y-lm)
+				add(targetKey(globalKey(keyModel, b.Engine), t), y-lm)
+			}
+			if lt := b.lnText(t); !math.IsNaN(lt) {
+				add(targetKey(shapeKey(keyTextRes, b.Shape), t), y-lt)
+				add(targetKey(globalKey(keyText, b.Engine), t), y-lt)
+			}
 		}
-		add(b.Exact, y)
-		add(b.Shape, y)
-		if !math.IsNaN(b.LnModel) {
-			add(shapeKey(keyResidual, b.Shape), y-b.LnModel)
-			add(globalKey(keyModel, b.Engine), y-b.LnModel)
-		}
-		if !math.IsNaN(b.LnText) {
-			add(shapeKey(keyTextRes, b.Shape), y-b.LnText)
-			add(globalKey(keyText, b.Engine), y-b.LnText)
-		}
-		if !math.IsNaN(b.LnCost) {
+		if y := o.y[estimate.TargetCPU]; !math.IsNaN(b.LnCost) {
 			x, ca, key := b.LnCost, slowAlpha(a), globalKey(keyOptimizer, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})
 		}
-		l.observed.Add(1)
+		n++
 	}
 	if len(ups) > 0 {
 		if err := l.store.Update(ups...); err != nil {
@@ -583,6 +634,8 @@ func (l *learner) write(batch []observation) {
 			l.floorGen.Add(1)
 		}
 	}
+	// Counted once written: a reader that saw the count sees the history.
+	l.observed.Add(n)
 	for _, f := range flushes {
 		close(f)
 	}

@@ -110,7 +110,7 @@ func TestCascadeExactRepeatSkipsExplain(t *testing.T) {
 		if e.Source != want || basisOf(e) == nil {
 			t.Fatalf("run %d: source %s, want %s", i+1, e.Source, want)
 		}
-		s.Observe(basisOf(e), 8)
+		s.Observe(basisOf(e), estimate.Actual{CPUSeconds: 8})
 		s.Flush()
 	}
 	before := f.explains.Load()
@@ -142,7 +142,7 @@ func TestCascadeNoisyHistoryIsNotTrusted(t *testing.T) {
 	s := newCascade(t, defaults, constModel(2))
 	const q = "SELECT * FROM lineitem WHERE l_orderkey = 1"
 	for _, actual := range []float64{1, 20, 1, 20} { // spread of ln CPU ~1.5
-		s.Observe(basisOf(estimateSQL(t, s, []string{srv.URL}, q)), actual)
+		s.Observe(basisOf(estimateSQL(t, s, []string{srv.URL}, q)), estimate.Actual{CPUSeconds: actual})
 		s.Flush()
 	}
 	if e := estimateSQL(t, s, []string{srv.URL}, q); e.Source != estimate.SourceModelResidual {
@@ -208,7 +208,7 @@ func TestResidualConvergesOnSyntheticOffset(t *testing.T) {
 				if i > 0 && e.Source != c.want {
 					t.Fatalf("query %d: source %s, want %s", i, e.Source, c.want)
 				}
-				s.Observe(basisOf(e), truth)
+				s.Observe(basisOf(e), estimate.Actual{CPUSeconds: truth})
 				s.Flush()
 			}
 			if converged < 0 || converged > c.limit {
@@ -235,7 +235,7 @@ func TestGlobalOffsetIgnoresNoise(t *testing.T) {
 		if e.Source != estimate.SourceModel || math.Abs(e.CPUSeconds-raw) > 1e-12 {
 			t.Fatalf("new shape %d: %s %.4f s; want the model's own %.4f s (no offset learned from noise)", i, e.Source, e.CPUSeconds, raw)
 		}
-		s.Observe(basisOf(e), 1)
+		s.Observe(basisOf(e), estimate.Actual{CPUSeconds: 1})
 		s.Flush()
 	}
 }
@@ -256,7 +256,7 @@ func TestCascadeFallsThroughEachStage(t *testing.T) {
 		for i := range 8 {
 			cost := math.Pow(10, 3+float64(i%4))
 			e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d /* cost %g */", i, cost))
-			s.Observe(basisOf(e), cost/1000)
+			s.Observe(basisOf(e), estimate.Actual{CPUSeconds: cost / 1000})
 		}
 		s.Flush()
 		if e := estimateSQL(t, s, []string{srv.URL}, "SELECT * FROM other /* cost 50000 */"); e.Source != estimate.SourceModel || math.Abs(e.OptimizerCPUSeconds/50-1) > 0.05 {
@@ -288,7 +288,7 @@ func TestCascadeFallsThroughEachStage(t *testing.T) {
 			if !errors.As(err, &ue) || ue.Basis == nil {
 				t.Fatalf("query %d with no model and no calibration: %v; want an UnplacedError with a basis", i, err)
 			}
-			s.Observe(ue.Basis, cost/1000)
+			s.Observe(ue.Basis, estimate.Actual{CPUSeconds: cost / 1000})
 		}
 		s.Flush()
 		e, err := s.EstimateOn(context.Background(), []string{srv.URL}, "SELECT * FROM fresh /* cost 50000 */", alice)
@@ -321,7 +321,7 @@ func TestCascadeBoundsExplainsPerPlanner(t *testing.T) {
 	open1 := make(chan struct{})
 	close(open1)
 	f1.block = open1
-	s.Observe(basisOf(estimateSQL(t, s, planners, "SELECT * FROM known WHERE k = 1")), 4)
+	s.Observe(basisOf(estimateSQL(t, s, planners, "SELECT * FROM known WHERE k = 1")), estimate.Actual{CPUSeconds: 4})
 	s.Flush()
 	<-f1.started
 	f1.block = make(chan struct{})
@@ -388,7 +388,7 @@ func BenchmarkCascadeExactRepeat(b *testing.B) {
 			defer s.Close()
 			exact, shape := HistoryKeys(q, alice)
 			for range 3 {
-				s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}, 2)
+				s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}, estimate.Actual{CPUSeconds: 2})
 			}
 			s.Flush()
 			ctx := context.Background()

@@ -143,7 +143,7 @@ func TestCascadeOnPresto(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Observe(basisOf(e), 8)
+			s.Observe(basisOf(e), estimate.Actual{CPUSeconds: 8})
 		}
 		s.Flush()
 		e, err := estimatePresto(s, []string{srv.URL}, "SELECT count(*) FROM lineitem")
@@ -170,7 +170,7 @@ func TestCascadeOnPresto(t *testing.T) {
 			if !errors.As(err, &ue) || ue.Basis.Engine != dialect.Presto {
 				t.Fatalf("query %d: %v; want an UnplacedError with PrestoDB's basis", i, err)
 			}
-			s.Observe(ue.Basis, rows/10000) // one CPU second per 10,000 rows
+			s.Observe(ue.Basis, estimate.Actual{CPUSeconds: rows / 10000}) // one CPU second per 10,000 rows
 		}
 		s.Flush()
 		e, err := estimatePresto(s, []string{srv.URL}, "SELECT * FROM fresh /* rows 500000 */")

@@ -76,42 +76,44 @@ func repeatError(st history.Stats, y, alpha float64) float64 {
 	return math.Abs(y-st.Mean) / math.Sqrt(1+meanVariance(st.Count, alpha))
 }
 
-// repeatSigma is the run-to-run noise: √(π/2) times the mean absolute
-// scaled error of the repeats (a normal's σ from its mean absolute
-// deviation), shrunk toward CascadeOptions.RepeatSigma by Shrink repeats
-// (at least one). Read from the history at most once per floorTTL. Not
-// their RMS: a statement's first run after a pause (cold caches, JIT) can
-// cost four times its next, and a few such squares would widen every
-// history interval past the 80% it means (an 80% interval covered 98% of
-// the next runs on Parquet with the RMS; the mean absolute error weighs
-// an outlier by its size, not its square).
-func (s *Service) repeatSigma() float64 {
+// repeatSigma is the run-to-run noise of target t: √(π/2) times the mean
+// absolute scaled error of the target's repeats (a normal's σ from its
+// mean absolute deviation), shrunk toward CascadeOptions.RepeatSigma by
+// Shrink repeats (at least one). Each target learns its own (the elapsed
+// time, which queueing and load move, more than the CPU time; the peak
+// memory less) from the one prior. Read from the history at most once per
+// floorTTL. Not their RMS: a statement's first run after a pause (cold
+// caches, JIT) can cost four times its next, and a few such squares would
+// widen every history interval past the 80% it means (an 80% interval
+// covered 98% of the next runs on Parquet with the RMS; the mean absolute
+// error weighs an outlier by its size, not its square).
+func (s *Service) repeatSigma(t estimate.Target) float64 {
 	l := s.learn
 	gen, now := l.floorGen.Load(), time.Now()
-	if c := l.floor.Load(); c != nil && c.gen == gen && now.Before(c.until) {
+	if c := l.floor[t].Load(); c != nil && c.gen == gen && now.Before(c.until) {
 		return c.sigma
 	}
 	co := &s.opts.Cascade
 	sigma := co.RepeatSigma
-	if g, ok := l.get(keyRepeat); ok && g.Count > 0 {
+	if g, ok := l.get(targetKey(keyRepeat, t)); ok && g.Count > 0 {
 		n, k := float64(g.Count), max(co.Shrink, 1)
 		mad := math.Sqrt(math.Pi/2) * g.Mean // the EWMA of the absolute errors
 		sigma = (n*mad + k*co.RepeatSigma) / (n + k)
 	}
-	l.floor.Store(&cachedFloor{sigma: sigma, gen: gen, until: now.Add(floorTTL)})
+	l.floor[t].Store(&cachedFloor{sigma: sigma, gen: gen, until: now.Add(floorTTL)})
 	return sigma
 }
 
-// runNoise is what a statement's (or a shape's) runs st (Count > 0)
-// predict of its next run, as variances of ln CPU: u of their mean about
-// its true cost, r of one run about it. r is the runs' spread shrunk
-// toward the run-to-run noise σ² by Shrink runs (at least one) and at
-// least σ² (and sigmaFloor²); u is r times the mean's variance factor
-// (meanVariance), raised so that u + r is at least the spread shrunk
-// toward prior² (standIn's priors; 0: none).
-func (s *Service) runNoise(st history.Stats, prior float64) (u, r float64) {
+// runNoise is what a statement's (or a shape's) runs st (Count > 0) of
+// target t predict of its next run, as variances of the target's log: u
+// of their mean about its true value, r of one run about it. r is the
+// runs' spread shrunk toward the target's run-to-run noise σ² by Shrink
+// runs (at least one) and at least σ² (and sigmaFloor²); u is r times the
+// mean's variance factor (meanVariance), raised so that u + r is at least
+// the spread shrunk toward prior² (standIn's priors; 0: none).
+func (s *Service) runNoise(t estimate.Target, st history.Stats, prior float64) (u, r float64) {
 	co := &s.opts.Cascade
-	f := max(s.repeatSigma(), sigmaFloor)
+	f := max(s.repeatSigma(t), sigmaFloor)
 	n, k := float64(st.Count), max(co.Shrink, 1)
 	r = max(f*f, (n*max(st.Var, 0)+k*f*f)/(n+k))
 	u = r * meanVariance(st.Count, co.Alpha)
@@ -122,41 +124,66 @@ func (s *Service) runNoise(st history.Stats, prior float64) (u, r float64) {
 }
 
 // temper combines e, the answer of a stage after the history, with the
-// statement's own runs (request.exact) when it ran before: in ln CPU, its
-// learned offset is first held between the stage's raw number and the
-// statement's mean m (an offset learned from other statements or shapes
-// may move the number toward m, never away from it nor past it), then the
+// statement's own runs (request.exact) when it ran before, per target:
+// for each target the stage set (a known Quantity; for the CPU time a
+// positive CPUSeconds) whose runs the history holds, in the target's log,
+// the stage's learned offset is first held between its raw number and the
+// runs' mean m (an offset learned from other statements or shapes may
+// move the number toward m, never away from it nor past it), then the
 // number x and m are weighted by precision, x with the stage's σ², m with
-// u (runNoise, as standIn's for reruns). The served σ is that of
-// the combined mean plus one run's noise r: √(u·σ²/(u+σ²) + r), never
-// below the run-to-run noise. The stage's σ is its spread against whole
-// runs, so it weighs x a little less than an error of x alone would; the
-// statement's runs, the better evidence, gain by it. Source stays the
-// stage's; the history's answers, the cheap stage's and estimates without
-// a positive number are left alone.
+// u (runNoise, as standIn's for reruns). The served σ is that of the
+// combined mean plus one run's noise r: √(u·σ²/(u+σ²) + r), never below
+// the run-to-run noise. The stage's σ is its spread against whole runs,
+// so it weighs x a little less than an error of x alone would; the
+// statement's runs, the better evidence, gain by it. A target beyond the
+// CPU time that the stage does not predict is served from the runs alone
+// (their mean, √(u+r)), as the history stage would. Source stays the
+// stage's; the history's answers, the cheap stage's and the CPU time of
+// estimates without a positive number are left alone.
 func (s *Service) temper(e *estimate.Estimate, r *request) {
-	if r.b == nil || r.exact.Count == 0 || !(e.CPUSeconds > 0) {
+	if r.b == nil {
 		return
 	}
-	raw := math.NaN() // the stage's number before its learned offset
 	switch e.Source {
-	case estimate.SourceModel, estimate.SourceModelResidual:
-		if e.ModelCPUSeconds > 0 {
-			raw = math.Log(e.ModelCPUSeconds)
-		}
-	case estimate.SourceText:
-		raw = r.b.LnText
-	case estimate.SourceOptimizer: // its fit is its calibration: no offset
+	case estimate.SourceModel, estimate.SourceModelResidual, estimate.SourceText, estimate.SourceOptimizer:
 	default:
 		return
 	}
-	m, x := r.exact.Mean, math.Log(e.CPUSeconds)
-	if !math.IsNaN(raw) {
-		x = min(max(x, min(raw, m)), max(raw, m))
+	for _, t := range estimate.Targets {
+		st := r.exact[t]
+		if st.Count == 0 {
+			continue
+		}
+		q := e.Of(t)
+		if t == estimate.TargetCPU && !(q.Median > 0) {
+			continue
+		}
+		if t != estimate.TargetCPU && !q.Known() {
+			u, noise := s.runNoise(t, st, 0)
+			e.Set(t, estimate.Quantity{Median: math.Exp(st.Mean), Sigma: math.Sqrt(u + noise)})
+			continue
+		}
+		raw := math.NaN() // the stage's number before its learned offset
+		switch e.Source {
+		case estimate.SourceModel, estimate.SourceModelResidual:
+			if t == estimate.TargetCPU {
+				if e.ModelCPUSeconds > 0 {
+					raw = math.Log(e.ModelCPUSeconds)
+				}
+			} else {
+				raw = r.b.lnModel(t)
+			}
+		case estimate.SourceText:
+			raw = r.b.lnText(t)
+		case estimate.SourceOptimizer: // its fit is its calibration: no offset
+		}
+		m, x := st.Mean, math.Log(q.Median)
+		if !math.IsNaN(raw) {
+			x = min(max(x, min(raw, m)), max(raw, m))
+		}
+		u, noise := s.runNoise(t, st, 0)
+		vs := max(q.Sigma*q.Sigma, sigmaFloor*sigmaFloor)
+		w := vs / (vs + u) // m's weight
+		e.Set(t, estimate.Quantity{Median: math.Exp(w*m + (1-w)*x), Sigma: math.Sqrt(u*vs/(u+vs) + noise)})
 	}
-	u, noise := s.runNoise(r.exact, 0)
-	vs := max(e.Sigma*e.Sigma, sigmaFloor*sigmaFloor)
-	w := vs / (vs + u) // m's weight
-	e.CPUSeconds = math.Exp(w*m + (1-w)*x)
-	e.Sigma = math.Sqrt(u*vs/(u+vs) + noise)
 }

@@ -81,7 +81,7 @@ func TestRepeatsTeachTheRunToRunNoise(t *testing.T) {
 					for _, x := range all {
 						if x.ran < x.runs {
 							exact, shape := HistoryKeys(x.sql, alice)
-							s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}, run(x))
+							s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}, estimate.Actual{CPUSeconds: run(x)})
 							x.ran++
 							more = true
 						}
@@ -96,7 +96,7 @@ func TestRepeatsTeachTheRunToRunNoise(t *testing.T) {
 			// 400 statements, 2–4 runs each: ~800 repeats.
 			teach(stmts("learn", 400, 2, 4))
 			g, _ := s.learn.get(keyRepeat)
-			f := s.repeatSigma()
+			f := s.repeatSigma(estimate.TargetCPU)
 			t.Logf("run-to-run noise learned from %d repeats: %.3f (true %.2f, prior %.2f)", g.Count, f, sigma, defaults.RepeatSigma)
 			if g.Count < 700 || math.Abs(f/sigma-1) > 0.2 {
 				t.Fatalf("learned noise %.3f from %d repeats; want %.2f ± 20%% from ~800", f, g.Count, sigma)
@@ -107,7 +107,7 @@ func TestRepeatsTeachTheRunToRunNoise(t *testing.T) {
 			// against the next run.
 			fresh := stmts("next", 2000, 1, 4)
 			teach(fresh)
-			t.Logf("noise after them: %.3f", s.repeatSigma())
+			t.Logf("noise after them: %.3f", s.repeatSigma(estimate.TargetCPU))
 			var in, all [5]int
 			for _, x := range fresh {
 				r := newRequest(nil, x.sql)
@@ -144,7 +144,7 @@ func TestRepeatsTeachTheRunToRunNoise(t *testing.T) {
 // statement that ran before, and its history's mean before this run.
 func TestRepeatErrorIsTheHistorysPredictionError(t *testing.T) {
 	s := newCascade(t, defaults, nil)
-	if f := s.repeatSigma(); f != defaults.RepeatSigma {
+	if f := s.repeatSigma(estimate.TargetCPU); f != defaults.RepeatSigma {
 		t.Fatalf("no repeat yet: noise %.3g, want the prior %.3g", f, defaults.RepeatSigma)
 	}
 	const q = "SELECT * FROM orders WHERE o_orderkey = 1"
@@ -163,8 +163,8 @@ func TestRepeatErrorIsTheHistorysPredictionError(t *testing.T) {
 	// against the first, as the batch left it.
 	exact, shape := HistoryKeys("SELECT 2 FROM t", alice)
 	b := &Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}
-	s.Observe(b, 1)
-	s.Observe(b, math.Exp(2))
+	s.Observe(b, estimate.Actual{CPUSeconds: 1})
+	s.Observe(b, estimate.Actual{CPUSeconds: math.Exp(2)})
 	s.Flush()
 	if g, _ := s.learn.get(keyRepeat); g.Count != 3 {
 		t.Fatalf("%d repeats, want 3 (the batch's second run of a statement is one)", g.Count)
@@ -221,9 +221,9 @@ func TestTemperLiesBetweenTheStageAndTheStatementsRuns(t *testing.T) {
 				r.b.LnText = math.Log(c.raw)
 			}
 			s.temper(e, r)
-			m := math.Exp(r.exact.Mean)
+			m := math.Exp(r.exact[estimate.TargetCPU].Mean)
 			if e.CPUSeconds < min(m, c.stage)*(1-1e-12) || e.CPUSeconds > max(m, c.stage)*(1+1e-12) ||
-				e.CPUSeconds < c.lo || e.CPUSeconds > c.hi || e.Sigma < c.sigLo || e.Sigma > c.sigH || e.Sigma < s.repeatSigma() || e.Source != c.source {
+				e.CPUSeconds < c.lo || e.CPUSeconds > c.hi || e.Sigma < c.sigLo || e.Sigma > c.sigH || e.Sigma < s.repeatSigma(estimate.TargetCPU) || e.Source != c.source {
 				t.Fatalf("served %s %.4g s σ %.4f; want %.4g–%.4g s (runs' mean %.4g s, stage %.4g s), σ %.4f–%.4f",
 					e.Source, e.CPUSeconds, e.Sigma, c.lo, c.hi, m, c.stage, c.sigLo, c.sigH)
 			}
@@ -254,7 +254,7 @@ func TestSecondRunIsServedNearTheFirst(t *testing.T) {
 	others := func(from int) {
 		for i := from; i < from+10; i++ {
 			e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM other%d", i))
-			s.Observe(basisOf(e), 2*math.Pow(9, float64(i%2)))
+			s.Observe(basisOf(e), estimate.Actual{CPUSeconds: 2 * math.Pow(9, float64(i%2))})
 			s.Flush()
 		}
 	}
@@ -265,7 +265,7 @@ func TestSecondRunIsServedNearTheFirst(t *testing.T) {
 	if first.Source != estimate.SourceModel || first.CPUSeconds < 4 {
 		t.Fatalf("first run: %s %.3g s; want the model with the global offset, ≥ 4 s", first.Source, first.CPUSeconds)
 	}
-	s.Observe(basisOf(first), actual)
+	s.Observe(basisOf(first), estimate.Actual{CPUSeconds: actual})
 	s.Flush()
 	others(10)
 	second := estimateSQL(t, s, []string{srv.URL}, q)

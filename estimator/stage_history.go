@@ -5,19 +5,19 @@ import (
 	"net/http"
 
 	"github.com/prestroid/prestroid/estimate"
-	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/internal/dialect"
 )
 
 // historyStage sets up what the query's outcome teaches the history
-// (request.b) and reads the statement's own history once (request.exact).
-// It answers when that record is confident (at least MinCount runs,
-// spread at most MaxSpread): the recency-weighted CPU time, no EXPLAIN,
-// with the plan of the statement's last EXPLAIN when the plan cache still
-// holds it, and an interval at least the run-to-run noise's
-// (historyEstimate). Without a history, or for EXECUTE (its text does not
-// say what runs), it passes with no Basis.
+// (request.b) and reads the statement's own history once, every target's
+// in one store call (request.exact). It answers when the CPU time's record
+// is confident (at least MinCount runs, spread at most MaxSpread): the
+// recency-weighted value of each target it holds, no EXPLAIN, with the
+// plan of the statement's last EXPLAIN when the plan cache still holds it,
+// and intervals at least the run-to-run noise's (historyEstimate). Without
+// a history, or for EXECUTE (its text does not say what runs), it passes
+// with no Basis.
 type historyStage struct{}
 
 func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
@@ -29,10 +29,8 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	r.b = &r.basis
 	r.b.Exact, r.b.Shape = historyKeys(r.sql, r.engine, r.fingerprint(), r.h)
 	r.b.Engine = r.engine
-	if x, ok := s.learn.get(r.b.Exact); ok {
-		r.exact = x
-	}
-	if r.exact.Count >= uint64(max(co.MinCount, 1)) && r.exact.Spread() <= co.MaxSpread {
+	r.exact = s.learn.readRuns(r.b.Exact)
+	if x := r.exact[estimate.TargetCPU]; x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
 		e := s.historyEstimate(r.kind, r.b, r.exact, 0)
 		s.cachedPlan(e, r.engine, r.fingerprint(), r.h)
 		return e, nil
@@ -40,26 +38,32 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	return nil, nil
 }
 
-// historyEstimate serves a statement from its history st (Count > 0):
-// its mean, with the σ of its next run about it (runNoise: its spread
-// shrunk toward the learned run-to-run noise, at least that noise, plus
-// the mean's own uncertainty), at least atLeast.
-func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, st history.Stats, atLeast float64) *estimate.Estimate {
+// historyEstimate serves a statement from its history rs (the CPU time's
+// Count > 0): per target it holds, its mean, with the σ of its next run
+// about it (runNoise: its spread shrunk toward the target's learned
+// run-to-run noise, at least that noise, plus the mean's own
+// uncertainty), at least atLeast.
+func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, rs runs, atLeast float64) *estimate.Estimate {
 	b.Source = estimate.SourceHistory
-	u, r := s.runNoise(st, 0)
-	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
-		CPUSeconds: math.Exp(st.Mean), Sigma: max(math.Sqrt(u+r), atLeast)}
+	e := &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory}
+	for _, t := range estimate.Targets {
+		if st := rs[t]; st.Count > 0 {
+			u, r := s.runNoise(t, st, 0)
+			e.Set(t, estimate.Quantity{Median: math.Exp(st.Mean), Sigma: max(math.Sqrt(u+r), atLeast)})
+		}
+	}
+	return e
 }
 
 // standIn is the pre-plan stage's history estimate (estimator.explain
 // when-uncertain or never): the statement's own runs (exact, as historyStage
 // read them) when they are too few (or too spread) to answer alone, else
 // its shape's (the same query with other literals), nil when there are
-// neither. Its Sigma is what the learned run-to-run noise predicts of the
-// next run (runNoise) and, for other literals (which may cost more), at
-// least the shape's spread shrunk toward ModelSigma by Shrink
-// observations.
-func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats) *estimate.Estimate {
+// neither. Per target the runs hold, its Sigma is what the learned
+// run-to-run noise predicts of the next run (runNoise) and, for other
+// literals (which may cost more), at least the shape's spread shrunk
+// toward ModelSigma by Shrink observations.
+func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact runs) *estimate.Estimate {
 	if b == nil {
 		return nil
 	}
@@ -68,17 +72,21 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact history.Stats
 	// prior of max_spread, the most a trusted history may spread, made an
 	// 80% interval of a statement run once hold 98% of its next runs on
 	// Parquet); other literals may cost more: the model's prior.
-	st, prior := exact, 0.0
-	if st.Count == 0 {
-		shape, ok := s.learn.get(b.Shape)
-		if !ok || shape.Count == 0 {
+	rs, prior := exact, 0.0
+	if rs[estimate.TargetCPU].Count == 0 {
+		rs, prior = s.learn.readRuns(b.Shape), co.ModelSigma
+		if rs[estimate.TargetCPU].Count == 0 {
 			return nil
 		}
-		st, prior = shape, co.ModelSigma
 	}
-	u, r := s.runNoise(st, prior)
-	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory,
-		CPUSeconds: math.Exp(st.Mean), Sigma: math.Sqrt(u + r)}
+	e := &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory}
+	for _, t := range estimate.Targets {
+		if st := rs[t]; st.Count > 0 {
+			u, r := s.runNoise(t, st, prior)
+			e.Set(t, estimate.Quantity{Median: math.Exp(st.Mean), Sigma: math.Sqrt(u + r)})
+		}
+	}
+	return e
 }
 
 // cachedPlan gives an estimate made without EXPLAIN the plan of the
@@ -98,15 +106,15 @@ func (s *Service) cachedPlan(e *estimate.Estimate, engine dialect.Engine, fp str
 
 // busyEstimate stands in for an EXPLAIN the bound refused: the statement's
 // history, however short, else its shape's, with at least the model's
-// uncertainty (other literals may cost more) and its spread; nil when
-// there is neither.
+// uncertainty (other literals may cost more) and its CPU time's spread;
+// nil when there is neither.
 func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, engine dialect.Engine, fp string, h http.Header) *estimate.Estimate {
 	if b == nil {
 		return nil
 	}
 	for _, k := range []string{b.Exact, b.Shape} {
-		if st, ok := s.learn.get(k); ok {
-			e := s.historyEstimate(kind, b, st, math.Max(st.Spread(), s.opts.Cascade.ModelSigma))
+		if rs := s.learn.readRuns(k); rs[estimate.TargetCPU].Count > 0 {
+			e := s.historyEstimate(kind, b, rs, math.Max(rs[estimate.TargetCPU].Spread(), s.opts.Cascade.ModelSigma))
 			e.ExplainSkipped = true
 			s.cachedPlan(e, engine, fp, h)
 			return e

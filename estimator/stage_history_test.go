@@ -12,7 +12,7 @@ import (
 func observe(s *Service, sql string, secs ...float64) {
 	exact, shape := HistoryKeys(sql, alice)
 	for _, v := range secs {
-		s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}, v)
+		s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}, estimate.Actual{CPUSeconds: v})
 	}
 	s.Flush()
 }
@@ -44,8 +44,8 @@ func TestHistoryStage(t *testing.T) {
 			if b == nil || b.Exact != exact || b.Shape != shape || !math.IsNaN(b.LnModel) || !math.IsNaN(b.LnCost) || !math.IsNaN(b.LnText) {
 				t.Fatalf("basis %+v; want the statement's keys, nothing computed yet", b)
 			}
-			if r.exact.Count != tc.count {
-				t.Fatalf("read %d runs, want %d", r.exact.Count, tc.count)
+			if r.exact[estimate.TargetCPU].Count != tc.count {
+				t.Fatalf("read %d runs, want %d", r.exact[estimate.TargetCPU].Count, tc.count)
 			}
 			if !tc.answers {
 				return

@@ -123,7 +123,8 @@ func blend(e *estimate.Estimate, secs, sd float64) {
 
 // correct turns the model's raw estimate into the cascade's: the global
 // offset (shrunk toward 0), then the shape's residual (shrunk toward the
-// global offset), with the uncertainty of each.
+// global offset), with the uncertainty of each; per target the model
+// predicts (correctTargets).
 func (s *Service) correct(e *estimate.Estimate, b *Basis, sigma0 float64) {
 	e.ModelCPUSeconds, e.Source = e.CPUSeconds, estimate.SourceModel
 	e.Sigma = sigma0
@@ -131,6 +132,7 @@ func (s *Service) correct(e *estimate.Estimate, b *Basis, sigma0 float64) {
 		return
 	}
 	b.Source = estimate.SourceModel
+	s.correctTargets(e, b, keyModel, keyResidual, &b.ModelBy, false)
 	if !(e.CPUSeconds > 0) {
 		return
 	}

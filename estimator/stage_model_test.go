@@ -40,7 +40,7 @@ func TestModelStage(t *testing.T) {
 	t.Run("corrected by the shape's residual", func(t *testing.T) {
 		s := newCascade(t, defaults, constModel(2))
 		exact, shape := HistoryKeys("SELECT * FROM orders WHERE o_orderkey = 2", alice)
-		s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.Log(2), LnCost: math.NaN(), LnText: math.NaN()}, 8)
+		s.Observe(&Basis{Exact: exact, Shape: shape, LnModel: math.Log(2), LnCost: math.NaN(), LnText: math.NaN()}, estimate.Actual{CPUSeconds: 8})
 		s.Flush()
 		e, err := modelStage{}.run(s, explainedRequest(s, q))
 		if err != nil || e == nil || e.Source != estimate.SourceModelResidual || !(e.CPUSeconds > 2) || e.ModelCPUSeconds != 2 {

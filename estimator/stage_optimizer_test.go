@@ -13,7 +13,7 @@ func TestOptimizerStage(t *testing.T) {
 	calibrate := func(s *Service) { // actual seconds = cost/1000
 		for i := range defaults.MinCalibration {
 			cost := math.Pow(10, 3+float64(i%4))
-			s.Observe(&Basis{Exact: "x:cal", Shape: "s:cal", LnModel: math.NaN(), LnText: math.NaN(), LnCost: math.Log1p(cost)}, cost/1000)
+			s.Observe(&Basis{Exact: "x:cal", Shape: "s:cal", LnModel: math.NaN(), LnText: math.NaN(), LnCost: math.Log1p(cost)}, estimate.Actual{CPUSeconds: cost / 1000})
 		}
 		s.Flush()
 	}

@@ -36,8 +36,10 @@ const (
 	// consulted on the hot path.
 	ExplainAlways ExplainMode = iota
 	// ExplainWhenUncertain: the text stage answers when its interval lies
-	// inside one class (CascadeOptions.ClassBounds); when it straddles a
-	// bound, EXPLAIN as ExplainAlways does.
+	// inside one class (CascadeOptions.ClassBounds) and, for every target
+	// with decision bounds (CascadeOptions.Bounds), on one side of each;
+	// when it straddles a bound, or does not predict a target with
+	// bounds, EXPLAIN as ExplainAlways does.
 	ExplainWhenUncertain
 	// ExplainNever: the text stage answers whenever the bundle has a text
 	// model; EXPLAIN + model on the hot path only without one.
@@ -70,7 +72,8 @@ func ParseExplainMode(s string) (ExplainMode, error) {
 // the text model (textEstimate, corrected by what the history learned of
 // it: correctText). The narrower of those that decides (under never, any;
 // under when-uncertain, one whose class the plan could not change)
-// answers, and the EXPLAIN and the model run in the background
+// answers (decides: every target with decision bounds, not the CPU time's
+// class alone), and the EXPLAIN and the model run in the background
 // (explainBehind). Otherwise it passes, leaving the text estimate
 // (request.text) for the EXPLAIN's stand-in over the bound.
 type textStage struct{}
@@ -91,15 +94,19 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	// plan the model's estimate would carry the model's uncertainty on
 	// this shape (correct), read from the history only when an interval
 	// straddles a bound.
-	sigmaAfter := math.NaN()
-	after := func() float64 {
-		if math.IsNaN(sigmaAfter) {
-			sigmaAfter = s.modelPrior(r.manifest(), r.engine)
+	var sigmaAfter [numTargets]float64
+	after := func(t estimate.Target) float64 {
+		if sigmaAfter[t] == 0 {
+			v := s.modelPrior(r.manifest(), r.engine)
 			if r.b != nil {
-				_, sigmaAfter, _ = s.modelOffset(r.b, sigmaAfter)
+				_, v, _ = s.offset(targetKey(globalKey(keyModel, r.b.Engine), t), targetKey(shapeKey(keyResidual, r.b.Shape), t), v)
+			}
+			sigmaAfter[t] = v
+			if v == 0 {
+				sigmaAfter[t] = -1 // none: read once
 			}
 		}
-		return sigmaAfter
+		return sigmaAfter[t]
 	}
 	var pick *estimate.Estimate
 	for _, c := range []*estimate.Estimate{s.standIn(r.kind, r.b, r.exact), r.text} {
@@ -279,10 +286,13 @@ func (s *Service) tableStats(sql string, tc featurize.TextContext, h http.Header
 // shape's residual (as correct does for the model), and records the raw
 // median in b (when not nil) so that the query's outcome teaches both.
 // Without the shape's residuals e keeps at least the model's own spread.
+// The same for each target beyond CPU the text model predicts
+// (correctTargets).
 func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
 	if b == nil {
 		return
 	}
+	s.correctTargets(e, b, keyText, keyTextRes, &b.TextBy, true)
 	lnRaw, sigma0 := math.Log(e.CPUSeconds), e.Sigma
 	b.LnText = lnRaw
 	off, sigma, shaped := s.offset(globalKey(keyText, b.Engine), shapeKey(keyTextRes, b.Shape), sigma0)
@@ -294,22 +304,11 @@ func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
 
 // decides reports whether the estimate e, made before the plan, may route
 // the query under the cascade's ExplainMode: always for ExplainNever; for
-// ExplainWhenUncertain when the plan could not change its class, that is
-//
-//   - its interval — from the lower of its 10% and (1 − ClassQuantile)
-//     quantiles to the higher of its 90% and ClassQuantile quantiles, so
-//     that the quantile routing picks the class with lies inside it —
-//     falls in one class of ClassBounds (e knows the class), or
-//   - the class the plan's estimate would be routed to is e's own for every
-//     plan estimate e finds plausible (the plan knows no better): after
-//     EXPLAIN the model's estimate m, whose own uncertainty is sigmaAfter()
-//     (called only when the interval straddles a bound),
-//     routes by its ClassQuantile quantile m·exp(z·sigmaAfter); m is the
-//     truth as e sees it times the model's error, e's interval widened to
-//     √(σ² + sigmaAfter²). Under a cautious quantile (0.9) a query whose
-//     interval straddles a bound but lies mostly above it goes to the
-//     upper class whatever its plan says, and is not explained for nothing.
-func (co *CascadeOptions) decides(e *estimate.Estimate, sigmaAfter func() float64) bool {
+// ExplainWhenUncertain when the plan could not change a decision, that is
+// for every target with decision bounds (CascadeOptions.bounded: the
+// routing classes' for the CPU time, Bounds for any target) e predicts the
+// target (one it does not predict is uncertain) and decidesOn the target.
+func (co *CascadeOptions) decides(e *estimate.Estimate, sigmaAfter func(estimate.Target) float64) bool {
 	switch co.Explain {
 	case ExplainNever:
 		return true
@@ -317,21 +316,56 @@ func (co *CascadeOptions) decides(e *estimate.Estimate, sigmaAfter func() float6
 	default:
 		return false
 	}
+	for _, t := range estimate.Targets {
+		if !co.bounded(t) {
+			continue
+		}
+		q := e.Of(t)
+		if t != estimate.TargetCPU && !q.Known() {
+			return false
+		}
+		if !co.decidesOn(t, q, sigmaAfter) {
+			return false
+		}
+	}
+	return true
+}
+
+// decidesOn reports whether the plan could not move the prediction q of
+// target t across one of its decision bounds, that is
+//
+//   - its interval — from the lower of its 10% and (1 − ClassQuantile)
+//     quantiles to the higher of its 90% and ClassQuantile quantiles, so
+//     that the quantile routing picks the class with lies inside it —
+//     lies on one side of every bound (q knows the decision), or
+//   - the side the plan's estimate would be routed to is q's own for every
+//     plan estimate q finds plausible (the plan knows no better): after
+//     EXPLAIN the model's estimate m, whose own uncertainty is
+//     sigmaAfter(t) (called only when the interval straddles a bound),
+//     routes by its ClassQuantile quantile m·exp(z·sigmaAfter); m is the
+//     truth as q sees it times the model's error, q's interval widened to
+//     √(σ² + sigmaAfter²). Under a cautious quantile (0.9) a query whose
+//     interval straddles a bound but lies mostly above it goes to the
+//     upper class whatever its plan says, and is not explained for nothing.
+func (co *CascadeOptions) decidesOn(t estimate.Target, q estimate.Quantity, sigmaAfter func(estimate.Target) float64) bool {
 	cq := co.ClassQuantile
 	if !(cq > 0 && cq < 1) {
 		cq = 0.5 // zero: the median, as in estimate.Estimate.Quantile
 	}
+	if math.IsNaN(q.Sigma) {
+		return false
+	}
 	z := estimate.NormalQuantile
 	zlo, zhi := z(min(estimate.IntervalQuantile, 1-cq)), z(max(1-estimate.IntervalQuantile, cq))
-	class := func(x float64) int { return estimate.Class(co.ClassBounds, x) }
-	if class(e.CPUSeconds*math.Exp(zlo*e.Sigma)) == class(e.CPUSeconds*math.Exp(zhi*e.Sigma)) {
+	side := func(x float64) int { return co.side(t, x) }
+	if side(q.Median*math.Exp(zlo*q.Sigma)) == side(q.Median*math.Exp(zhi*q.Sigma)) {
 		return true
 	}
-	after := sigmaAfter()
+	after := sigmaAfter(t)
 	if !(after > 0) {
 		return false
 	}
-	own := class(e.CPUSeconds * math.Exp(z(cq)*e.Sigma))
-	wide, k := math.Hypot(e.Sigma, after), math.Exp(z(cq)*after)
-	return class(e.CPUSeconds*math.Exp(zlo*wide)*k) == own && class(e.CPUSeconds*math.Exp(zhi*wide)*k) == own
+	own := side(q.Median * math.Exp(z(cq)*q.Sigma))
+	wide, k := math.Hypot(q.Sigma, after), math.Exp(z(cq)*after)
+	return side(q.Median*math.Exp(zlo*wide)*k) == own && side(q.Median*math.Exp(zhi*wide)*k) == own
 }

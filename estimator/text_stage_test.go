@@ -110,7 +110,9 @@ func textMid(sql string) float64      { return textQ(sql, 1) }
 func textHi(sql string) float64       { return textQ(sql, 2) }
 
 // sigma is a constant model uncertainty for decides.
-func sigma(v float64) func() float64 { return func() float64 { return v } }
+func sigma(v float64) func(estimate.Target) float64 {
+	return func(estimate.Target) float64 { return v }
+}
 
 // An interval that straddles a bound is not explained when the plan could
 // not change its class: after EXPLAIN the model's estimate (with its own
@@ -136,7 +138,7 @@ func TestTextStageSkipsAPlanThatCannotChangeTheClass(t *testing.T) {
 	}
 	// An interval inside one class decides without the model's
 	// uncertainty: the history is not read for it.
-	if !co.decides(&estimate.Estimate{CPUSeconds: 0.5, Sigma: 0.5}, func() float64 { t.Fatal("sigmaAfter read"); return 0 }) {
+	if !co.decides(&estimate.Estimate{CPUSeconds: 0.5, Sigma: 0.5}, func(estimate.Target) float64 { t.Fatal("sigmaAfter read"); return 0 }) {
 		t.Error("0.26–0.95 s lies in the small class")
 	}
 	co.ClassQuantile = 0.5 // routed by the median: the plan's estimate is not lifted, so it could go small
@@ -190,7 +192,7 @@ func TestBackgroundExplainReachesObserve(t *testing.T) {
 				t.Fatalf("Settle left the basis without the model's numbers: %+v", learn)
 			}
 		}
-		s.Observe(learn, actual)
+		s.Observe(learn, estimate.Actual{CPUSeconds: actual})
 		if !finishFirst {
 			time.Sleep(20 * time.Millisecond) // the query completed; its EXPLAIN has not
 			close(f.block)
@@ -274,7 +276,7 @@ func TestHistoryStandsInBeforeThePlan(t *testing.T) {
 		run := func(sql string, actual float64) *estimate.Estimate {
 			t.Helper()
 			e := estimateSQL(t, s, []string{srv.URL}, sql)
-			s.Observe(basisOf(e), actual)
+			s.Observe(basisOf(e), estimate.Actual{CPUSeconds: actual})
 			s.Flush()
 			waitFor(t, "the observation", func() bool {
 				st, ok := s.learn.get(basisOf(e).Exact)

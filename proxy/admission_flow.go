@@ -129,8 +129,14 @@ func (s *Server) admitOrQueue(ctx *fasthttp.RequestCtx, d *decision) (string, bo
 	// decides).
 	e := &admission.Entry{ID: admission.NewID(), User: user, Group: group,
 		Bytes: int64(len(ctx.Request.Header.Header()) + len(ctx.Request.Body()))}
+	// The class whose clusters hold it: that of the cluster chosen now (a
+	// failover at submission does not move its charge).
+	e.Class = d.cluster.class
 	if d.estimate {
 		e.CPU = d.est.CPUSeconds
+		if m := d.est.PeakMemory; m.Known() {
+			e.Memory = m.Median
+		}
 	}
 	// The request must outlive this handler if the query waits.
 	e.Payload = func() []byte {

@@ -63,6 +63,19 @@ func TestEstimateEndpoint(t *testing.T) {
 					t.Errorf("%+v", e)
 				}
 			}},
+		{"an estimate of all three targets shows them and the header the cluster gets", `{"sql": "SELECT 1 -- cpu=2 mem=1610612736 elapsed=0.25", "headers": {"X-Trino-User": "alice"}}`, nil, 200,
+			func(t *testing.T, e estimate.JSON) {
+				if !e.Estimated || e.PeakMemoryBytes != 1610612736 || e.PeakMemoryLo != 1610612736 || e.PeakMemoryHi != 1610612736 ||
+					e.ElapsedSeconds != 0.25 || e.ResourceEstimate != "EXECUTION_TIME=250ms, CPU_TIME=2s, PEAK_MEMORY=1536MB" {
+					t.Errorf("%+v", e)
+				}
+			}},
+		{"an estimate of CPU alone carries no memory or time", `{"sql": "SELECT 1 -- cpu=2", "headers": {"X-Trino-User": "alice"}}`, nil, 200,
+			func(t *testing.T, e estimate.JSON) {
+				if e.PeakMemoryBytes != 0 || e.ElapsedSeconds != 0 || e.ResourceEstimate != "CPU_TIME=2s" {
+					t.Errorf("%+v", e)
+				}
+			}},
 		{"a statement that is not a query is not estimated", `{"sql": "SET SESSION a = 1", "headers": {"X-Trino-User": "alice"}}`, nil, 200,
 			func(t *testing.T, e estimate.JSON) {
 				if e.Estimated || e.Reason == "" {

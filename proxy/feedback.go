@@ -103,6 +103,9 @@ func consoleRecord(id string, c *Completed, d *decision, now time.Time) console.
 // recordDecision counts a placement and the estimate behind it.
 func (s *Server) recordDecision(d *decision) {
 	s.metrics.Decisions.WithLabelValues(d.Class, d.cluster.name, d.Kind.String()).Inc()
+	for _, t := range d.Over {
+		s.metrics.OverClass.WithLabelValues(t.String()).Inc()
+	}
 	if d.estimate {
 		e := d.est
 		s.metrics.Estimates.WithLabelValues(e.Source.String()).Inc()

@@ -212,7 +212,8 @@ func OptionsFrom(cfg *config.Config) Options {
 	}
 	classes := make([]routing.CostClass, len(cfg.Routing.Classes))
 	for i, c := range cfg.Routing.Classes {
-		classes[i] = routing.CostClass{Name: c.Name, MaxCPUSeconds: c.MaxCPUSeconds}
+		classes[i] = routing.CostClass{Name: c.Name, MaxCPUSeconds: c.MaxCPUSeconds,
+			MaxPeakMemory: c.MaxPeakMemory.Bytes(), MaxElapsed: time.Duration(c.MaxElapsed).Seconds()}
 	}
 	r := cfg.Routing
 	rules := make([]routing.Rule, len(r.Rules))

@@ -20,7 +20,8 @@ import (
 )
 
 // fixedEstimator answers every query with the CPU seconds found after
-// "cpu=" in the SQL text, or fails / stalls on request: a test double for
+// "cpu=" in the SQL text (and the peak memory in bytes after "mem=", the
+// elapsed seconds after "elapsed=", each a point), or fails / stalls on request: a test double for
 // the proxy's own unit tests (the real model is tested end to end).
 type fixedEstimator struct{ calls atomic.Int64 }
 
@@ -52,7 +53,15 @@ func (f *fixedEstimator) Estimate(ctx context.Context, q Query) (estimate.Estima
 	if q.Header.Get("X-Trino-User") == "" {
 		return estimate.Estimate{}, errors.New("no caller identity")
 	}
-	return estimate.Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}, nil
+	e := estimate.Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}
+	for _, t := range []estimate.Target{estimate.TargetMemory, estimate.TargetElapsed} {
+		key := map[estimate.Target]string{estimate.TargetMemory: "mem=", estimate.TargetElapsed: "elapsed="}[t]
+		if i := strings.Index(q.SQL, key); i >= 0 {
+			v, _ := parseFloat(strings.Fields(q.SQL[i+len(key):])[0])
+			e.Set(t, estimate.Quantity{Median: v})
+		}
+	}
+	return e, nil
 }
 
 func parseFloat(s string) (float64, error) {

@@ -71,7 +71,7 @@ binary). SQL "-" reads the statement from standard input.`)
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := estimateConfig(*model, *ortLib, *timeout)
-	svc, _, _, err := newEstimatorService(cfg.Estimator, cfg.Routing, nil, logger)
+	svc, _, _, err := newEstimatorService(cfg.Estimator, cfg.Routing, cfg.Guardrails, nil, logger)
 	if err != nil {
 		return fail(1, err)
 	}

@@ -240,7 +240,7 @@ func TestEmbeddedDefaultModel(t *testing.T) {
 	}
 	cfg := &config.Config{Estimator: config.Estimator{ORTLib: lib}}
 	cfg.FillDefaults()
-	svc, _, _, err := newEstimatorService(cfg.Estimator, cfg.Routing, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	svc, _, _, err := newEstimatorService(cfg.Estimator, cfg.Routing, cfg.Guardrails, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/proxy/gateway"
+	"github.com/prestroid/prestroid/proxy/guardrail"
+	"github.com/prestroid/prestroid/proxy/protocol"
 )
 
 // embeddedModel is the default model bundle compiled into the binary (the
@@ -67,7 +69,8 @@ func (a estimatorAdapter) Estimate(ctx context.Context, q proxy.Query) (estimate
 }
 
 // Record learns from a completed query (proxy.FeedbackSink): the
-// estimate's basis and the actual CPU time go to the estimator's history.
+// estimate's basis and the query's actual CPU time, peak memory and
+// elapsed time (actual) go to the estimator's history.
 func (a estimatorAdapter) Record(c proxy.Completed) { a.recordThen(c, nil) }
 
 // recordThen is Record, then hands c to next. When the text stage routed
@@ -84,7 +87,7 @@ func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSin
 		// A final page without its tasks' figures (PageStats.RolledUp)
 		// teaches nothing: 0 ms would be learned as a free query.
 		if b != nil && c.State == "FINISHED" && c.Stats.RolledUp() {
-			a.svc.Observe(b, float64(c.Stats.CPUTimeMillis)/1000)
+			a.svc.Observe(b, actual(c.Stats))
 		}
 		for _, f := range next {
 			f.Record(c)
@@ -101,6 +104,14 @@ func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSin
 }
 
 var _ proxy.FeedbackSink = estimatorAdapter{}
+
+// actual is what a final page says the query cost, per target: its CPU
+// time, and its peak memory and elapsed time when positive (a figure of 0
+// is not known: estimate.Actual).
+func actual(st protocol.PageStats) estimate.Actual {
+	return estimate.Actual{CPUSeconds: float64(st.CPUTimeMillis) / 1000,
+		PeakMemoryBytes: float64(max(st.PeakMemoryBytes, 0)), ElapsedSeconds: float64(max(st.ElapsedTimeMillis, 0)) / 1000}
+}
 
 // feedbackSinks hands each completed query to every sink in order; the
 // estimator's sink hands it on to those after it (recordThen).
@@ -150,24 +161,58 @@ func historyStore(h config.History) string {
 }
 
 // cascadeOptions maps the configuration onto the cascade's options: the
-// estimator's (among them when to EXPLAIN on the hot path), and from
-// routing the classes' bounds and quantile the text stage's interval is
-// checked against.
-func cascadeOptions(e config.Estimator, r config.Routing) estimator.CascadeOptions {
+// estimator's (among them when to EXPLAIN on the hot path and the decision
+// bounds per target), from routing the classes' bounds and quantile the
+// text stage's interval is checked against, and the guardrails' limits
+// (a statement a guardrail could refuse gets its plan).
+func cascadeOptions(e config.Estimator, r config.Routing, g []config.Guardrail) estimator.CascadeOptions {
 	h := e.History
 	mode, _ := estimator.ParseExplainMode(e.Explain) // config.Validate refused anything else
 	// One bound per class, 0 for an unbounded last one (estimate.Class).
+	// The classes' memory and elapsed bounds decide a class too (every one
+	// of them: over the last one the query is flagged).
 	var bounds []float64
+	classes := estimator.Bounds{}
 	for _, c := range r.Classes {
 		bounds = append(bounds, c.MaxCPUSeconds)
+		classes[estimate.TargetMemory] = append(classes[estimate.TargetMemory], float64(c.MaxPeakMemory))
+		classes[estimate.TargetElapsed] = append(classes[estimate.TargetElapsed], time.Duration(c.MaxElapsed).Seconds())
 	}
 	return estimator.CascadeOptions{
 		CheapCPUSeconds: e.CheapCPUSeconds, ExplainLimit: max(e.ExplainConcurrency, 0),
 		MinCount: h.MinCount, MaxSpread: h.MaxSpread, Alpha: h.Alpha, Shrink: h.Shrink,
 		ModelSigma: h.ModelSigma, RepeatSigma: h.RepeatSigma, MinCalibration: h.MinCalibration,
-		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile,
+		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile, Bounds: estimator.MergeBounds(decisionBounds(e.DecisionBounds), classes, guardrailBounds(g)),
 		TextMaxSeconds: max(e.TextMaxSeconds, 0), // negative (no bound): 0 in the cascade
 	}
+}
+
+// guardrailBounds are the guardrails' limits as decision bounds: a
+// statement whose pre-plan interval straddles a limit is explained, so a
+// refusal (or a pass) rests on the plan.
+func guardrailBounds(g []config.Guardrail) estimator.Bounds {
+	b := estimator.Bounds{}
+	for _, l := range guardrail.Bounds(guardrail.FromConfig(g)) {
+		b[l.Target] = append(b[l.Target], l.Value)
+	}
+	return b
+}
+
+// decisionBounds are estimator.decision_bounds as the cascade reads them:
+// seconds and bytes per target (estimator.MergeBounds joins them with
+// other lists of bounds: routing classes', guardrails' limits).
+func decisionBounds(d config.DecisionBounds) estimator.Bounds {
+	b := estimator.Bounds{}
+	for _, v := range d.CPU {
+		b[estimate.TargetCPU] = append(b[estimate.TargetCPU], time.Duration(v).Seconds())
+	}
+	for _, v := range d.PeakMemory {
+		b[estimate.TargetMemory] = append(b[estimate.TargetMemory], float64(v))
+	}
+	for _, v := range d.Elapsed {
+		b[estimate.TargetElapsed] = append(b[estimate.TargetElapsed], time.Duration(v).Seconds())
+	}
+	return estimator.MergeBounds(b)
 }
 
 // newRuntime opens ONNX Runtime as configured (e.ORTLib: FillDefaults
@@ -242,7 +287,7 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Sta
 //
 // upstreamTLS is the EXPLAIN client's TLS to https clusters; nil means Go's
 // defaults.
-func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), ss serviceStats, err error) {
+func newEstimatorService(e config.Estimator, r config.Routing, g []config.Guardrail, upstreamTLS *tls.Config, logger *slog.Logger) (svc *estimator.Service, reload func(dir string) (*bundle.Model, error), ss serviceStats, err error) {
 	var caches []statsCache
 	var mo bundle.ModelOptions
 	if e.VectorCacheBytes >= 0 {
@@ -272,7 +317,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, upstreamTLS *tls.
 		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
 		MaxWait: time.Duration(e.MaxWait), Workers: e.Workers, Logger: logger,
 		Explain: &plan.ExplainClient{HTTP: plan.NewHTTPClient(upstreamTLS)},
-		Cascade: cascadeOptions(e, r),
+		Cascade: cascadeOptions(e, r, g),
 	}
 	if so.History, err = newHistory(e.History, logger); err != nil {
 		if m != nil {
@@ -333,14 +378,15 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		if g == "" {
 			g = c.Name
 		}
-		o.RoutingGroups = append(o.RoutingGroups, gateway.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds, Class: c.Name})
+		o.RoutingGroups = append(o.RoutingGroups, gateway.RoutingGroup{Name: g, MaxCPUSeconds: c.MaxCPUSeconds,
+			MaxPeakMemory: c.MaxPeakMemory.Bytes(), MaxElapsed: time.Duration(c.MaxElapsed).Seconds(), Class: c.Name})
 	}
 	e := cfg.Estimator
 	if e.Disabled {
 		logger.Info("estimator disabled by configuration")
 		return closeFn, nil
 	}
-	svc, reload, ss, err := newEstimatorService(e, cfg.Routing, o.UpstreamTLS, logger)
+	svc, reload, ss, err := newEstimatorService(e, cfg.Routing, cfg.Guardrails, o.UpstreamTLS, logger)
 	if err != nil {
 		// A missing runtime or model with the embedded default runs
 		// without estimates; a history file that cannot be opened (held

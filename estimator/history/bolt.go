@@ -68,6 +68,25 @@ func (b *Bolt) Get(key string) (s Stats, ok bool) {
 	return s, ok
 }
 
+var _ Multi = (*Bolt)(nil)
+
+// GetMany implements Multi: one read transaction.
+func (b *Bolt) GetMany(keys ...string) ([]Stats, []bool) {
+	stats, found := make([]Stats, len(keys)), make([]bool, len(keys))
+	_ = b.db.View(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketStats)
+		for i, k := range keys {
+			v := bk.Get([]byte(k))
+			found[i] = v != nil && stats[i].UnmarshalBinary(v) == nil
+			if !found[i] {
+				stats[i] = Stats{}
+			}
+		}
+		return nil
+	})
+	return stats, found
+}
+
 func orderKey(last time.Time, key string) []byte {
 	k := make([]byte, 8+len(key))
 	binary.BigEndian.PutUint64(k, uint64(last.UnixNano()))

@@ -1,7 +1,11 @@
 // Package history keeps what the proxy has observed of completed queries:
-// recency-weighted statistics of log CPU time per exact statement and per
-// statement shape, and the residuals and calibrations the estimate cascade
-// learns (estimator/cascade.go, docs/design.md §5.1).
+// recency-weighted statistics of the log of each target (CPU time, peak
+// memory, elapsed time) per exact statement and per statement shape, and
+// the residuals and calibrations the estimate cascade learns
+// (estimator/cascade.go, docs/design.md §5.1). The store knows nothing of
+// targets: the cascade keeps each target's statistic under its own key
+// (the CPU time's under the key it always had), so entries written before
+// targets beyond CPU read as they did.
 //
 // A Store maps a string key to Stats. Three implementations: Memory (one
 // replica, lost on restart), Bolt (an embedded go.etcd.io/bbolt file that
@@ -116,4 +120,25 @@ func (s *Stats) UnmarshalBinary(b []byte) error {
 	}
 	s.Last = time.Unix(0, int64(binary.LittleEndian.Uint64(b[48:])))
 	return nil
+}
+
+// Multi is implemented by stores that read several keys in one call (Redis:
+// one MGET, one round trip); GetMany uses it.
+type Multi interface {
+	// GetMany returns each key's statistics (ok[i] false when none are
+	// recorded), as Get would.
+	GetMany(keys ...string) (stats []Stats, ok []bool)
+}
+
+// GetMany reads keys from st: in one call when st implements Multi, else
+// one Get each.
+func GetMany(st Store, keys ...string) (stats []Stats, ok []bool) {
+	if m, isMulti := st.(Multi); isMulti {
+		return m.GetMany(keys...)
+	}
+	stats, ok = make([]Stats, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		stats[i], ok[i] = st.Get(k)
+	}
+	return stats, ok
 }

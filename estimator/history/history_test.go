@@ -153,6 +153,21 @@ func TestStores(t *testing.T) {
 				t.Fatalf("Len %d; want 2", s.Len())
 			}
 		})
+		t.Run(st.name+" reads several keys at once as Get reads each", func(t *testing.T) {
+			s := st.open(t)
+			defer s.Close()
+			at := time.Unix(5, 0)
+			if err := s.Update(Update{Key: "a", Apply: add(1, at)}, Update{Key: "c", Apply: add(3, at)}); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := GetMany(s, "a", "b", "c")
+			if len(got) != 3 || !ok[0] || ok[1] || !ok[2] || got[0].Mean != 1 || got[1] != (Stats{}) || got[2].Mean != 3 {
+				t.Fatalf("GetMany = %+v %v; want a and c, no b", got, ok)
+			}
+			if _, multi := s.(Multi); multi != (st.name != "memory") {
+				t.Fatalf("%T implements Multi: %v; want bolt and Redis to (one transaction, one MGET)", s, multi)
+			}
+		})
 	}
 }
 

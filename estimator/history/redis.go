@@ -197,6 +197,41 @@ func (r *Redis) Get(key string) (Stats, bool) {
 	return s, true
 }
 
+var _ Multi = (*Redis)(nil)
+
+// GetMany implements Multi: one MGET, bounded by Timeout; every key misses
+// when Redis does not answer in time.
+func (r *Redis) GetMany(keys ...string) ([]Stats, []bool) {
+	stats, found := make([]Stats, len(keys)), make([]bool, len(keys))
+	if len(keys) == 0 || !r.up() {
+		return stats, found
+	}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = r.keyPrefix + k
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	vals, err := r.rdb.MGet(ctx, names...).Result()
+	if err != nil {
+		r.failed(err)
+		return stats, found
+	}
+	r.ok()
+	for i, v := range vals {
+		if i >= len(keys) {
+			break
+		}
+		if s, isStr := v.(string); isStr {
+			found[i] = stats[i].UnmarshalBinary([]byte(s)) == nil
+			if !found[i] {
+				stats[i] = Stats{}
+			}
+		}
+	}
+	return stats, found
+}
+
 // pending is one key of a batch: its updates in order, and the value read.
 type pending struct {
 	key   string

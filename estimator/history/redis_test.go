@@ -180,6 +180,9 @@ func TestRedisDownMissesDropsAndLogsOnce(t *testing.T) {
 		if _, ok := r.Get("k"); ok {
 			t.Fatal("Get hit with Redis down")
 		}
+		if _, ok := r.GetMany("k", "j"); ok[0] || ok[1] {
+			t.Fatal("GetMany hit with Redis down")
+		}
 		if err := r.Update(Update{Key: "k", Apply: add(1, at)}, Update{Key: "j", Apply: add(1, at)}); err != nil {
 			t.Fatalf("Update with Redis down: %v; want the batch dropped and counted", err)
 		}
@@ -201,6 +204,9 @@ func TestRedisDownMissesDropsAndLogsOnce(t *testing.T) {
 	}
 	if s, ok := r.Get("k"); !ok || s.Mean != 7 {
 		t.Fatalf("after Redis came back: %+v %v", s, ok)
+	}
+	if s, ok := r.GetMany("j", "k"); ok[0] || !ok[1] || s[1].Mean != 7 {
+		t.Fatalf("GetMany after Redis came back: %+v %v", s, ok)
 	}
 	if r.Health().Down || !strings.Contains(logs.String(), "Redis reachable again") {
 		t.Fatalf("health %+v, logs %s; want up again, said once", r.Health(), logs.String())
@@ -239,6 +245,30 @@ func BenchmarkGet(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				if _, ok := s.Get("x:statement"); !ok {
+					b.Fatal("miss")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGetMany reads a statement's three targets at once, as the
+// cascade's history stage does (Redis: one MGET).
+func BenchmarkGetMany(b *testing.B) {
+	keys := []string{"x:statement", "x:statement/peak_memory", "x:statement/elapsed"}
+	for _, st := range stores(1000) {
+		b.Run(st.name, func(b *testing.B) {
+			s := st.open(b)
+			defer s.Close()
+			for _, k := range keys {
+				if err := s.Update(Update{Key: k, Apply: add(1, time.Unix(1, 0))}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, ok := GetMany(s, keys...); !ok[2] {
 					b.Fatal("miss")
 				}
 			}

@@ -10,7 +10,7 @@ import (
 )
 
 // Admission control: budgets of in-flight queries and of their predicted
-// CPU seconds, global, per user and per group. A query over budget waits in
+// CPU seconds and peak memory, global, per user and per group. A query over budget waits in
 // a fair queue (round robin over users) while its client sees an ordinary
 // QUEUED Trino query: the POST answers with a QUEUED page whose nextUri
 // points at the proxy, and the proxy answers those polls itself
@@ -40,6 +40,17 @@ type Options struct {
 	// else from UserGroups, else the user is their own group.
 	GroupMaxQueries    int
 	GroupMaxCPUSeconds float64
+	// MaxPeakMemory, UserMaxPeakMemory and GroupMaxPeakMemory bound the
+	// in-flight predicted peak memory in bytes (Entry.Memory), all users,
+	// per user and per group (admission.max_peak_memory, ...).
+	MaxPeakMemory      float64
+	UserMaxPeakMemory  float64
+	GroupMaxPeakMemory float64
+	// ClassMaxPeakMemory bounds the in-flight predicted peak memory of
+	// the queries admitted to each cost class's clusters (Entry.Class),
+	// by class name (admission.class_max_peak_memory); a class absent or
+	// at zero is unlimited.
+	ClassMaxPeakMemory map[string]float64
 	UserGroups         map[string]string
 	GroupHeader        string
 	// QueueSize bounds the waiting queries (admission.queue_size). Past it a
@@ -72,7 +83,18 @@ type Options struct {
 
 func (o *Options) Enabled() bool {
 	return o != nil && (o.MaxQueries > 0 || o.MaxCPUSeconds > 0 || o.UserMaxQueries > 0 ||
-		o.UserMaxCPUSeconds > 0 || o.GroupMaxQueries > 0 || o.GroupMaxCPUSeconds > 0)
+		o.UserMaxCPUSeconds > 0 || o.GroupMaxQueries > 0 || o.GroupMaxCPUSeconds > 0 ||
+		o.MaxPeakMemory > 0 || o.UserMaxPeakMemory > 0 || o.GroupMaxPeakMemory > 0 || o.classBudgets())
+}
+
+// classBudgets reports whether some class has a memory budget.
+func (o *Options) classBudgets() bool {
+	for _, v := range o.ClassMaxPeakMemory {
+		if v > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Store holds the budgets, the admitted queries' slots and the
@@ -123,10 +145,18 @@ type Store interface {
 	Close() error
 }
 
-// entry is a new query under admission control.
+// Entry is a new query under admission control.
 type Entry struct {
 	ID, User, Group string
-	CPU             float64
+	// CPU is its predicted CPU seconds and Memory its predicted peak
+	// memory in bytes (the medians); zero when not predicted (it then
+	// counts as a query and nothing more on that budget).
+	CPU    float64
+	Memory float64
+	// Class is the cost class of the cluster the query goes to, whose
+	// memory budget (Options.ClassMaxPeakMemory) it counts against; ""
+	// for none.
+	Class string
 	// Bytes is the size of the client's request (headers and body), known
 	// before anything is copied: a store refuses to queue one over the
 	// bounds.
@@ -199,6 +229,7 @@ func StoreCtx() (context.Context, context.CancelFunc) {
 type Queued struct {
 	ID, User, Group string
 	CPU             float64
+	Memory          float64
 	Enqueued        time.Time
 	// Position is its place in its user's queue (0: next of the user's).
 	Position int

@@ -28,6 +28,7 @@ type memStore struct {
 	global   Usage
 	perUser  map[string]*Usage
 	perGroup map[string]*Usage
+	perClass map[string]*Usage
 }
 
 var _ Store = (*memStore)(nil)
@@ -53,33 +54,41 @@ type ticket struct {
 type Usage struct {
 	Queries int     // admitted queries in flight
 	CPU     float64 // their predicted CPU seconds
+	Memory  float64 // their predicted peak memory in bytes
 }
 
 func newMemStore(o Options) *memStore {
 	return &memStore{o: o, queued: map[string]*ticket{}, byUser: map[string][]*ticket{},
-		inflight: map[string]*ticket{}, ended: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*Usage{}, perGroup: map[string]*Usage{}}
+		inflight: map[string]*ticket{}, ended: map[string]*ticket{}, byUp: map[string]*ticket{}, perUser: map[string]*Usage{}, perGroup: map[string]*Usage{}, perClass: map[string]*Usage{}}
 }
 
 // fits reports whether t can start now. A scope with nothing in flight
 // always admits one query, so a query larger than its budget still runs.
 func (a *memStore) fits(t *ticket) bool {
-	ok := func(u *Usage, maxN int, maxCPU float64) bool {
+	ok := func(u *Usage, maxN int, maxCPU, maxMem float64) bool {
 		if u == nil || u.Queries == 0 {
 			return true
 		}
-		return (maxN == 0 || u.Queries+1 <= maxN) && (maxCPU == 0 || u.CPU+t.CPU <= maxCPU)
+		return (maxN == 0 || u.Queries+1 <= maxN) && (maxCPU == 0 || u.CPU+t.CPU <= maxCPU) &&
+			(maxMem == 0 || u.Memory+t.Memory <= maxMem)
 	}
-	return ok(&a.global, a.o.MaxQueries, a.o.MaxCPUSeconds) &&
-		ok(a.perUser[t.User], a.o.UserMaxQueries, a.o.UserMaxCPUSeconds) &&
-		ok(a.perGroup[t.Group], a.o.GroupMaxQueries, a.o.GroupMaxCPUSeconds)
+	return ok(&a.global, a.o.MaxQueries, a.o.MaxCPUSeconds, a.o.MaxPeakMemory) &&
+		ok(a.perUser[t.User], a.o.UserMaxQueries, a.o.UserMaxCPUSeconds, a.o.UserMaxPeakMemory) &&
+		ok(a.perGroup[t.Group], a.o.GroupMaxQueries, a.o.GroupMaxCPUSeconds, a.o.GroupMaxPeakMemory) &&
+		(t.Class == "" || ok(a.perClass[t.Class], 0, 0, a.o.ClassMaxPeakMemory[t.Class]))
 }
 
 func (a *memStore) charge(t *ticket, sign int) {
-	for _, u := range []*Usage{&a.global, a.use(a.perUser, t.User), a.use(a.perGroup, t.Group)} {
+	scopes := []*Usage{&a.global, a.use(a.perUser, t.User), a.use(a.perGroup, t.Group)}
+	if t.Class != "" {
+		scopes = append(scopes, a.use(a.perClass, t.Class))
+	}
+	for _, u := range scopes {
 		u.Queries += sign
 		u.CPU += float64(sign) * t.CPU
+		u.Memory += float64(sign) * t.Memory
 		if u.Queries <= 0 {
-			u.Queries, u.CPU = 0, 0
+			u.Queries, u.CPU, u.Memory = 0, 0, 0
 		}
 	}
 	if sign < 0 {
@@ -90,6 +99,9 @@ func (a *memStore) charge(t *ticket, sign int) {
 		}
 		if u := a.perGroup[t.Group]; u != nil && u.Queries == 0 {
 			delete(a.perGroup, t.Group)
+		}
+		if u := a.perClass[t.Class]; u != nil && u.Queries == 0 {
+			delete(a.perClass, t.Class)
 		}
 	}
 }
@@ -426,7 +438,7 @@ func (a *memStore) Queue(_ context.Context, max int) ([]Queued, error) {
 			if len(out) >= max {
 				return out, nil
 			}
-			out = append(out, Queued{ID: t.ID, User: t.User, Group: t.Group, CPU: t.CPU, Enqueued: t.enqueued,
+			out = append(out, Queued{ID: t.ID, User: t.User, Group: t.Group, CPU: t.CPU, Memory: t.Memory, Enqueued: t.enqueued,
 				Position: pos, Use: [3]Usage{a.global, get(a.perUser, t.User), get(a.perGroup, t.Group)}})
 		}
 	}

@@ -13,10 +13,18 @@ func OptionsFrom(a config.Admission) *Options {
 		MaxQueries: a.MaxQueries, MaxCPUSeconds: a.MaxCPUSeconds,
 		UserMaxQueries: a.UserMaxQueries, UserMaxCPUSeconds: a.UserMaxCPUSeconds,
 		GroupMaxQueries: a.GroupMaxQueries, GroupMaxCPUSeconds: a.GroupMaxCPUSeconds,
-		UserGroups: a.UserGroups, GroupHeader: a.GroupHeader,
+		MaxPeakMemory: a.MaxPeakMemory.Bytes(), UserMaxPeakMemory: a.UserMaxPeakMemory.Bytes(),
+		GroupMaxPeakMemory: a.GroupMaxPeakMemory.Bytes(),
+		UserGroups:         a.UserGroups, GroupHeader: a.GroupHeader,
 		QueueSize: a.QueueSize, MaxWait: time.Duration(a.MaxWait), IdleRelease: time.Duration(a.IdleRelease),
 		MaxQueuedQueryBytes: a.MaxQueuedQueryBytes, MaxQueueBytes: a.MaxQueueBytes,
 		Rate: RateLimits{UserRate: a.UserRate, UserBurst: a.UserBurst, GroupRate: a.GroupRate, GroupBurst: a.GroupBurst},
+	}
+	for class, v := range a.ClassMaxPeakMemory {
+		if o.ClassMaxPeakMemory == nil {
+			o.ClassMaxPeakMemory = map[string]float64{}
+		}
+		o.ClassMaxPeakMemory[class] = v.Bytes()
 	}
 	if a.Redis != "" {
 		o.Redis = &RedisOptions{URL: a.Redis, Prefix: a.RedisPrefix, Lease: time.Duration(a.Lease), Down: a.RedisDown, Replicas: a.Replicas}

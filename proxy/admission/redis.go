@@ -144,7 +144,8 @@ func newRedisStore(o Options, m Metrics, log *slog.Logger) (*redisStore, error) 
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	s := &redisStore{o: o, rdb: redis.NewClient(opt), keys: []string{r.Prefix}, lease: r.Lease, m: m, log: log,
 		limits: []any{o.MaxQueries, f(o.MaxCPUSeconds), o.UserMaxQueries, f(o.UserMaxCPUSeconds), o.GroupMaxQueries,
-			f(o.GroupMaxCPUSeconds), o.QueueSize, r.Lease.Milliseconds(), ttl.Milliseconds(), o.MaxWait.Milliseconds()},
+			f(o.GroupMaxCPUSeconds), o.QueueSize, r.Lease.Milliseconds(), ttl.Milliseconds(), o.MaxWait.Milliseconds(),
+			f(o.MaxPeakMemory), f(o.UserMaxPeakMemory), f(o.GroupMaxPeakMemory)},
 		waiters: map[string][]chan struct{}{}, held: map[string]time.Time{}}
 	switch r.Down {
 	case "", RedisDownLocal:
@@ -155,6 +156,13 @@ func newRedisStore(o Options, m Metrics, log *slog.Logger) (*redisStore, error) 
 		lo.MaxCPUSeconds /= float64(r.Replicas)
 		lo.UserMaxCPUSeconds /= float64(r.Replicas)
 		lo.GroupMaxCPUSeconds /= float64(r.Replicas)
+		lo.MaxPeakMemory /= float64(r.Replicas)
+		lo.UserMaxPeakMemory /= float64(r.Replicas)
+		lo.GroupMaxPeakMemory /= float64(r.Replicas)
+		lo.ClassMaxPeakMemory = map[string]float64{}
+		for c, v := range o.ClassMaxPeakMemory {
+			lo.ClassMaxPeakMemory[c] = v / float64(r.Replicas)
+		}
 		lo.QueueSize = share(o.QueueSize)
 		s.local = newMemStore(lo)
 		s.fallback = "admitting with this replica's share of the budgets (redis_down: local)"
@@ -204,14 +212,16 @@ func (s *redisStore) trip(err error) {
 
 func (s *redisStore) Enter(ctx context.Context, e *Entry) (bool, error) {
 	args := []any{e.ID, e.User, e.Group, strconv.FormatFloat(e.CPU, 'g', -1, 64)}
-	v, err := s.run(ctx, scEnter, append(args, "")...)
+	mem := strconv.FormatFloat(e.Memory, 'g', -1, 64)
+	class := []any{e.Class, strconv.FormatFloat(s.o.ClassMaxPeakMemory[e.Class], 'g', -1, 64)}
+	v, err := s.run(ctx, scEnter, append(append(args, "", mem), class...)...)
 	if err == nil && v.(int64) == 0 {
 		// It must wait: the request goes to Redis, within the per-query
 		// bound (Redis holds the waiting requests, not this process).
 		if big := tooBigToQueue(&s.o, e, -1); big != nil {
 			return false, big
 		}
-		v, err = s.run(ctx, scEnter, append(args, e.Payload())...)
+		v, err = s.run(ctx, scEnter, append(append(args, e.Payload(), mem), class...)...)
 	}
 	if err != nil {
 		if s.local == nil {
@@ -464,11 +474,17 @@ func (s *redisStore) Queue(ctx context.Context, max int) ([]Queued, error) {
 		str := func(i int) string { s, _ := f[i].(string); return s }
 		num := func(i int) float64 { v, _ := strconv.ParseFloat(str(i), 64); return v }
 		q := Queued{ID: str(0), User: str(1), Group: str(2), CPU: num(3), Position: int(num(5))}
+		if len(f) >= 16 {
+			q.Memory = num(12)
+		}
 		if ms := int64(num(4)); ms > 0 {
 			q.Enqueued = time.UnixMilli(ms)
 		}
 		for i := range q.Use {
 			q.Use[i] = Usage{Queries: int(num(6 + 2*i)), CPU: num(7 + 2*i)}
+			if len(f) >= 16 {
+				q.Use[i].Memory = num(13 + i)
+			}
 		}
 		out = append(out, q)
 	}

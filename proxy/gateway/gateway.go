@@ -49,12 +49,16 @@ import (
 //   - externalHeaders are set on the request it forwards to the chosen
 //     cluster (replacing a client header of exactly that name).
 
-// RoutingGroup maps a band of predicted CPU time to a Trino Gateway
-// routing group. Groups are checked in order: a query goes to the first
-// whose MaxCPUSeconds is at least its estimate; 0 means unbounded.
+// RoutingGroup maps a band of predicted cost to a Trino Gateway routing
+// group. Groups are checked in order as the proxy's cost classes are
+// (routing.ClassFor): a query goes to the first whose MaxCPUSeconds, and
+// MaxPeakMemory (bytes) and MaxElapsed (seconds) where its estimate
+// predicts them, hold it; 0 means unbounded.
 type RoutingGroup struct {
 	Name          string
 	MaxCPUSeconds float64
+	MaxPeakMemory float64
+	MaxElapsed    float64
 	// Class is the cost class the group stands for, named in the client
 	// tag ClassTag+Class when Handler.ClassTag is set. Empty means Name.
 	Class string
@@ -202,7 +206,12 @@ func (g *Handler) route(h *fasthttp.RequestHeader, req *request, resp *Response)
 	}
 	// The group as the routing policy picks a class: by the estimate's
 	// ClassQuantile.
-	gi := estimate.ClassOf(g.Groups, routingGroupBound, e.Quantile(g.ClassQuantile))
+	classes := make([]routing.CostClass, len(g.Groups))
+	for i, grp := range g.Groups {
+		classes[i] = routing.CostClass{Name: grp.Name, MaxCPUSeconds: grp.MaxCPUSeconds,
+			MaxPeakMemory: grp.MaxPeakMemory, MaxElapsed: grp.MaxElapsed}
+	}
+	gi, over := routing.ClassFor(classes, e, g.ClassQuantile)
 	if gi < 0 {
 		return "estimated", e
 	}
@@ -219,11 +228,12 @@ func (g *Handler) route(h *fasthttp.RequestHeader, req *request, resp *Response)
 		}
 		resp.ExternalHeaders["X-Trino-Client-Tags"] = tags + g.ClassTag + class
 	}
-	return "routed: group " + grp.Name, e
+	why := "routed: group " + grp.Name
+	for _, t := range over {
+		why += "; over every class's " + t.String()
+	}
+	return why, e
 }
-
-// routingGroupBound is a group's upper bound for estimate.ClassOf.
-func routingGroupBound(g RoutingGroup) float64 { return g.MaxCPUSeconds }
 
 func (g *Handler) log() *slog.Logger {
 	if g.Log == nil {

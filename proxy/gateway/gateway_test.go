@@ -31,7 +31,7 @@ var errBusy = errors.New("estimator busy")
 
 // recordingEstimator remembers the queries it was asked to estimate and
 // answers like the proxy's estimator would: "cpu=N" in the text is the
-// estimate, "SET" is not estimated, "fail", "stall" (the time budget ran
+// estimate ("mem=BYTES" its peak memory), "SET" is not estimated, "fail", "stall" (the time budget ran
 // out) and "busy" (every planner at its EXPLAIN bound) fail, a caller
 // without X-Trino-User cannot plan, and a syntax error fails like Trino's
 // EXPLAIN.
@@ -63,7 +63,12 @@ func (r *recordingEstimator) estimate(sql string, h http.Header) (estimate.Estim
 	if h.Get("X-Trino-User") == "" {
 		return estimate.Estimate{}, errors.New("no caller identity")
 	}
-	return estimate.Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}, nil
+	e := estimate.Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}
+	if i := strings.Index(sql, "mem="); i >= 0 {
+		m, _ := strconv.ParseFloat(strings.Fields(sql[i+4:])[0], 64)
+		e.PeakMemory = estimate.Quantity{Median: m}
+	}
+	return e, nil
 }
 
 func (r *recordingEstimator) queries() []query {
@@ -342,5 +347,30 @@ func TestRoutingWithoutEstimator(t *testing.T) {
 	st, r, why := routingCall(t, p, gatewayBody("SELECT 1 -- cpu=1", nil), map[string]string{"X-Trino-User": "alice"})
 	if st != 200 || r.RoutingGroup != nil || len(r.ExternalHeaders) != 0 || why != "no-estimator" {
 		t.Errorf("%d %+v %q", st, r, why)
+	}
+}
+
+// TestRoutingGroupsOnMemory: the group is chosen on memory too where the
+// groups bound it and the estimate predicts it, and the header carries
+// PEAK_MEMORY.
+func TestRoutingGroupsOnMemory(t *testing.T) {
+	est := &recordingEstimator{}
+	p := serve(t, &Handler{Estimate: est.estimate,
+		Groups: []RoutingGroup{{Name: "interactive", MaxCPUSeconds: 60, MaxPeakMemory: 1 << 30}, {Name: "etl", MaxPeakMemory: 8 << 30}}})
+	h := map[string]string{"Content-Type": "application/json; charset=utf-8", "X-Trino-User": "alice"}
+	for _, c := range []struct{ name, sql, group, header, decision string }{
+		{"little memory stays interactive", "SELECT 1 -- cpu=1 mem=1048576", "interactive", "CPU_TIME=1s, PEAK_MEMORY=1024kB", "routed: group interactive"},
+		{"more memory than interactive holds goes to etl", "SELECT 2 -- cpu=1 mem=4294967296", "etl", "CPU_TIME=1s, PEAK_MEMORY=4096MB", "routed: group etl"},
+		{"more than any group holds goes to etl, flagged", "SELECT 3 -- cpu=1 mem=107374182400", "etl", "CPU_TIME=1s, PEAK_MEMORY=102400MB",
+			"routed: group etl; over every class's peak_memory"},
+		{"no memory predicted: CPU alone", "SELECT 4 -- cpu=1", "interactive", "CPU_TIME=1s", "routed: group interactive"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, r, why := routingCall(t, p, gatewayBody(c.sql, nil), h)
+			if st != 200 || str(r.RoutingGroup) != c.group || r.ExternalHeaders["X-Trino-Resource-Estimate"] != c.header || why != c.decision {
+				t.Errorf("%d group %s headers %v decision %q; want group %s header %q decision %q",
+					st, str(r.RoutingGroup), r.ExternalHeaders, why, c.group, c.header, c.decision)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 // so many servers can live in one process.
 type Set struct {
 	Decisions       *prometheus.CounterVec // class, cluster, kind
+	OverClass       *prometheus.CounterVec // target: peak_memory | elapsed
 	FailOpen        *prometheus.CounterVec // reason: error | timeout
 	Failover        *prometheus.CounterVec // cluster (the unreachable one)
 	EstimateCache   *prometheus.CounterVec // result: hit | miss
@@ -59,6 +60,8 @@ func New() *Set {
 	return &Set{
 		Decisions: counter("prestroid_decisions_total",
 			"Placement decisions of new queries, by class, cluster and kind.", "class", "cluster", "kind"),
+		OverClass: counter("prestroid_decisions_over_class_total",
+			"Placements of queries predicted over every cost class's bound on a target (routing.classes[].max_peak_memory, max_elapsed): the largest class took them.", "target"),
 		FailOpen: counter("prestroid_fail_open_total",
 			"Queries forwarded unestimated because the estimate failed (reason=error) or was slow (timeout).", "reason"),
 		Failover: counter("prestroid_failover_total",
@@ -103,7 +106,7 @@ func New() *Set {
 // process collectors to reg; clusters' series start at zero (Zero).
 func (m *Set) Register(reg *prometheus.Registry, state State, stats func() estimate.Stats) error {
 	cs := []prometheus.Collector{
-		m.Decisions, m.FailOpen, m.Failover, m.EstimateCache, m.Queued, m.Identity, m.Completed, m.ScannedTables,
+		m.Decisions, m.OverClass, m.FailOpen, m.Failover, m.EstimateCache, m.Queued, m.Identity, m.Completed, m.ScannedTables,
 		m.QueueWait, m.EstimateSeconds, m.ExplainSeconds, m.Qerror,
 		m.StoreErrors, m.StoreFallback, m.RateLimited,
 		m.Estimates, m.SourceQerror, m.Explains, m.ExplainSkipped,
@@ -149,6 +152,9 @@ func (m *Set) zero(clusters []Cluster) {
 	}
 	for _, r := range []string{"timeout", "busy", "error"} {
 		m.FailOpen.WithLabelValues(r)
+	}
+	for _, t := range []estimate.Target{estimate.TargetMemory, estimate.TargetElapsed} {
+		m.OverClass.WithLabelValues(t.String())
 	}
 	for _, r := range []string{"hit", "miss"} {
 		m.EstimateCache.WithLabelValues(r)

@@ -5,7 +5,8 @@
 // a Selector takes an Input (the estimate's Outcome, who sent the query,
 // each cluster's ClusterState) and returns a Decision, whose String is the
 // X-Prestroid-Decision grammar. CostPolicy picks the CostClass from the
-// estimate (estimate.ClassOf), a cluster within it (ClusterPicker,
+// estimate (ClassFor, classes.go: on CPU time, and on peak memory and
+// elapsed time where the class bounds and the estimate predicts them), a cluster within it (ClusterPicker,
 // LeastLoaded by default) and a fallback when the class has none healthy;
 // RulePolicy lets a Rule fix the class first. They see no request and no
 // server, so they are table-tested without one.

@@ -19,14 +19,6 @@ var (
 	_ Selector = (*RulePolicy)(nil)
 )
 
-// CostClass is a band of predicted CPU time; clusters serve one class.
-// Classes are checked in order: a query belongs to the first class whose
-// MaxCPUSeconds is at least its estimate (0 means unbounded).
-type CostClass struct {
-	Name          string
-	MaxCPUSeconds float64
-}
-
 // Fallback policies when a class has no healthy cluster.
 const (
 	FallbackLarger  = "larger"  // the next larger class that has a healthy cluster (default)
@@ -153,8 +145,10 @@ const (
 //	fallback: no healthy cluster; default
 //	rule: RULE; class CLASS
 //
-// followed by "; rule RULE" when a rule fixed the class of a fallback or
-// shadow decision, "; queued" when the query waited for admission and
+// followed by "; over every class's TARGET" for each target the estimate
+// is predicted over every class's bound on (peak_memory, elapsed), then
+// "; rule RULE" when a rule fixed the class of a fallback or shadow
+// decision, "; queued" when the query waited for admission and
 // "; failover: NAME unreachable" for each cluster that refused it.
 type Decision struct {
 	Kind DecisionKind
@@ -175,6 +169,11 @@ type Decision struct {
 	FallbackClass string
 	// Rule names the routing rule that fixed Class; "" when none did.
 	Rule string
+	// Over are the targets (estimate.TargetMemory, TargetElapsed) the
+	// estimate is predicted over every class's bound on (ClassFor): the
+	// largest class took the query, which may still not fit. Nil when
+	// none.
+	Over []estimate.Target
 	// Queued is set when the query waited in the admission queue.
 	Queued bool
 	// Failovers are the clusters that refused the connection, in order.
@@ -203,6 +202,9 @@ func (d Decision) String() string {
 		default:
 			b.WriteString(": no healthy cluster; default")
 		}
+	}
+	for _, t := range d.Over {
+		b.WriteString("; over every class's " + t.String())
 	}
 	if d.Rule != "" && d.Kind != KindRule {
 		b.WriteString("; rule " + d.Rule)
@@ -243,12 +245,12 @@ func (LeastLoaded) Pick(class string, cs []ClusterState) int {
 	return best
 }
 
-// CostPolicy routes by predicted CPU time: the class from the estimate
-// (estimate.ClassOf), a cluster within the class (Picker), and when the
+// CostPolicy routes by predicted cost: the class from the estimate
+// (ClassFor: CPU time, and peak memory and elapsed time where predicted), a cluster within the class (Picker), and when the
 // class has no healthy cluster the Fallback policy. Queries without an estimate go to
 // the default cluster.
 type CostPolicy struct {
-	// Classes in increasing order of MaxCPUSeconds. Empty means no
+	// Classes in increasing order of their bounds. Empty means no
 	// routing by cost: estimated queries go to the default cluster.
 	Classes []CostClass
 	// Fallback is FallbackLarger (also when empty), FallbackDefault or
@@ -287,11 +289,11 @@ func (p *CostPolicy) Select(in Input) Decision {
 	if len(p.Classes) == 0 {
 		return Decision{Kind: KindEstimated, Cluster: def}
 	}
-	return p.place(in, estimate.ClassOf(p.Classes, costClassBound, in.Estimate.Quantile(p.Quantile)))
+	ci, over := ClassFor(p.Classes, in.Estimate, p.Quantile)
+	d := p.place(in, ci)
+	d.Over = over
+	return d
 }
-
-// costClassBound is a class's upper bound for estimate.ClassOf.
-func costClassBound(c CostClass) float64 { return c.MaxCPUSeconds }
 
 // place puts a query of class index ci on a cluster: shadow, routed or
 // fallback.

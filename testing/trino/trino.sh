@@ -21,6 +21,12 @@
 #   TRINO_EXTRA_CONFIG file whose lines are appended to config.properties
 #   TRINO_ETC_OVERLAY  directory copied over the generated etc/ (resource groups,
 #                      spooling manager, extra catalogs)
+#   TRINO_RESOURCE_GROUPS a resource groups JSON file: Trino's file-based resource
+#                      group manager (etc/resource-groups.properties) with a copy of it
+#                      as etc/resource-groups.json; its selectors may select on the
+#                      X-Trino-Resource-Estimate the proxy sends (selectorResourceEstimate:
+#                      executionTime, cpuTime, peakMemory ranges). Default: none (Trino's
+#                      built-in "global" group)
 #   TRINO_START_TIMEOUT seconds to wait for startup (default 300)
 #   TRINO_HTTPS_PORT   also serve HTTPS on this port, with a self-signed certificate
 #                      for 127.0.0.1/localhost made with keytool (etc/keystore.p12);
@@ -211,6 +217,11 @@ EOF
   printf 'connector.name=tpcds\ntpcds.splits-per-node=4\n' >"$etc/catalog/tpcds.properties"
   printf 'connector.name=memory\nmemory.max-data-per-node=512MB\n' >"$etc/catalog/memory.properties"
   write_lake_catalogs "$etc"
+  if [ -n "${TRINO_RESOURCE_GROUPS:-}" ]; then
+    [ -f "$TRINO_RESOURCE_GROUPS" ] || die "TRINO_RESOURCE_GROUPS=$TRINO_RESOURCE_GROUPS: no such file"
+    cp "$TRINO_RESOURCE_GROUPS" "$etc/resource-groups.json"
+    printf 'resource-groups.configuration-manager=file\nresource-groups.config-file=%s\n' "$etc/resource-groups.json" >"$etc/resource-groups.properties"
+  fi
   if [ -n "${TRINO_ETC_OVERLAY:-}" ]; then cp -r "$TRINO_ETC_OVERLAY"/. "$etc/"; fi
 }
 
@@ -333,5 +344,5 @@ case "${1:-}" in
   cert) [ -f "$inst/etc/https-cert.pem" ] || die "no HTTPS certificate for port $port (TRINO_HTTPS_PORT)"; echo "$inst/etc/https-cert.pem" ;;
   version) echo "$TRINO_VERSION" ;;
   wipe-lake) ! pid_alive || die "stop the instance on port $port first"; rm -rf "$lake"; echo "trino.sh: removed $lake" >&2 ;;
-  *) sed -n '2,41p' "$0"; exit 2 ;;
+  *) sed -n '2,47p' "$0"; exit 2 ;;
 esac

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/testing/e2e"
@@ -28,25 +29,9 @@ import (
 // harness's, and "large", started here with a resource-groups file), the
 // real binary with its real model, real clients.
 
-const resourceGroupsProps = `resource-groups.configuration-manager=file
-resource-groups.config-file={{ETC}}/resource-groups.json
-`
-
-// Queries carrying any CPU_TIME estimate land in global.estimated; others
-// in global.other: proof that Trino received and used the proxy's header.
-const resourceGroupsJSON = `{
-  "rootGroups": [{
-    "name": "global", "softMemoryLimit": "80%", "hardConcurrencyLimit": 100, "maxQueued": 1000,
-    "subGroups": [
-      {"name": "estimated", "softMemoryLimit": "80%", "hardConcurrencyLimit": 50, "maxQueued": 500},
-      {"name": "other", "softMemoryLimit": "80%", "hardConcurrencyLimit": 50, "maxQueued": 500}
-    ]
-  }],
-  "selectors": [
-    {"selectorResourceEstimate": {"cpuTime": {"min": "0ms"}}, "group": "global.estimated"},
-    {"group": "global.other"}
-  ]
-}`
+// The large cluster runs with resource groups that select on the
+// estimate's ranges (resourcegroups_test.go): proof that Trino received and
+// used the proxy's header.
 
 const (
 	lightSQL = "SELECT count(*) FROM tpch.tiny.nation"
@@ -90,8 +75,7 @@ func TestCostRoutingOnTwoRealClusters(t *testing.T) {
 	if os.Getenv("PRESTROID_ORT_LIB") == "" {
 		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
 	}
-	large, _ := e2e.StartTrinoInstance(t, "large", "", map[string]string{
-		"resource-groups.properties": resourceGroupsProps, "resource-groups.json": resourceGroupsJSON})
+	large, _ := e2e.StartTrinoInstanceEnv(t, "large", "", nil, []string{"TRINO_RESOURCE_GROUPS=" + resourceGroupsJSON(t)})
 
 	light, heavy := estimateWithCLI(t, bin, small, lightSQL), estimateWithCLI(t, bin, small, heavySQL)
 	t.Logf("model %s: light %.4gs, heavy %.4gs", light.Model, light.CPUSeconds, heavy.CPUSeconds)
@@ -121,11 +105,13 @@ feedback:
 	time.Sleep(2 * time.Second) // first health round of both clusters
 
 	run := fmt.Sprintf("%d", rand.Uint32())
+	var lastEst string // the X-Prestroid-Estimate of the last placed query
 	placed := func(sql string) (cluster, decision string, p e2e.Page) {
 		resp, p := e2e.Do(t, "POST", base+"/v1/statement", sql, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("POST: %s", resp.Status)
 		}
+		lastEst = resp.Header.Get("X-Prestroid-Estimate")
 		return resp.Header.Get("X-Prestroid-Cluster"), resp.Header.Get("X-Prestroid-Decision"), p
 	}
 	finish := func(p e2e.Page) e2e.Page {
@@ -151,6 +137,7 @@ feedback:
 	t.Run("a heavy query goes to the large cluster, whose resource groups use the estimate", func(t *testing.T) {
 		marker := "heavy_" + run
 		c, d, p := placed(heavySQL + " /* " + marker + " */")
+		heavyEst := lastEst
 		if c != "large" || d != "routed: class large" {
 			t.Fatalf("placed on %q (%q)", c, d)
 		}
@@ -160,19 +147,77 @@ feedback:
 		if e2e.SeenByTrino(t, large, marker) != 1 || e2e.SeenByTrino(t, small, marker) != 0 {
 			t.Errorf("system.runtime.queries: large %d, small %d", e2e.SeenByTrino(t, large, marker), e2e.SeenByTrino(t, small, marker))
 		}
-		var group string
-		e2e.OpenDB(t, large, "").QueryRow("SELECT array_join(resource_group_id, '.') FROM system.runtime.queries WHERE query LIKE '%" + marker +
-			"%' AND query NOT LIKE '%system.runtime%'").Scan(&group)
-		if group != "global.estimated" {
-			t.Errorf("resource group %q: Trino did not select on X-Trino-Resource-Estimate", group)
+		if g := checkResourceGroup(t, large, queryIDOf(t, large, marker), heavyEst); g == "global.other" {
+			t.Errorf("resource group %q: Trino did not select on X-Trino-Resource-Estimate", g)
 		}
 		// Directly (no estimate header) the same cluster puts it elsewhere.
 		direct := "heavy_direct_" + run
 		finish(e2e.RunRaw(t, large, lightSQL+" /* "+direct+" */"))
-		e2e.OpenDB(t, large, "").QueryRow("SELECT array_join(resource_group_id, '.') FROM system.runtime.queries WHERE query LIKE '%" + direct +
-			"%' AND query NOT LIKE '%system.runtime%'").Scan(&group)
-		if group != "global.other" {
-			t.Errorf("unestimated query in resource group %q", group)
+		if g := checkResourceGroup(t, large, queryIDOf(t, large, direct), ""); g != "global.other" {
+			t.Errorf("unestimated query in resource group %q", g)
+		}
+	})
+	t.Run("each estimate selects the resource group its ranges name", func(t *testing.T) {
+		// A second proxy in front of the large cluster alone: every
+		// estimated query goes there with its estimate.
+		port := e2e.FreePort(t)
+		cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
+route_secret: %s
+clusters:
+  - {name: large, url: %q}
+routing:
+  monitor_interval: 1s
+  estimate_timeout: 60s
+estimator:
+  explain: always
+`, port, strings.Repeat("s", 40), large)
+		_, only := e2e.ServeBinary(t, bin, port, "--config", writeConfig(t, t.TempDir(), cfg))
+		groups := map[string]bool{}
+		for i, sql := range []string{lightSQL, "SELECT count(*) FROM tpch.tiny.lineitem",
+			"SELECT returnflag, sum(quantity) FROM tpch.sf1.lineitem GROUP BY 1", "SELECT count(*) FROM tpch.sf1.orders"} {
+			marker := fmt.Sprintf("rg%d_%s", i, run)
+			resp, p := e2e.Do(t, "POST", only+"/v1/statement", sql+" /* "+marker+" */", nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("POST: %s", resp.Status)
+			}
+			est := resp.Header.Get("X-Prestroid-Estimate")
+			if est == "" {
+				t.Fatalf("%s: not estimated (%s)", sql, resp.Header.Get("X-Prestroid-Decision"))
+			}
+			if last := finish(p); last.Stats.State != "FINISHED" {
+				t.Fatalf("state %s", last.Stats.State)
+			}
+			groups[checkResourceGroup(t, large, queryIDOf(t, large, marker), est)] = true
+		}
+		// The estimates span orders of magnitude: the half-decade bands
+		// put them in more than one group.
+		if len(groups) < 2 {
+			t.Errorf("every query in one resource group: %v", groups)
+		}
+	})
+	t.Run("the memory and time ranges select on the header the proxy makes of all three targets", func(t *testing.T) {
+		// Whether or not this estimator predicts memory and time yet, the
+		// header it sends for an estimate that does (ResourceEstimate) is
+		// what Trino parses and selects on: sent directly, as the proxy
+		// sends it.
+		for i, c := range []struct {
+			e    estimate.Estimate
+			want string
+		}{
+			{estimate.Estimate{Estimated: true, CPUSeconds: 0.5, PeakMemory: estimate.Quantity{Median: 3 << 30}}, "global.mem_64mb_up"},
+			{estimate.Estimate{Estimated: true, CPUSeconds: 0.5, PeakMemory: estimate.Quantity{Median: 1 << 20}, Elapsed: estimate.Quantity{Median: 90}}, "global.time_10s_up"},
+			{estimate.Estimate{Estimated: true, CPUSeconds: 0.5, PeakMemory: estimate.Quantity{Median: 1 << 20}, Elapsed: estimate.Quantity{Median: 2}}, "global.cpu_06"},
+		} {
+			marker := fmt.Sprintf("rgh%d_%s", i, run)
+			h := c.e.ResourceEstimate()
+			resp, p := e2e.Do(t, "POST", large+"/v1/statement", lightSQL+" /* "+marker+" */", map[string]string{"X-Trino-Resource-Estimate": h})
+			if resp.StatusCode != 200 || p.Error != nil {
+				t.Fatalf("%s: %s %+v", h, resp.Status, p.Error)
+			}
+			finish(p)
+			if g := checkResourceGroup(t, large, queryIDOf(t, large, marker), string(c.e.AppendHeader(nil))); g != c.want {
+				t.Errorf("X-Trino-Resource-Estimate %q: resource group %q, want %q", h, g, c.want)
+			}
 		}
 	})
 	t.Run("a Go client transaction sticks to one cluster", func(t *testing.T) {
