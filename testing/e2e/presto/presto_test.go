@@ -141,7 +141,7 @@ const (
 		`ARRAY[MAP(ARRAY['a'], ARRAY[ROW(1, DATE '2001-01-01')])] nested`
 	nationSQL = "SELECT nationkey, name, regionkey, comment FROM nation ORDER BY nationkey"
 	// ~60,000 rows: many pages of the protocol.
-	bigSQL  = "SELECT orderkey, linenumber, partkey, quantity, extendedprice, shipdate, comment FROM lineitem ORDER BY orderkey, linenumber"
+	bigSQL = "SELECT orderkey, linenumber, partkey, quantity, extendedprice, shipdate, comment FROM lineitem ORDER BY orderkey, linenumber"
 	// The sum is of exact decimals: a double's sum depends on the order
 	// the parallel partial sums meet, and differs in its last digits from
 	// run to run whoever asks.
