@@ -171,6 +171,9 @@ func printEstimate(e *estimate.Estimate, asJSON bool) error {
 	}
 	fmt.Printf("%.3f CPU seconds (CPU_TIME=%s)  model %s  explain %.1f ms  featurize %d µs  infer %d µs\n",
 		e.CPUSeconds, out.CPUTime, e.Model, float64(e.Explain)/float64(time.Millisecond), e.Featurize.Microseconds(), e.Infer.Microseconds())
+	if e.PeakMemory.Known() || e.Elapsed.Known() {
+		fmt.Println("resource estimate:", out.ResourceEstimate)
+	}
 	if e.Untrained {
 		fmt.Println("warning: the model is UNTRAINED (random weights); the number means nothing")
 	}
