@@ -65,7 +65,8 @@ TARGETS = {
 # prefix m{i}_) the heads read: each member's input to its dense layers.
 TRUNK = ("m0_/Concat_7_output_0", "m1_/Concat_9_output_0")
 PARITY_TOL = 1e-5
-HIDDEN = (16, 64)          # head widths tried; validation MSE picks
+HIDDEN = (8, 32)           # head widths tried; validation MSE picks
+SEEDS = (1, 2, 3)          # heads per target, averaged
 
 
 # ------------------------------------------------------------------ data
@@ -129,7 +130,8 @@ def trunk_session(model_path, extra=TRUNK):
 
 
 def embed(sess, z, batch=256):
-    """(features (n, d): the trunk tensors joined, y (n,)) of the queries of z."""
+    """(features (n, d): the trunk tensors joined, y (n,), the width of
+    each trunk tensor) of the queries of z."""
     names = [i.name for i in sess.get_inputs()]
     n = z["op"].shape[0]
     feats, ys = [], []
@@ -138,7 +140,8 @@ def embed(sess, z, batch=256):
         y, *tr = sess.run(["y", *TRUNK], feed)
         ys.append(y.reshape(-1))
         feats.append(np.concatenate([t.reshape(t.shape[0], -1) for t in tr], 1))
-    return np.concatenate(feats).astype(np.float32), np.concatenate(ys).astype(np.float32)
+    widths = [int(np.prod(t.shape[1:])) for t in tr]
+    return np.concatenate(feats).astype(np.float32), np.concatenate(ys).astype(np.float32), widths
 
 
 def load_workdir(workdir, bundle, cache=None):
@@ -156,48 +159,92 @@ def load_workdir(workdir, bundle, cache=None):
         path = cache and os.path.join(cache, f"emb_{split}.npz")
         if path and os.path.exists(path):
             with np.load(path) as c:
-                feat, y = c["feat"], c["y"]
+                feat, y, widths = c["feat"], c["y"], list(c["widths"])
         else:
             with np.load(os.path.join(workdir, f"{split}.npz")) as z:
-                feat, y = embed(sess, z)
+                feat, y, widths = embed(sess, z)
             if path:
-                np.savez(path, feat=feat, y=y)
+                np.savez(path, feat=feat, y=y, widths=np.array(widths))
         if len(keys) != len(y):
             raise SystemExit(f"targets: {split}: {len(keys)} keys, {len(y)} tensors")
-        parts[split] = {"keys": keys, "feat": feat, "y": y, "q": [queries[k] for k in keys]}
+        parts[split] = {"keys": keys, "feat": feat, "y": y, "q": [queries[k] for k in keys], "widths": widths}
     return parts
+
+
+def trunk_layout(widths, k, plan_dim=6):
+    """Per trunk tensor (K, channels, plan width): each is K·C pooled
+    sub-tree features followed by its plan part."""
+    out = []
+    for w in widths:
+        c, r = divmod(int(w) - plan_dim, k)
+        if r:
+            raise SystemExit(f"targets: a trunk tensor of width {w} is not K={k} sub-trees of C channels + {plan_dim}")
+        out.append((k, c, plan_dim))
+    return out
 
 
 # ------------------------------------------------------------------ heads
 
-class Head(torch.nn.Module):
-    """Trunk features and the CPU output → one normalized ln target. The
-    standardization of the inputs is part of the graph."""
+class Pool(torch.nn.Module):
+    """The trunk tensors → a compact, position-free summary: per member the
+    maximum and the mean over the K sub-trees of its pooled channels, its
+    plan part, and the CPU output. (The members' own dense layers read the
+    K·C features tied to sub-tree positions; a head on those overfits the
+    training templates: models/README.md.)"""
 
-    def __init__(self, mean, std, hidden, dropout=0.2):
+    def __init__(self, layout):
         super().__init__()
+        self.layout = [tuple(x) for x in layout]   # per member (K, C, plan width)
+
+    def forward(self, feat, y):
+        parts, at = [], 0
+        for k, c, p in self.layout:
+            h = feat[:, at:at + k * c].reshape(-1, k, c)
+            parts += [h.amax(1), h.mean(1), feat[:, at + k * c:at + k * c + p]]
+            at += k * c + p
+        return torch.cat(parts + [y], 1)
+
+
+class Head(torch.nn.Module):
+    """Pool → standardize → Linear → ReLU → Dropout → Linear: one normalized
+    ln target."""
+
+    def __init__(self, pool, mean, std, hidden, dropout=0.2):
+        super().__init__()
+        self.pool = pool
         self.register_buffer("mean", torch.from_numpy(mean).float())
         self.register_buffer("scale", torch.from_numpy(1.0 / std).float())
-        d = len(mean)
-        self.net = torch.nn.Sequential(torch.nn.Linear(d, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
+        self.net = torch.nn.Sequential(torch.nn.Linear(len(mean), hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
                                        torch.nn.Linear(hidden, 1))
 
     def forward(self, feat, y):
-        x = (torch.cat([feat, y], 1) - self.mean) * self.scale
-        return self.net(x)
+        return self.net((self.pool(feat, y) - self.mean) * self.scale)
+
+
+class Mean(torch.nn.Module):
+    """The mean of several heads (seeds) of one target."""
+
+    def __init__(self, heads):
+        super().__init__()
+        self.heads = torch.nn.ModuleList(heads)
+
+    def forward(self, feat, y):
+        return torch.stack([h(feat, y) for h in self.heads], 0).mean(0)
 
 
 def head_inputs(part):
     return part["feat"], part["y"].reshape(-1, 1)
 
 
-def fit_head(train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300, patience=20, lr=1e-3, batch=128):
+def fit_head(layout, train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300, patience=20, lr=1e-3, batch=128):
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    xs = np.concatenate(train_x, 1)
+    pool = Pool(layout)
+    with torch.no_grad():
+        xs = pool(torch.from_numpy(train_x[0]), torch.from_numpy(train_x[1])).numpy()
     mean, std = xs.mean(0), xs.std(0)
     std[std < 1e-6] = 1.0
-    model = Head(mean, std, hidden)
+    model = Head(pool, mean, std, hidden)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
     tf, ty, tt = (torch.from_numpy(a) for a in (*train_x, train_y.astype(np.float32)))
     vf, vy, vt = (torch.from_numpy(a) for a in (*val_x, val_y.astype(np.float32)))
@@ -226,24 +273,32 @@ def fit_head(train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300, patienc
 
 
 def head_predict(model, x):
+    model.eval()
     with torch.no_grad():
         return model(torch.from_numpy(x[0]), torch.from_numpy(x[1])).squeeze(1).numpy()
 
 
-def train_target(parts, target, lo, hi, log):
-    """The head of one target (width picked on validation) and its
-    validation sigma; parts are train/val/test with "ln" per query."""
+def train_target(parts, layout, target, lo, hi, log, seeds=SEEDS):
+    """The head of one target: the mean of len(seeds) heads, the width
+    picked on validation, and its validation sigma; parts are
+    train/val/test with "ln" per query."""
     norm = lambda v: (v - lo) / (hi - lo)
     tr, va = parts["train"], parts["val"]
     best = None
     for h in HIDDEN:
-        m, loss, ep = fit_head(head_inputs(tr), norm(tr["ln"]), head_inputs(va), norm(va["ln"]), h)
-        log(f"  {target}: hidden {h}: {ep} epochs, validation MSE {loss:.5f}")
+        heads, eps = [], []
+        for seed in seeds:
+            m, _, ep = fit_head(layout, head_inputs(tr), norm(tr["ln"]), head_inputs(va), norm(va["ln"]), h, seed)
+            heads.append(m)
+            eps.append(ep)
+        model = Mean(heads).eval()
+        loss = float(np.mean((head_predict(model, head_inputs(va)) - norm(va["ln"])) ** 2))
+        log(f"  {target}: hidden {h}, {len(seeds)} seeds ({eps} epochs): validation MSE {loss:.5f}")
         if best is None or loss < best[1]:
-            best = (m, loss, ep, h)
-    m, loss, ep, h = best
+            best = (model, loss, eps, h)
+    m, loss, eps, h = best
     res = lo + head_predict(m, head_inputs(va)) * (hi - lo) - va["ln"]
-    return m, {"hidden": h, "epochs": ep, "val_mse": loss, "sigma": float(np.std(res))}
+    return m, {"hidden": h, "seeds": list(seeds), "epochs": eps, "val_mse": loss, "sigma": float(np.std(res))}
 
 
 # ------------------------------------------------------------------ baselines
@@ -502,8 +557,11 @@ def main(argv=None):
         f"({time.time() - t0:.0f} s)")
     with open(os.path.join(a.bundle, "manifest.json")) as f:
         manifest = json.load(f)
+    if manifest.get("targets"):
+        raise SystemExit(f"targets: {a.bundle} already has targets: start from its CPU-only bundle")
     tgt = manifest["target"]
     cpu_ln = lambda y: T_denorm(y, tgt)
+    layout = trunk_layout(parts["train"]["widths"], manifest["K"])
 
     results, heads, sections = {}, {}, {}
     splits = [("template split", "the held-out templates of data/split.json (the workdir's test split)", None)]
@@ -521,7 +579,7 @@ def main(argv=None):
             lo, hi = float(p["train"]["ln"].min()), float(p["train"]["ln"].max())
             log(f"targets: {split_name}: {name}: train {len(p['train']['ln'])}, val {len(p['val']['ln'])}, "
                 f"test {len(p['test']['ln'])}")
-            model, info = train_target(p, name, lo, hi, log)
+            model, info = train_target(p, layout, name, lo, hi, log)
             pred = lo + head_predict(model, head_inputs(p["test"])) * (hi - lo)
             rows = {"Prestroid (this bundle)": dict(qsummary(p["test"]["ln"], pred, info["sigma"]), **info)}
             cl = {s: cpu_ln(p[s]["y"]) for s in ("train", "val", "test")}
@@ -608,7 +666,8 @@ def build(a, manifest, heads, labels, parts, log):
         t = TARGETS[name]
         manifest["targets"][name] = {"output": t["output"], "transform": t["transform"], "min": lo, "max": hi,
                                      "sigma": info["sigma"], "golden": "expected_" + name,
-                                     "head": {"hidden": info["hidden"], "epochs": info["epochs"],
+                                     "head": {"hidden": info["hidden"], "seeds": info["seeds"],
+                                              "epochs": info["epochs"], "val_mse": info["val_mse"],
                                               "inputs": list(TRUNK) + ["y"]}}
     manifest["targets_check"] = check
     manifest["model_id"] = manifest["model_id"] + "-targets"
