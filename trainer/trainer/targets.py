@@ -657,7 +657,7 @@ def build(a, manifest, heads, labels, parts, log):
         raise SystemExit("targets: golden CPU predictions changed")
     for i, name in enumerate(heads):
         gold["expected_" + name] = got[i + 1].astype(np.float32)
-    np.savez(gpath, **gold)
+    np.savez_compressed(gpath, **gold)
 
     # The manifest's targets section.
     manifest = copy.deepcopy(manifest)
