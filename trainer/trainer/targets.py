@@ -422,7 +422,8 @@ def splice(base_path, extra, out_path, inputs_map):
     g = base.graph
     for prefix, path, out_name, feeds in extra:
         h = onnx.load(path)
-        if list(h.opset_import) != list(base.opset_import):
+        ops = lambda m: sorted((o.domain, o.version) for o in m.opset_import)
+        if ops(h) != ops(base):
             raise SystemExit(f"targets: {path}: opset {h.opset_import} differs from the bundle's")
         p = compose.add_prefix(h, prefix, rename_inputs=False)
         ren = {n: feeds[n] for n in [i.name for i in p.graph.input]}
