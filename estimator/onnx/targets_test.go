@@ -16,9 +16,11 @@ import (
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/history"
+	"github.com/prestroid/prestroid/estimator/internal/trinotest"
 	"github.com/prestroid/prestroid/estimator/npy"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/estimator/tablestats"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/training"
 )
 
@@ -261,4 +263,40 @@ func TestTextStagePredictsEveryTarget(t *testing.T) {
 	}
 	t.Logf("text stage: CPU %.3g s, memory %.3g B (σ %.2f), elapsed %.3g s (σ %.2f)", e.CPUSeconds,
 		e.PeakMemory.Median, e.PeakMemory.Sigma, e.Elapsed.Median, e.Elapsed.Sigma)
+}
+
+// TestLiveModelStageTargets: a statement EXPLAINed on the live Trino and
+// scored by the default bundle through the cascade's model stage carries
+// all three targets, and the resource-estimate header names them.
+func TestLiveModelStageTargets(t *testing.T) {
+	server := trinotest.URL(t)
+	rt := runtime(t)
+	m := loadFixture(t, rt, copyDefault(t))
+	svc := estimator.NewService(m, estimator.ServiceOptions{Workers: 1, History: history.NewMemory(100),
+		Cascade: estimator.CascadeOptions{MinCount: 2, MaxSpread: 0.5, Shrink: 1, ModelSigma: 1}})
+	defer svc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const sql = "SELECT l.returnflag, sum(l.extendedprice) FROM tpch.%s.lineitem l JOIN tpch.%s.orders o ON l.orderkey = o.orderkey GROUP BY 1"
+	mem := map[string]float64{}
+	for _, scale := range []string{"tiny", "sf1"} {
+		e, err := svc.EstimateFor(ctx, dialect.Trino, []string{server}, sprintf2(sql, scale), trinotest.UserHeader("prestroid-targets"))
+		if err != nil {
+			t.Fatalf("%s: %v", scale, err)
+		}
+		if e.Source != estimate.SourceModel || !e.PeakMemory.Known() || !e.Elapsed.Known() {
+			t.Fatalf("%s: source %s, memory %+v, elapsed %+v: want the model's three targets", scale, e.Source, e.PeakMemory, e.Elapsed)
+		}
+		h := e.ResourceEstimate()
+		if !strings.Contains(h, "PEAK_MEMORY=") || !strings.Contains(h, "EXECUTION_TIME=") || !strings.Contains(h, "CPU_TIME=") {
+			t.Errorf("%s: resource estimate %q", scale, h)
+		}
+		t.Logf("%s: CPU %.3g s, memory %.3g B (σ %.2f), elapsed %.3g s (σ %.2f): %s", scale, e.CPUSeconds,
+			e.PeakMemory.Median, e.PeakMemory.Sigma, e.Elapsed.Median, e.Elapsed.Sigma, h)
+		mem[scale] = e.PeakMemory.Median
+	}
+	// A hash join over sf1's 1.5 M orders holds far more than tiny's 15,000.
+	if !(mem["sf1"] > 2*mem["tiny"]) {
+		t.Errorf("peak memory sf1 %.3g B, tiny %.3g B: want sf1 well above tiny", mem["sf1"], mem["tiny"])
+	}
 }
