@@ -24,7 +24,7 @@ type batcher struct {
 type inferReq struct {
 	m    *bundle.Model
 	f    *featurize.Features
-	y    float32
+	p    bundle.Prediction // every target the model has
 	err  error
 	done chan struct{}
 }
@@ -42,18 +42,19 @@ func newBatcher(workers, maxBatch int, maxWait time.Duration) *batcher {
 	return b
 }
 
-// infer queues f for m and waits for its normalized prediction.
-func (b *batcher) infer(ctx context.Context, m *bundle.Model, f *featurize.Features) (float32, error) {
+// infer queues f for m and waits for its normalized predictions (the CPU
+// and whichever targets beyond CPU m has).
+func (b *batcher) infer(ctx context.Context, m *bundle.Model, f *featurize.Features) (bundle.Prediction, error) {
 	r := reqPool.Get().(*inferReq)
 	r.m, r.f, r.err = m, f, nil
 	select {
 	case b.reqs <- r:
 	case <-ctx.Done():
 		reqPool.Put(r)
-		return 0, ctx.Err()
+		return bundle.Prediction{}, ctx.Err()
 	case <-b.stop:
 		reqPool.Put(r)
-		return 0, errServiceClosed
+		return bundle.Prediction{}, errServiceClosed
 	}
 	// Once queued, the request is answered by a worker (workers drain the
 	// queue before they stop), so waiting without ctx keeps r reusable;
@@ -65,13 +66,13 @@ func (b *batcher) infer(ctx context.Context, m *bundle.Model, f *featurize.Featu
 		select {
 		case <-r.done:
 		default:
-			return 0, errServiceClosed
+			return bundle.Prediction{}, errServiceClosed
 		}
 	}
-	y, err := r.y, r.err
+	p, err := r.p, r.err
 	r.m, r.f = nil, nil
 	reqPool.Put(r)
-	return y, err
+	return p, err
 }
 
 func (b *batcher) close() {
@@ -144,13 +145,13 @@ func (b *batcher) run(batch []*inferReq) {
 			fs = append(fs, batch[end].f)
 			end++
 		}
-		ys, err := m.Predict(fs)
+		ps, err := m.PredictAll(fs)
 		for i := start; i < end; i++ {
 			r := batch[i]
 			if err != nil {
 				r.err = err
 			} else {
-				r.y = ys[i-start]
+				r.p = ps[i-start]
 			}
 			r.done <- struct{}{}
 		}

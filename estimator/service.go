@@ -200,11 +200,12 @@ func (s *Service) estimatePlan(ctx context.Context, m *bundle.Model, planJSON []
 		return nil, err
 	}
 	t1 := time.Now()
-	y, err := s.b.infer(ctx, m, f)
+	p, err := s.b.infer(ctx, m, f)
 	if err != nil {
 		return nil, err
 	}
 	t2 := time.Now()
+	y := p.Y[estimate.TargetCPU]
 	e := &estimate.Estimate{
 		Estimated: true, Statement: plan.StmtQuery.String(),
 		CPUSeconds: m.CPUSeconds(y), Normalized: y,
@@ -212,6 +213,7 @@ func (s *Service) estimatePlan(ctx context.Context, m *bundle.Model, planJSON []
 		Featurize: t1.Sub(t0), Infer: t2.Sub(t1),
 		Tables: f.Tables, UnknownTables: f.UnknownTables,
 	}
+	setModelTargets(e, m, p)
 	f.Release() // answered: no worker reads f any more
 	return e, nil
 }

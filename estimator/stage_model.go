@@ -56,6 +56,20 @@ func (modelStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	return e, nil
 }
 
+// setModelTargets puts the model's raw predictions of the targets beyond
+// CPU into e (its PeakMemory and Elapsed, with the bundle's sigma); a
+// single-target bundle leaves them zero. What the cascade corrects is the
+// CPU (correct); the other targets are the model's numbers as they are.
+func setModelTargets(e *estimate.Estimate, m *bundle.Model, p bundle.Prediction) {
+	for _, t := range estimate.Targets {
+		if t != estimate.TargetCPU {
+			if q := m.Quantity(t, p); q.Known() {
+				e.Set(t, q)
+			}
+		}
+	}
+}
+
 // textFarSigma widens the text model's spread (ln CPU) when the statement
 // is far from its training (a table's size not known yet, or larger than
 // any it saw) before it is blended with a foreign model's number: still

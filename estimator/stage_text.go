@@ -201,13 +201,13 @@ const farLnRows = 1.0
 // named table whose size is not known yet, or one larger than any of its
 // training set by more than farLnRows.
 func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header, planners []string, engine dialect.Engine) (e *estimate.Estimate, far bool) {
-	var qs, secs []float64
+	var tp bundle.TextPrediction
 	id := ""
 	if s.textHook != nil {
 		if s.textHookReads > 0 {
 			_, far = s.tableStats(sql, TextContext(h), h, planners, engine, s.textHookReads)
 		}
-		qs, secs = s.textHook(sql)
+		tp.Quantiles, tp.Values[estimate.TargetCPU] = s.textHook(sql)
 	} else {
 		if m == nil {
 			return nil, false
@@ -218,35 +218,59 @@ func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql str
 		}
 		var ok bool
 		var err error
-		if qs, secs, ok, err = m.TextQuantiles(sql, tc); !ok || err != nil {
+		if tp, ok, err = m.TextPredict(sql, tc); !ok || err != nil {
 			return nil, false
 		}
 		id = m.ID()
 	}
-	if len(qs) == 0 || len(qs) != len(secs) {
+	qs := tp.Quantiles
+	if len(qs) == 0 || len(qs) != len(tp.Values[estimate.TargetCPU]) {
 		return nil, false
 	}
+	cpu := textQuantity(qs, tp.Values[estimate.TargetCPU], minSeconds)
+	e = &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceText, Model: id,
+		CPUSeconds: cpu.Median, Sigma: cpu.Sigma}
+	// The text model's raw numbers of the targets beyond CPU, when its
+	// bundle has them (the cascade corrects the CPU only).
+	for _, t := range estimate.Targets {
+		if vs := tp.Values[t]; t != estimate.TargetCPU && len(vs) == len(qs) {
+			if q := textQuantity(qs, vs, 0); q.Known() {
+				e.Set(t, q)
+			}
+		}
+	}
+	return e, far
+}
+
+// textQuantity is the log-normal of a text model's quantiles qs of one
+// target (its values vs at each): the median is the middle quantile's
+// value (floor when it is not positive), the Sigma the wider of its two
+// sides, at least sigmaFloor, so that the quantity's quantiles at the
+// model's outer ones cover the model's interval.
+func textQuantity(qs, vs []float64, floor float64) estimate.Quantity {
 	mid := 0
 	for i, q := range qs {
 		if math.Abs(q-0.5) < math.Abs(qs[mid]-0.5) {
 			mid = i
 		}
 	}
-	med := secs[mid]
+	med := vs[mid]
 	if !(med > 0) {
-		med = minSeconds
+		med = floor
+	}
+	if !(med > 0) {
+		return estimate.Quantity{}
 	}
 	sigma := 0.0
 	if lo := len(qs) - 1; lo > 0 {
-		if qs[0] < 0.5 && secs[0] > 0 {
-			sigma = math.Max(sigma, math.Log(med/secs[0])/-estimate.NormalQuantile(qs[0]))
+		if qs[0] < 0.5 && vs[0] > 0 {
+			sigma = math.Max(sigma, math.Log(med/vs[0])/-estimate.NormalQuantile(qs[0]))
 		}
-		if qs[lo] > 0.5 && secs[lo] > 0 {
-			sigma = math.Max(sigma, math.Log(secs[lo]/med)/estimate.NormalQuantile(qs[lo]))
+		if qs[lo] > 0.5 && vs[lo] > 0 {
+			sigma = math.Max(sigma, math.Log(vs[lo]/med)/estimate.NormalQuantile(qs[lo]))
 		}
 	}
-	return &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceText, Model: id,
-		CPUSeconds: med, Sigma: max(sigma, sigmaFloor)}, far
+	return estimate.Quantity{Median: med, Sigma: max(sigma, sigmaFloor)}
 }
 
 // tableStats looks up the statistics of the tables sql names (resolved

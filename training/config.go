@@ -20,6 +20,12 @@
 //	           each query's SQL and session), then python -m trainer.text:
 //	           the text stage's quantile model, text.onnx and the manifest's
 //	           text section in Out (an existing bundle: run it after train)
+//	targets    python -m trainer.targets: heads for peak memory and
+//	           elapsed time on the frozen trunk of the gated bundle in Out
+//	           (extra outputs; the CPU output unchanged), the text stage's
+//	           per-target quantiles, the per-target evaluation beside the
+//	           baselines in WORKDIR/targets (an existing bundle: run it
+//	           after ensemble --gate and text)
 //	cv         python -m trainer.cv: template-level cross-validation of the
 //	           configuration over the train and validation queries
 //	           (CVFolds, CVSeeds), for model choice without the test split;
@@ -49,6 +55,7 @@ const (
 	StepTrain     = "train"
 	StepCV        = "cv"
 	StepText      = "text"
+	StepTargets   = "targets"
 )
 
 // Config is one training run. DefaultConfig gives the values `prestroid
@@ -216,10 +223,12 @@ func Run(cfg *Config, steps []string) error {
 			err = CV(cfg)
 		case StepText:
 			err = Text(cfg)
+		case StepTargets:
+			err = Targets(cfg)
 		case "":
 			continue
 		default:
-			err = fmt.Errorf("unknown step %q (have %s,cv,text)", step, strings.Join(Steps, ","))
+			err = fmt.Errorf("unknown step %q (have %s,cv,text,targets)", step, strings.Join(Steps, ","))
 		}
 		if err != nil {
 			return &StepError{Step: step, Err: err}

@@ -42,6 +42,21 @@ func Train(cfg *Config) error {
 	return cfg.runPython(args...)
 }
 
+// Targets is the targets step: python -m trainer.targets adds the peak
+// memory and elapsed time outputs to the gated bundle in Out (in place;
+// its CPU output is checked unchanged) and writes the per-target
+// evaluation to WORKDIR/targets. The record paths of the workdir's
+// meta.json are read relative to the working directory, as featurize
+// wrote them.
+func Targets(cfg *Config) error {
+	if cfg.Out == "" {
+		return errors.New("the targets step needs --out (the gated bundle it extends)")
+	}
+	return cfg.runPython("-m", "trainer.targets", "--workdir", cfg.Workdir, "--bundle", cfg.Out, "--out", cfg.Out,
+		"--results", filepath.Join(cfg.Workdir, "targets"), "--cache", filepath.Join(cfg.Workdir, "targets"),
+		"--threads", strconv.Itoa(max(1, cfg.Threads)))
+}
+
 // CV is the cv step: python -m trainer.cv cross-validates the configuration
 // (or CVBaseline) over the train and validation templates.
 func CV(cfg *Config) error {

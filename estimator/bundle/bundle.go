@@ -114,6 +114,9 @@ type Manifest struct {
 	Output  string          `json:"output"`
 	// Text is the optional text stage (text.go); nil without one.
 	Text *TextManifest `json:"text,omitempty"`
+	// Targets are the optional outputs beyond CPU, by estimate.Target
+	// label ("peak_memory", "elapsed"; targets.go); nil: the CPU only.
+	Targets map[string]*TargetOutput `json:"targets,omitempty"`
 }
 
 // Target is the normalization of the training target.
@@ -189,6 +192,9 @@ type Golden struct {
 	Vote, Pred             []float32
 	Est, Plan              []float32 // nil unless the model takes EstimateInputs
 	Expected               []float32
+	// Targets are the expected normalized outputs of the manifest's
+	// targets beyond CPU, by label (each TargetOutput.Golden's array).
+	Targets map[string][]float32
 }
 
 // ReadBundle reads and checks the bundle in directory dir.
@@ -384,6 +390,9 @@ func (m *Manifest) validate() error {
 	if m.Output == "" {
 		return errors.New("output is empty")
 	}
+	if err := m.validateTargets(); err != nil {
+		return err
+	}
 	if m.Text != nil {
 		return m.Text.validate()
 	}
@@ -452,6 +461,20 @@ func readGolden(data []byte, m *Manifest) (*Golden, error) {
 			}
 			*in.dst = a.data
 		}
+	}
+	for _, label := range sortedKeys(m.Targets) {
+		name := m.Targets[label].Golden
+		a, err := npzArray[float32](arrs, name)
+		if err != nil {
+			return nil, fmt.Errorf("targets.%s: %w", label, err)
+		}
+		if !sameShape(a.shape, []int{g.B}) {
+			return nil, fmt.Errorf("%s (targets.%s): shape %v, want (%d,)", name, label, a.shape, g.B)
+		}
+		if g.Targets == nil {
+			g.Targets = map[string][]float32{}
+		}
+		g.Targets[label] = a.data
 	}
 	if names, err := npzArray[uint8](arrs, "names"); err == nil {
 		g.Names = strings.Split(string(names.data), "|")

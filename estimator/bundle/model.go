@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
@@ -19,8 +20,11 @@ type Model struct {
 	enc    *featurize.Encoder
 	sess   Session
 	text   *textModel // nil without a text stage
-	order  []int      // position in the manifest's inputs of ModelInputs, then EstimateInputs (if used)
-	loaded time.Time  // when LoadModel finished
+	// targets are the outputs beyond CPU (targets.go), in the order the
+	// session fetches them after the CPU's.
+	targets []modelTarget
+	order   []int     // position in the manifest's inputs of ModelInputs, then EstimateInputs (if used)
+	loaded  time.Time // when LoadModel finished
 
 	mu      sync.Mutex
 	refs    int
@@ -49,7 +53,9 @@ func LoadModel(b *Bundle, rt Runtime, o ModelOptions) (*Model, error) {
 	fail := func(file string, err error) error {
 		return &BundleError{Bundle: b.Source, File: file, Err: err}
 	}
-	sess, err := rt.NewSession(b.Model, mf.Inputs, mf.Output)
+	outputs, targets := resolveTargets(mf)
+	m.targets = targets
+	sess, err := rt.NewSession(b.Model, mf.Inputs, outputs)
 	if err != nil {
 		return nil, fail(ModelFile, err)
 	}
@@ -143,33 +149,49 @@ func (m *Model) checkIO() error {
 	if !found {
 		return fmt.Errorf("model has no output %q", mf.Output)
 	}
-	return nil
+	return m.checkTargetIO()
 }
 
 // checkGolden runs the golden cases as one batch, and the first as a batch
-// of one (the batch axis is dynamic).
+// of one (the batch axis is dynamic): the CPU output and every target's.
 func (m *Model) checkGolden() error {
 	g := m.bundle.Golden
-	y, err := m.run(g.B, modelInput{g.Op, g.Table, g.Left, g.Right, g.Vote, g.Pred, g.Est, g.Plan})
+	ps, err := m.run(g.B, modelInput{g.Op, g.Table, g.Left, g.Right, g.Vote, g.Pred, g.Est, g.Plan})
 	if err != nil {
 		return err
 	}
-	for i, want := range g.Expected {
-		if d := math.Abs(float64(y[i] - want)); !(d <= GoldenTolerance) {
-			return &GoldenError{Case: g.Names[i], Index: i, Got: y[i], Want: want}
-		}
+	if err := m.compareGolden(ps, g.B); err != nil {
+		return err
 	}
 	per := g.K * g.S
 	one := modelInput{g.Op[:per], g.Table[:per], g.Left[:per], g.Right[:per], g.Vote[:per], g.Pred[:per*g.Pf], nil, nil}
 	if g.Est != nil {
 		one.est, one.plan = g.Est[:per*featurize.EstDim], g.Plan[:featurize.PlanDim]
 	}
-	y1, err := m.run(1, one)
+	p1, err := m.run(1, one)
 	if err != nil {
 		return err
 	}
-	if d := math.Abs(float64(y1[0] - g.Expected[0])); !(d <= GoldenTolerance) {
-		return fmt.Errorf("batch of one: %w", &GoldenError{Case: g.Names[0], Index: 0, Got: y1[0], Want: g.Expected[0]})
+	if err := m.compareGolden(p1, 1); err != nil {
+		return fmt.Errorf("batch of one: %w", err)
+	}
+	return nil
+}
+
+// compareGolden compares the first n golden cases' predictions with the
+// expected outputs.
+func (m *Model) compareGolden(ps []Prediction, n int) error {
+	g := m.bundle.Golden
+	for i, want := range g.Expected[:n] {
+		if got := ps[i].Y[estimate.TargetCPU]; !(math.Abs(float64(got-want)) <= GoldenTolerance) {
+			return &GoldenError{Case: g.Names[i], Index: i, Got: got, Want: want}
+		}
+		for _, mt := range m.targets {
+			want := g.Targets[mt.t.String()][i]
+			if got := ps[i].Y[mt.t]; !(math.Abs(float64(got-want)) <= GoldenTolerance) {
+				return fmt.Errorf("%s (output %q): %w", mt.t, mt.spec.Output, &GoldenError{Case: g.Names[i], Index: i, Got: got, Want: want})
+			}
+		}
 	}
 	return nil
 }
@@ -181,8 +203,8 @@ type modelInput struct {
 	vote, pred, est, plan  []float32
 }
 
-// run feeds one batch of b queries and returns the b normalized outputs.
-func (m *Model) run(b int, in modelInput) ([]float32, error) {
+// run feeds one batch of b queries and returns their normalized outputs.
+func (m *Model) run(b int, in modelInput) ([]Prediction, error) {
 	mf := &m.bundle.Manifest
 	sh := []int64{int64(b), int64(mf.K), int64(mf.Slots)}
 	shp := []int64{int64(b), int64(mf.K), int64(mf.Slots), int64(mf.Pf)}
@@ -196,14 +218,26 @@ func (m *Model) run(b int, in modelInput) ([]float32, error) {
 	for i, pos := range m.order {
 		ins[pos] = byName[i]
 	}
-	out, shape, err := m.sess.Run(ins)
+	outs, err := m.sess.Run(ins)
 	if err != nil {
 		return nil, fmt.Errorf("estimator: inference: %w", err)
 	}
-	if len(out) != b || len(shape) == 0 || shape[0] != int64(b) {
-		return nil, fmt.Errorf("estimator: inference: output shape %v for a batch of %d, want (%d, 1)", shape, b, b)
+	if len(outs) != 1+len(m.targets) {
+		return nil, fmt.Errorf("estimator: inference: %d outputs, want %d", len(outs), 1+len(m.targets))
 	}
-	return out, nil
+	for i, o := range outs {
+		if len(o.Data) != b || len(o.Shape) == 0 || o.Shape[0] != int64(b) {
+			return nil, fmt.Errorf("estimator: inference: output %d has shape %v for a batch of %d, want (%d, 1)", i, o.Shape, b, b)
+		}
+	}
+	ps := make([]Prediction, b)
+	for i := range ps {
+		ps[i].Y[estimate.TargetCPU], ps[i].Known[estimate.TargetCPU] = outs[0].Data[i], true
+		for _, mt := range m.targets {
+			ps[i].Y[mt.t], ps[i].Known[mt.t] = outs[mt.out].Data[i], true
+		}
+	}
+	return ps, nil
 }
 
 // ID is the bundle's model id.
@@ -241,8 +275,23 @@ type batchBuf struct {
 var batchPool sync.Pool
 
 // Predict runs a batch of featurized queries and returns their normalized
-// predictions (model outputs, in [0, 1]).
+// CPU predictions (model outputs, in [0, 1]).
 func (m *Model) Predict(batch []*featurize.Features) ([]float32, error) {
+	ps, err := m.PredictAll(batch)
+	if err != nil || ps == nil {
+		return nil, err
+	}
+	ys := make([]float32, len(ps))
+	for i, p := range ps {
+		ys[i] = p.Y[estimate.TargetCPU]
+	}
+	return ys, nil
+}
+
+// PredictAll runs a batch of featurized queries and returns every
+// target's normalized prediction (CPUSeconds and Quantity de-normalize
+// them): the CPU always, the targets beyond CPU that the bundle has.
+func (m *Model) PredictAll(batch []*featurize.Features) ([]Prediction, error) {
 	mf := &m.bundle.Manifest
 	b := len(batch)
 	if b == 0 {

@@ -21,20 +21,20 @@ type fakeRuntime struct{ inputs []TensorInfo }
 
 type fakeSession struct{ inputs []TensorInfo }
 
-func (f fakeRuntime) NewSession([]byte, []string, string) (Session, error) {
+func (f fakeRuntime) NewSession([]byte, []string, []string) (Session, error) {
 	return fakeSession{f.inputs}, nil
 }
 func (f fakeSession) Inputs() []TensorInfo { return f.inputs }
 func (f fakeSession) Outputs() []TensorInfo {
 	return []TensorInfo{{Name: "y", DType: "float32", Shape: []int64{-1, 1}}}
 }
-func (f fakeSession) Run(in []Tensor) ([]float32, []int64, error) {
+func (f fakeSession) Run(in []Tensor) ([]Output, error) {
 	b := in[0].Shape[0]
 	out := make([]float32, b)
 	for i := range out {
 		out[i] = 0.5
 	}
-	return out, []int64{b, 1}, nil
+	return []Output{{Data: out, Shape: []int64{b, 1}}}, nil
 }
 func (f fakeSession) Close() error { return nil }
 

@@ -8,8 +8,9 @@ package bundle
 // use.
 type Runtime interface {
 	// NewSession opens the ONNX model (its bytes; not kept after return)
-	// with the named inputs, fed in that order, and one named output.
-	NewSession(model []byte, inputs []string, output string) (Session, error)
+	// with the named inputs, fed in that order, and the named outputs
+	// (at least one), fetched in that order by every Run.
+	NewSession(model []byte, inputs []string, outputs []string) (Session, error)
 }
 
 // Session runs one model. Run must be safe for concurrent use (ONNX
@@ -19,10 +20,11 @@ type Session interface {
 	// (all of them, in model order).
 	Inputs() []TensorInfo
 	Outputs() []TensorInfo
-	// Run feeds one tensor per input (in NewSession order) and returns the
-	// output's data, row-major, and its shape. Run only reads the inputs
-	// and keeps none of them; the returned slice belongs to the caller.
-	Run(inputs []Tensor) (out []float32, shape []int64, err error)
+	// Run feeds one tensor per input (in NewSession order) and returns
+	// the outputs, one per NewSession output in that order. Run only reads
+	// the inputs and keeps none of them; the returned slices belong to the
+	// caller.
+	Run(inputs []Tensor) ([]Output, error)
 	Close() error
 }
 
@@ -39,4 +41,11 @@ type Tensor struct {
 	Shape   []int64
 	Int32   []int32
 	Float32 []float32
+}
+
+// Output is one model output of a Run: float32 data, row-major, and its
+// shape.
+type Output struct {
+	Data  []float32
+	Shape []int64
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
@@ -44,6 +45,15 @@ type TextManifest struct {
 	// Golden are statements with the model's expected outputs (ln CPU
 	// seconds, one per quantile): the loader encodes and scores each.
 	Golden []TextGolden `json:"golden"`
+	// Targets are the text model's outputs beyond CPU, by estimate.Target
+	// label: each one more output of text.onnx with the same quantiles of
+	// the ln of the target's unit (ln bytes, ln seconds). Nil: CPU only.
+	Targets map[string]*TextTarget `json:"targets,omitempty"`
+}
+
+// TextTarget is one entry of the text section's targets.
+type TextTarget struct {
+	Output string `json:"output"` // shape (B, len(quantiles))
 }
 
 // TextGolden is one golden case of the text model.
@@ -57,6 +67,9 @@ type TextGolden struct {
 	// (TextStatsFeaturizer).
 	Tables   []featurize.TableStats `json:"tables,omitempty"`
 	Expected []float32              `json:"expected"`
+	// ExpectedTargets are the expected outputs of each target of the
+	// text section's targets (ln of the target's unit, one per quantile).
+	ExpectedTargets map[string][]float32 `json:"expected_targets,omitempty"`
 }
 
 func (t *TextManifest) validate() error {
@@ -86,14 +99,34 @@ func (t *TextManifest) validate() error {
 			return fmt.Errorf("text.golden %q has %d expected values, want %d", g.Name, len(g.Expected), len(t.Quantiles))
 		}
 	}
+	outs := map[string]string{t.Output: estimate.TargetCPU.String()}
+	for _, label := range sortedKeys(t.Targets) {
+		tt := t.Targets[label]
+		tg, ok := estimate.ParseTarget(label)
+		switch {
+		case !ok || tg == estimate.TargetCPU:
+			return fmt.Errorf("text.targets: %q is not a target beyond CPU, want %q or %q", label, estimate.TargetMemory, estimate.TargetElapsed)
+		case tt == nil || tt.Output == "":
+			return fmt.Errorf("text.targets.%s.output is empty", label)
+		case outs[tt.Output] != "":
+			return fmt.Errorf("text.targets.%s.output %q is also the output of %s", label, tt.Output, outs[tt.Output])
+		}
+		outs[tt.Output] = label
+		for _, g := range t.Golden {
+			if n := len(g.ExpectedTargets[label]); n != len(t.Quantiles) {
+				return fmt.Errorf("text.golden %q has %d expected %s values, want %d", g.Name, n, label, len(t.Quantiles))
+			}
+		}
+	}
 	return nil
 }
 
 // textModel is the loaded text stage of a Model.
 type textModel struct {
-	mf   *TextManifest
-	sess Session
-	bufs sync.Pool // *[]float32 of mf.Dim
+	mf      *TextManifest
+	sess    Session
+	bufs    sync.Pool         // *[]float32 of mf.Dim
+	targets []estimate.Target // the outputs after the CPU's, in session order
 }
 
 // loadText opens the bundle's text model and runs its golden cases; nil
@@ -104,11 +137,18 @@ func loadText(b *Bundle, rt Runtime) (*textModel, error) {
 		return nil, nil
 	}
 	fail := func(err error) error { return &BundleError{Bundle: b.Source, File: TextFile, Err: err} }
-	sess, err := rt.NewSession(b.TextModel, []string{tm.Input}, tm.Output)
+	outputs := []string{tm.Output}
+	var targets []estimate.Target
+	for _, label := range sortedKeys(tm.Targets) {
+		tg, _ := estimate.ParseTarget(label)
+		targets = append(targets, tg)
+		outputs = append(outputs, tm.Targets[label].Output)
+	}
+	sess, err := rt.NewSession(b.TextModel, []string{tm.Input}, outputs)
 	if err != nil {
 		return nil, fail(err)
 	}
-	t := &textModel{mf: tm, sess: sess}
+	t := &textModel{mf: tm, sess: sess, targets: targets}
 	t.bufs.New = func() any { s := make([]float32, tm.Dim); return &s }
 	if err := t.checkIO(); err != nil {
 		sess.Close()
@@ -120,10 +160,17 @@ func loadText(b *Bundle, rt Runtime) (*textModel, error) {
 			sess.Close()
 			return nil, fail(err)
 		}
-		for j, want := range g.Expected {
-			if d := math.Abs(float64(got[j] - want)); !(d <= GoldenTolerance) {
-				sess.Close()
-				return nil, fail(fmt.Errorf("quantile %v: %w", tm.Quantiles[j], &GoldenError{Case: g.Name, Index: i, Got: got[j], Want: want}))
+		for o, out := range got {
+			what, want := "", g.Expected
+			if o > 0 {
+				what = targets[o-1].String() + " "
+				want = g.ExpectedTargets[targets[o-1].String()]
+			}
+			for j, w := range want {
+				if d := math.Abs(float64(out[j] - w)); !(d <= GoldenTolerance) {
+					sess.Close()
+					return nil, fail(fmt.Errorf("%squantile %v: %w", what, tm.Quantiles[j], &GoldenError{Case: g.Name, Index: i, Got: out[j], Want: w}))
+				}
 			}
 		}
 	}
@@ -136,19 +183,28 @@ func (t *textModel) checkIO() error {
 		ins[0].Shape[0] >= 0 || (ins[0].Shape[1] >= 0 && ins[0].Shape[1] != int64(t.mf.Dim)) {
 		return fmt.Errorf("text model inputs %+v, want one float32 %q of shape (-1, %d)", ins, t.mf.Input, t.mf.Dim)
 	}
-	for _, o := range outs {
-		if o.Name == t.mf.Output {
-			if o.DType != "float32" || len(o.Shape) != 2 || (o.Shape[1] >= 0 && o.Shape[1] != int64(len(t.mf.Quantiles))) {
-				return fmt.Errorf("text model output %+v, want float32 of shape (-1, %d)", o, len(t.mf.Quantiles))
-			}
-			return nil
-		}
+	names := []string{t.mf.Output}
+	for _, tg := range t.targets {
+		names = append(names, t.mf.Targets[tg.String()].Output)
 	}
-	return fmt.Errorf("text model has no output %q", t.mf.Output)
+next:
+	for _, name := range names {
+		for _, o := range outs {
+			if o.Name == name {
+				if o.DType != "float32" || len(o.Shape) != 2 || (o.Shape[1] >= 0 && o.Shape[1] != int64(len(t.mf.Quantiles))) {
+					return fmt.Errorf("text model output %+v, want float32 of shape (-1, %d)", o, len(t.mf.Quantiles))
+				}
+				continue next
+			}
+		}
+		return fmt.Errorf("text model has no output %q", name)
+	}
+	return nil
 }
 
-// run scores one statement: ln CPU seconds per quantile.
-func (t *textModel) run(sql string, ctx featurize.TextContext) ([]float32, error) {
+// run scores one statement: per output (the CPU's, then t.targets') the
+// ln value per quantile.
+func (t *textModel) run(sql string, ctx featurize.TextContext) ([][]float32, error) {
 	buf := t.bufs.Get().(*[]float32)
 	defer t.bufs.Put(buf)
 	var x []float32
@@ -157,14 +213,21 @@ func (t *textModel) run(sql string, ctx featurize.TextContext) ([]float32, error
 	} else {
 		x = featurize.EncodeText(*buf, sql, ctx)
 	}
-	out, shape, err := t.sess.Run([]Tensor{{Shape: []int64{1, int64(t.mf.Dim)}, Float32: x}})
+	outs, err := t.sess.Run([]Tensor{{Shape: []int64{1, int64(t.mf.Dim)}, Float32: x}})
 	if err != nil {
 		return nil, fmt.Errorf("estimator: text inference: %w", err)
 	}
-	if len(out) != len(t.mf.Quantiles) || len(shape) != 2 || shape[0] != 1 {
-		return nil, fmt.Errorf("estimator: text inference: output shape %v, want (1, %d)", shape, len(t.mf.Quantiles))
+	if len(outs) != 1+len(t.targets) {
+		return nil, fmt.Errorf("estimator: text inference: %d outputs, want %d", len(outs), 1+len(t.targets))
 	}
-	return out, nil
+	res := make([][]float32, len(outs))
+	for i, o := range outs {
+		if len(o.Data) != len(t.mf.Quantiles) || len(o.Shape) != 2 || o.Shape[0] != 1 {
+			return nil, fmt.Errorf("estimator: text inference: output %d has shape %v, want (1, %d)", i, o.Shape, len(t.mf.Quantiles))
+		}
+		res[i] = o.Data
+	}
+	return res, nil
 }
 
 // HasText reports whether the bundle has a text model.
@@ -186,22 +249,49 @@ func (m *Model) TextReadsTables() (reads bool, maxLnRows float64) {
 // monotone; sorted here anyway, so a broken model cannot invert an
 // interval).
 func (m *Model) TextQuantiles(sql string, ctx featurize.TextContext) (quantiles, seconds []float64, ok bool, err error) {
+	p, ok, err := m.TextPredict(sql, ctx)
+	if !ok || err != nil {
+		return nil, nil, ok, err
+	}
+	return p.Quantiles, p.Values[estimate.TargetCPU], true, nil
+}
+
+// TextPrediction is the text model's answer for one statement: the
+// manifest's quantiles and, per target (index estimate.Target), the
+// target's value at each (CPU seconds, bytes, seconds), non-decreasing;
+// nil for a target the text model does not predict.
+type TextPrediction struct {
+	Quantiles []float64
+	Values    [len(estimate.Targets)][]float64
+}
+
+// TextPredict scores sql in ctx with the text model, every target it has
+// in one inference; ok is false when the bundle has no text model.
+func (m *Model) TextPredict(sql string, ctx featurize.TextContext) (p TextPrediction, ok bool, err error) {
 	if m.text == nil {
-		return nil, nil, false, nil
+		return p, false, nil
 	}
-	ln, err := m.text.run(sql, ctx)
+	outs, err := m.text.run(sql, ctx)
 	if err != nil {
-		return nil, nil, true, err
+		return p, true, err
 	}
-	seconds = make([]float64, len(ln))
-	for i, v := range ln {
-		if math.IsNaN(float64(v)) {
-			return nil, nil, true, errors.New("estimator: text inference: NaN output")
+	p.Quantiles = m.text.mf.Quantiles
+	for o, ln := range outs {
+		t := estimate.TargetCPU
+		if o > 0 {
+			t = m.text.targets[o-1]
 		}
-		seconds[i] = math.Exp(float64(v))
-		if i > 0 && seconds[i] < seconds[i-1] {
-			seconds[i] = seconds[i-1]
+		v := make([]float64, len(ln))
+		for i, x := range ln {
+			if math.IsNaN(float64(x)) {
+				return TextPrediction{}, true, fmt.Errorf("estimator: text inference: NaN output (%s)", t)
+			}
+			v[i] = math.Exp(float64(x))
+			if i > 0 && v[i] < v[i-1] {
+				v[i] = v[i-1]
+			}
 		}
+		p.Values[t] = v
 	}
-	return m.text.mf.Quantiles, seconds, true, nil
+	return p, true, nil
 }

@@ -118,7 +118,10 @@ func New(o Options) (*Runtime, error) {
 }
 
 // NewSession implements estimator.Runtime.
-func (r *Runtime) NewSession(model []byte, inputs []string, output string) (bundle.Session, error) {
+func (r *Runtime) NewSession(model []byte, inputs []string, outputs []string) (bundle.Session, error) {
+	if len(outputs) == 0 {
+		return nil, errors.New("onnx: a session needs at least one output")
+	}
 	ins, outs, err := ort.GetInputOutputInfoWithONNXData(model)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: reading the model's inputs: %w", err)
@@ -154,11 +157,11 @@ func (r *Runtime) NewSession(model []byte, inputs []string, output string) (bund
 			return nil, fmt.Errorf("onnx: CUDA execution provider (needs the GPU build of ONNX Runtime, see estimator/onnx docs): %w", err)
 		}
 	}
-	s, err := ort.NewDynamicAdvancedSessionWithONNXData(model, inputs, []string{output}, so)
+	s, err := ort.NewDynamicAdvancedSessionWithONNXData(model, inputs, outputs, so)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: opening the session: %w", err)
 	}
-	return &session{s: s, inputs: infos(ins), outputs: infos(outs)}, nil
+	return &session{s: s, inputs: infos(ins), outputs: infos(outs), nout: len(outputs)}, nil
 }
 
 func infos(in []ort.InputOutputInfo) []bundle.TensorInfo {
@@ -198,14 +201,16 @@ func dtype(t ort.TensorElementDataType) string {
 type session struct {
 	s               *ort.DynamicAdvancedSession
 	inputs, outputs []bundle.TensorInfo
+	nout            int // outputs fetched by Run
 }
 
 func (s *session) Inputs() []bundle.TensorInfo  { return s.inputs }
 func (s *session) Outputs() []bundle.TensorInfo { return s.outputs }
 
 // Run implements estimator.Session. The input tensors wrap the callers'
-// slices without copying (ONNX Runtime only reads them during Run).
-func (s *session) Run(inputs []bundle.Tensor) ([]float32, []int64, error) {
+// slices without copying (ONNX Runtime only reads them during Run); the
+// outputs are copied out of ONNX Runtime's tensors.
+func (s *session) Run(inputs []bundle.Tensor) ([]bundle.Output, error) {
 	vals := make([]ort.Value, len(inputs))
 	defer func() {
 		for _, v := range vals {
@@ -225,19 +230,29 @@ func (s *session) Run(inputs []bundle.Tensor) ([]float32, []int64, error) {
 			err = errors.New("no data")
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("onnx: input %d: %w", i, err)
+			return nil, fmt.Errorf("onnx: input %d: %w", i, err)
 		}
 	}
-	outs := []ort.Value{nil}
+	outs := make([]ort.Value, s.nout)
 	if err := s.s.Run(vals, outs); err != nil {
-		return nil, nil, fmt.Errorf("onnx: %w", err)
+		return nil, fmt.Errorf("onnx: %w", err)
 	}
-	defer outs[0].Destroy()
-	t, ok := outs[0].(*ort.Tensor[float32])
-	if !ok {
-		return nil, nil, fmt.Errorf("onnx: output is %T, want a float32 tensor", outs[0])
+	defer func() {
+		for _, v := range outs {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+	}()
+	res := make([]bundle.Output, len(outs))
+	for i, o := range outs {
+		t, ok := o.(*ort.Tensor[float32])
+		if !ok {
+			return nil, fmt.Errorf("onnx: output %d is %T, want a float32 tensor", i, o)
+		}
+		res[i] = bundle.Output{Data: append([]float32(nil), t.GetData()...), Shape: append([]int64(nil), t.GetShape()...)}
 	}
-	return append([]float32(nil), t.GetData()...), append([]int64(nil), t.GetShape()...), nil
+	return res, nil
 }
 
 func (s *session) Close() error { return s.s.Destroy() }

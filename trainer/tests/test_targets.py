@@ -1,0 +1,73 @@
+"""Targets beyond CPU (trainer.targets): labels, the scale split, and the
+graph splice that must leave the CPU output untouched."""
+import numpy as np
+import pytest
+import torch
+
+from trainer import targets as TT
+
+
+def test_memory_costs_walk_every_fragment_and_skip_nan():
+    plan = {"0": {"id": "1", "estimates": [{"memoryCost": 10.0}], "children": [
+                {"id": "2", "estimates": [{"memoryCost": "NaN"}, {"memoryCost": 5.0}], "children": []}]},
+            "1": {"id": "3", "estimates": [{"memoryCost": float("nan")}], "children": []}}
+    acc = []
+    TT._memory_costs(plan, acc)
+    assert acc == [10.0, 5.0]
+
+
+def test_scale_split_holds_out_the_largest_scale_whatever_the_template():
+    def part(scales):
+        n = len(scales)
+        return {"keys": [f"k{i}{s}" for i, s in enumerate(scales)], "feat": np.arange(n, dtype=np.float32)[:, None],
+                "y": np.zeros(n, np.float32), "ln": np.arange(n, dtype=np.float64),
+                "q": [{"key": f"k{i}{s}", "scale": s} for i, s in enumerate(scales)]}
+    parts = {"train": part(["tiny", "sf1", "sf10"]), "val": part(["sf1", "sf10"]), "test": part(["tiny", "sf10"])}
+    out, held = TT.scale_split(parts)
+    assert held == "sf10"
+    assert [q["scale"] for q in out["test"]["q"]] == ["sf10"] * 3
+    assert sorted(q["scale"] for q in out["train"]["q"]) == ["sf1", "tiny", "tiny"]   # test templates train
+    assert [q["scale"] for q in out["val"]["q"]] == ["sf1"]
+
+
+def test_pool_summarizes_each_member_without_positions():
+    pool = TT.Pool([(2, 3, 1), (2, 1, 1)])
+    feat = torch.tensor([[1., 2., 3., 4., 5., 6., 7., 8., 9., 10.]])   # member 0: 2x3 + plan 7; member 1: 2x1 + plan 10
+    y = torch.tensor([[0.5]])
+    got = pool(feat, y)[0].tolist()
+    assert got == [4., 5., 6., 2.5, 3.5, 4.5, 7., 9., 8.5, 10., 0.5]
+
+
+def test_splice_adds_outputs_and_keeps_y(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    # A stand-in for a gated graph: y = sigmoid(sum(trunk)), trunk tensors under the real names.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 8])
+    yv = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 1])
+    nodes = [helper.make_node("Identity", ["x"], [TT.TRUNK[0]]), helper.make_node("Identity", ["x"], [TT.TRUNK[1]]),
+             helper.make_node("ReduceSum", [TT.TRUNK[0], "axes"], ["s"], keepdims=1),
+             helper.make_node("Sigmoid", ["s"], ["y"])]
+    g = helper.make_graph(nodes, "g", [x], [yv], [helper.make_tensor("axes", TensorProto.INT64, [1], [1])])
+    base = str(tmp_path / "base.onnx")
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8                    # the bundle's (ONNX Runtime 1.30 reads up to 13)
+    onnx.save(m, base)
+    feat_path = str(tmp_path / "feat.onnx")
+    TT.concat_feat_node(base, feat_path)
+
+    layout = [(2, 3, 2), (2, 3, 2)]     # each trunk tensor: 2 sub-trees x 3 channels + 2 plan values
+    torch.manual_seed(0)
+    head = TT.Mean([TT.Head(TT.Pool(layout), np.zeros(17, np.float32), np.ones(17, np.float32), 4) for _ in range(2)]).eval()
+    hp = str(tmp_path / "head.onnx")
+    TT.export_head(head, 16, hp)
+    out = str(tmp_path / "out.onnx")
+    TT.splice(feat_path, [("t_m_", hp, "y_memory", {"feat": "targets_feat", "ycpu": "y"})], out, None)
+
+    xs = np.random.default_rng(1).normal(size=(5, 8)).astype(np.float32)
+    old = TT.run_onnx(base, {"x": xs}, ["y"])[0]
+    y, ym = TT.run_onnx(out, {"x": xs}, ["y", "y_memory"])
+    assert np.array_equal(old, y)
+    ref = TT.head_predict(head, (np.concatenate([xs, xs], 1), y.reshape(-1, 1)))
+    assert np.allclose(ym.reshape(-1), ref, atol=1e-5)
