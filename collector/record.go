@@ -230,6 +230,15 @@ type Estimate struct {
 	LoCPUMillis    float64 `json:"lo_cpu_ms,omitempty"`
 	HiCPUMillis    float64 `json:"hi_cpu_ms,omitempty"`
 	ModelCPUMillis float64 `json:"model_cpu_ms,omitempty"`
+	// PeakMemoryBytes and ElapsedMillis are the predicted peak memory and
+	// elapsed time (medians), 0 when the stage that answered predicts
+	// neither; the Lo/Hi fields their central 80% intervals.
+	PeakMemoryBytes   float64 `json:"peak_memory_bytes,omitempty"`
+	LoPeakMemoryBytes float64 `json:"lo_peak_memory_bytes,omitempty"`
+	HiPeakMemoryBytes float64 `json:"hi_peak_memory_bytes,omitempty"`
+	ElapsedMillis     float64 `json:"elapsed_ms,omitempty"`
+	LoElapsedMillis   float64 `json:"lo_elapsed_ms,omitempty"`
+	HiElapsedMillis   float64 `json:"hi_elapsed_ms,omitempty"`
 }
 
 // Route is the proxy's decision for the query.

@@ -60,6 +60,15 @@ func toRecord(c proxy.Completed) *collector.Record {
 			Millis: float64(c.Estimate.Explain+c.Estimate.Featurize+c.Estimate.Infer) / float64(time.Millisecond),
 			Source: c.Estimate.Source.String(), LoCPUMillis: lo * 1000, HiCPUMillis: hi * 1000,
 			ModelCPUMillis: c.Estimate.ModelCPUSeconds * 1000}
+		if q := c.Estimate.PeakMemory; q.Known() {
+			r.Estimate.PeakMemoryBytes = q.Median
+			r.Estimate.LoPeakMemoryBytes, r.Estimate.HiPeakMemoryBytes = q.Interval()
+		}
+		if q := c.Estimate.Elapsed; q.Known() {
+			r.Estimate.ElapsedMillis = q.Median * 1000
+			lo, hi := q.Interval()
+			r.Estimate.LoElapsedMillis, r.Estimate.HiElapsedMillis = lo*1000, hi*1000
+		}
 		if len(c.Estimate.Plan) > 0 && json.Valid(c.Estimate.Plan) {
 			r.Plan = &collector.Plan{JSON: json.RawMessage(c.Estimate.Plan), ElapsedMillis: c.Estimate.Explain.Milliseconds()}
 		}

@@ -22,7 +22,8 @@ func TestFeedbackLogWritesCollectorRecordsAndRotates(t *testing.T) {
 		f.Record(proxy.Completed{
 			QueryID: id, Cluster: "large", User: "alice", SQL: "SELECT 1", Decision: "routed: class large", Class: "large",
 			Estimated: true, Estimate: estimate.Estimate{CPUSeconds: 2.5, Model: "m1", Plan: []byte(`{"0":{}}`),
-				Source: estimate.SourceModelResidual, Sigma: 0.5, ModelCPUSeconds: 2},
+				Source: estimate.SourceModelResidual, Sigma: 0.5, ModelCPUSeconds: 2,
+				PeakMemory: estimate.Quantity{Median: 64 << 20, Sigma: 0.5}, Elapsed: estimate.Quantity{Median: 1.5}},
 			State: "FINISHED", Stats: protocol.PageStats{CPUTimeMillis: int64(1000 * (i + 1))},
 			Session:   []string{"join_distribution_type=BROADCAST,query_max_run_time=1h"},
 			Submitted: time.Now(), Finished: time.Now(),
@@ -51,5 +52,10 @@ func TestFeedbackLogWritesCollectorRecordsAndRotates(t *testing.T) {
 	if e := r.Estimate; e.Source != "model+residual" || e.ModelCPUMillis != 2000 ||
 		math.Abs(e.LoCPUMillis-1317.2) > 1 || math.Abs(e.HiCPUMillis-4744.9) > 1 {
 		t.Errorf("estimate = %+v", e)
+	}
+	// The other targets, with their intervals (a point: lo = hi = median).
+	if e := r.Estimate; e.PeakMemoryBytes != 64<<20 || math.Abs(e.LoPeakMemoryBytes-35.36e6) > 0.01e6 ||
+		e.ElapsedMillis != 1500 || e.LoElapsedMillis != 1500 || e.HiElapsedMillis != 1500 {
+		t.Errorf("estimate targets = %+v", e)
 	}
 }
