@@ -85,7 +85,8 @@ func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 	}
 	if ok && s.ring != nil {
 		s.ring.Finish(t.seq, console.Final{Finished: c.Finished, State: c.State, ErrorName: c.ErrorName,
-			CPUSeconds: float64(c.Stats.CPUTimeMillis) / 1000})
+			CPUSeconds: float64(c.Stats.CPUTimeMillis) / 1000, PeakMemoryBytes: float64(c.Stats.PeakMemoryBytes),
+			ElapsedSeconds: float64(c.Stats.ElapsedTimeMillis) / 1000})
 	}
 	s.recordUsage(&c, !ok)
 	if s.opts.Feedback != nil {

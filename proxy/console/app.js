@@ -32,14 +32,26 @@
     tbody.replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { class: 'muted', colspan: cols }, empty))]));
   }
 
+  // trim drops a decimal number's trailing zeros ("1.50" → "1.5", "2.00" →
+  // "2"), never an integer's ("100" stays).
+  function trim(x) { return x.includes('.') ? x.replace(/\.?0+$/, '') : x; }
+
   function secs(s) {
     if (s === null || s === undefined || !isFinite(s)) return '–';
     if (s === 0) return '0 s';
     if (s < 0.001) return (s * 1e6).toFixed(0) + ' µs';
-    if (s < 1) return (s * 1000).toPrecision(3).replace(/\.?0+$/, '') + ' ms';
-    if (s < 100) return s.toPrecision(3).replace(/\.?0+$/, '') + ' s';
+    if (s < 1) return trim((s * 1000).toPrecision(3)) + ' ms';
+    if (s < 100) return trim(s.toPrecision(3)) + ' s';
     if (s < 3600) return (s / 60).toFixed(1) + ' min';
     return (s / 3600).toFixed(1) + ' h';
+  }
+
+  function bytes(b) {
+    if (b === null || b === undefined || !isFinite(b)) return '–';
+    const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB'];
+    let u = 0;
+    while (b >= 1000 && u < units.length - 1) { b /= 1024; u++; }
+    return (u ? trim(b.toPrecision(3)) : b.toFixed(0)) + ' ' + units[u];
   }
 
   function waited(s) {
@@ -139,6 +151,10 @@
         const e = x.estimate;
         est = el('span', {}, secs(e.cpu_seconds), ' ',
           el('span', { class: 'muted' }, '[' + secs(e.lo_seconds) + ' – ' + secs(e.hi_seconds) + ']'));
+        const more = [];
+        if (e.peak_memory_bytes) more.push('mem ' + bytes(e.peak_memory_bytes));
+        if (e.elapsed_seconds) more.push('elapsed ' + secs(e.elapsed_seconds));
+        if (more.length) est = el('span', {}, est, el('span', { class: 'small' }, more.join(' · ')));
         src = sourceBadge(e.source);
         if (e.cached) src = el('span', {}, src, el('span', { class: 'small' }, 'cached'));
       }
@@ -150,7 +166,9 @@
         td(clock(x.time)), td(link, 'query'), td(x.user, null, x.source ? 'source: ' + x.source : undefined),
         td(est, 'estimate'), td(src), td(x.class || '–'), td(x.cluster),
         td(x.kind + (x.queued ? ' · queued' : ''), null, x.decision),
-        td(x.actual_cpu_seconds !== undefined ? secs(x.actual_cpu_seconds) : '–', 'num actual'),
+        td(x.actual_cpu_seconds !== undefined ? secs(x.actual_cpu_seconds) : '–', 'num actual',
+          x.actual_peak_memory_bytes !== undefined ? 'peak memory ' + bytes(x.actual_peak_memory_bytes) +
+            (x.actual_elapsed_seconds !== undefined ? ', elapsed ' + secs(x.actual_elapsed_seconds) : '') : undefined),
         td(q, 'num qerror'), td(state));
     });
     fill($('decisions-table').tBodies[0], rows, 'no query placed yet', 11);

@@ -334,7 +334,11 @@ type decisionView struct {
 	ErrorName string     `json:"error_name,omitempty"`
 	Finished  *time.Time `json:"finished,omitempty"`
 	ActualCPU *float64   `json:"actual_cpu_seconds,omitempty"`
-	QError    *float64   `json:"qerror,omitempty"` // FINISHED estimated queries
+	// ActualMemory and ActualElapsed: Trino's peak memory (bytes) and
+	// elapsed time (seconds), with the last page.
+	ActualMemory  *float64 `json:"actual_peak_memory_bytes,omitempty"`
+	ActualElapsed *float64 `json:"actual_elapsed_seconds,omitempty"`
+	QError        *float64 `json:"qerror,omitempty"` // FINISHED estimated queries
 }
 
 type estimateView struct {
@@ -349,6 +353,10 @@ type estimateView struct {
 	ExplainSkipped  bool    `json:"explain_skipped"`
 	Tables          int     `json:"tables"`
 	UnknownTables   int     `json:"unknown_tables"`
+	// PeakMemoryBytes and ElapsedSeconds are the other targets' medians,
+	// absent when the estimate does not predict them.
+	PeakMemoryBytes float64 `json:"peak_memory_bytes,omitempty"`
+	ElapsedSeconds  float64 `json:"elapsed_seconds,omitempty"`
 }
 
 // uiQueryPage is a query's page in Trino's web UI, which the proxy serves
@@ -368,10 +376,24 @@ func decisions(recs []Record) []decisionView {
 			d.Estimate = &estimateView{CPUSeconds: finite(e.CPUSeconds), LoSeconds: finite(lo), HiSeconds: finite(hi),
 				Source: e.Source.String(), Sigma: finite(e.Sigma), Model: e.Model, ModelCPUSeconds: finite(e.ModelCPUSeconds),
 				Cached: e.Cached, ExplainSkipped: e.ExplainSkipped, Tables: e.Tables, UnknownTables: e.UnknownTables}
+			if e.PeakMemory.Known() {
+				d.Estimate.PeakMemoryBytes = finite(e.PeakMemory.Median)
+			}
+			if e.Elapsed.Known() {
+				d.Estimate.ElapsedSeconds = finite(e.Elapsed.Median)
+			}
 		}
 		if !r.Finished.IsZero() {
 			f, cpu := r.Finished, r.CPUSeconds
 			d.State, d.ErrorName, d.Finished, d.ActualCPU = r.State, r.ErrorName, &f, &cpu
+			if r.PeakMemoryBytes > 0 {
+				m := r.PeakMemoryBytes
+				d.ActualMemory = &m
+			}
+			if r.ElapsedSeconds > 0 {
+				el := r.ElapsedSeconds
+				d.ActualElapsed = &el
+			}
 			if q, ok := r.qError(); ok {
 				d.QError = &q
 			}

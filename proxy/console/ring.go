@@ -44,6 +44,10 @@ type Final struct {
 	State      string // Trino's final state
 	ErrorName  string
 	CPUSeconds float64 // Trino's cpuTimeMillis, in seconds
+	// PeakMemoryBytes and ElapsedSeconds are Trino's peakMemoryBytes and
+	// elapsedTimeMillis (in seconds).
+	PeakMemoryBytes float64
+	ElapsedSeconds  float64
 }
 
 // qError is the estimate's error on a query that finished
