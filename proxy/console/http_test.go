@@ -42,8 +42,11 @@ func TestHandler(t *testing.T) {
 	now := time.Now()
 	ring := NewRing(10, []string{"small", "large"})
 	seq := ringRecord(ring, "20260101_000000_00001_aaaaa", "small", 2, now)
-	ring.Finish(seq, Final{Finished: now, State: "FINISHED", CPUSeconds: 0.5})
+	ring.Finish(seq, Final{Finished: now, State: "FINISHED", CPUSeconds: 0.5, PeakMemoryBytes: 3 << 20, ElapsedSeconds: 0.75})
 	ringRecord(ring, "20260101_000000_00002_aaaaa", "large", 0, now)
+	ring.Add(Record{Routed: now, QueryID: "20260101_000000_00003_aaaaa", Cluster: "large", Kind: "routed", Estimated: true,
+		Estimate: estimate.Estimate{Estimated: true, CPUSeconds: 2, Source: estimate.SourceHistory,
+			PeakMemory: estimate.Quantity{Median: 64 << 20}, Elapsed: estimate.Quantity{Median: 1.5}}})
 	h := New(Options{Ring: ring, Proxy: fakeProxy{checked: now}, Estimator: true,
 		EstimatorStats: func() estimate.Stats { return estimate.Stats{Model: &estimate.ModelStats{ID: "m-1"}} }})
 
@@ -60,7 +63,7 @@ func TestHandler(t *testing.T) {
 		if small["default"] != true || small["routed"] != 1.0 || small["running"] != 2.0 || small["load"] != 3.0 || small["checked"] == nil {
 			t.Errorf("the first cluster: %v", small)
 		}
-		if large["default"] != false || large["healthy"] != false || large["routed"] != 1.0 || large["checked"] != nil {
+		if large["default"] != false || large["healthy"] != false || large["routed"] != 2.0 || large["checked"] != nil {
 			t.Errorf("the unchecked cluster: %v", large)
 		}
 	})
@@ -70,11 +73,20 @@ func TestHandler(t *testing.T) {
 			Capacity  int
 			Decisions []map[string]any
 		}
-		if code != 200 || json.Unmarshal(body, &v) != nil || v.Capacity != 10 || len(v.Decisions) != 2 {
+		if code != 200 || json.Unmarshal(body, &v) != nil || v.Capacity != 10 || len(v.Decisions) != 3 {
 			t.Fatalf("%d %s", code, body)
 		}
-		if d := v.Decisions[1]; d["kind"] != "routed" || d["qerror"] != 4.0 || d["ui_path"] != "/ui/query.html?20260101_000000_00001_aaaaa" {
+		if d := v.Decisions[2]; d["kind"] != "routed" || d["qerror"] != 4.0 || d["ui_path"] != "/ui/query.html?20260101_000000_00001_aaaaa" ||
+			d["actual_peak_memory_bytes"] != float64(3<<20) || d["actual_elapsed_seconds"] != 0.75 {
 			t.Errorf("the finished query: %v", d)
+		}
+		// The other targets when the estimate predicts them, absent otherwise.
+		e := v.Decisions[0]["estimate"].(map[string]any)
+		if e["peak_memory_bytes"] != float64(64<<20) || e["elapsed_seconds"] != 1.5 {
+			t.Errorf("an estimate with memory and elapsed: %v", e)
+		}
+		if e := v.Decisions[2]["estimate"].(map[string]any); e["peak_memory_bytes"] != nil || e["elapsed_seconds"] != nil {
+			t.Errorf("a CPU-only estimate: %v", e)
 		}
 	})
 	t.Run("the estimator view reads the figures and the drift", func(t *testing.T) {
