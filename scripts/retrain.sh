@@ -14,6 +14,8 @@
 #   PRESTROID_GATE          1: also train a cost-anchored network on the same workdir
 #                           and gate the two (prestroid ensemble --gate), as
 #                           models/default is; 0: the plain network alone  default 1
+#   PRESTROID_TARGETS       1: with the gate, add the peak memory and elapsed heads
+#                           (prestroid train --steps targets); 0: CPU only  default 1
 #   PRESTROID_STATS_SERVER  a coordinator the text stage's table sizes are read from
 #                           (prestroid table-stats: SHOW STATS of every table the
 #                           records name); empty: a text stage that reads text alone
@@ -35,6 +37,7 @@ work=${PRESTROID_TRAIN_WORKDIR:-/var/lib/prestroid/train}
 data=${PRESTROID_TRAIN_DATA:-data/records/tpc-seed1.jsonl.gz data/records/tpc-sf1-seed1.jsonl.gz}
 flags=${PRESTROID_TRAIN_FLAGS:---n 15 --k 47 --c 3 --pf 50 --kernels 32,32,32 --dense 16,8 --lr 1e-3 --epochs 40 --patience 8 --plan-skip}
 gate=${PRESTROID_GATE:-1}
+targets=${PRESTROID_TARGETS:-1}
 tolerance=${PRESTROID_MAX_REGRESSION:-0.05}
 python=${PRESTROID_PYTHON:-.venv/bin/python}
 prestroid=${PRESTROID_BIN:-bin/prestroid}
@@ -73,6 +76,11 @@ if [ -n "${PRESTROID_STATS_SERVER:-}" ]; then
 fi
 # shellcheck disable=SC2086
 "$prestroid" train "$@" --out "$model.new" --workdir "$work" --steps text --threads 1 --patience 15 $stats
+# the peak memory and elapsed heads on the gated graph's trunk (its CPU
+# output is checked unchanged), as models/default has them
+if [ "$gate" = 1 ] && [ "$targets" = 1 ]; then
+  "$prestroid" train "$@" --out "$model.new" --workdir "$work" --steps targets --targets-no-eval --threads 2
+fi
 
 # mse BUNDLE DATA-FLAGS...: test MSE of a bundle on the queries of this run's test split
 mse() {

@@ -151,6 +151,10 @@ type Config struct {
 	// statistics of the tables it names. Empty: the v1 encoding (text
 	// alone).
 	TableStats string
+	// TargetsNoEval makes the targets step only train and attach the
+	// heads: no baselines, no scale hold-out (the daily retraining's
+	// mode; the evaluation is for the models README).
+	TargetsNoEval bool
 
 	// Log receives the steps' one-line summaries and the Python children's
 	// output. Nil means os.Stderr.

@@ -52,9 +52,13 @@ func Targets(cfg *Config) error {
 	if cfg.Out == "" {
 		return errors.New("the targets step needs --out (the gated bundle it extends)")
 	}
-	return cfg.runPython("-m", "trainer.targets", "--workdir", cfg.Workdir, "--bundle", cfg.Out, "--out", cfg.Out,
+	args := []string{"-m", "trainer.targets", "--workdir", cfg.Workdir, "--bundle", cfg.Out, "--out", cfg.Out,
 		"--results", filepath.Join(cfg.Workdir, "targets"), "--cache", filepath.Join(cfg.Workdir, "targets"),
-		"--threads", strconv.Itoa(max(1, cfg.Threads)))
+		"--threads", strconv.Itoa(max(1, cfg.Threads))}
+	if cfg.TargetsNoEval {
+		args = append(args, "--baselines", "", "--skip-scale")
+	}
+	return cfg.runPython(args...)
 }
 
 // CV is the cv step: python -m trainer.cv cross-validates the configuration

@@ -293,7 +293,20 @@ func routedEstimate(t *testing.T, admin, sql, catalog, schema string) (string, f
 	if r.RoutingGroup == nil {
 		t.Fatalf("/v1/routing named no group (%s)", resp.Header.Get("X-Prestroid-Decision"))
 	}
-	return *r.RoutingGroup, trinoSeconds(t, strings.TrimPrefix(r.ExternalHeaders["X-Trino-Resource-Estimate"], "CPU_TIME="))
+	return *r.RoutingGroup, trinoSeconds(t, estimateField(t, r.ExternalHeaders["X-Trino-Resource-Estimate"], "CPU_TIME"))
+}
+
+// estimateField is the value of name in an X-Trino-Resource-Estimate value
+// ("EXECUTION_TIME=2s, CPU_TIME=150ms, PEAK_MEMORY=5MB").
+func estimateField(t *testing.T, h, name string) string {
+	t.Helper()
+	for _, f := range strings.Split(h, ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(f), name+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("no %s in the resource estimate %q", name, h)
+	return ""
 }
 
 // same compares two durations in seconds (Trino prints them as decimals).
