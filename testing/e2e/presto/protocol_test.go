@@ -141,8 +141,8 @@ func TestCancelThroughTheProxy(t *testing.T) {
 
 // fixedEstimate is an estimator that always predicts cpu seconds.
 type fixedEstimate struct {
-	cpu float64
-	got chan proxy.Query
+	cpu, mem, elapsed float64 // seconds, bytes, seconds (0: not predicted)
+	got               chan proxy.Query
 }
 
 func (f fixedEstimate) Estimate(_ context.Context, q proxy.Query) (estimate.Estimate, error) {
@@ -150,7 +150,8 @@ func (f fixedEstimate) Estimate(_ context.Context, q proxy.Query) (estimate.Esti
 	case f.got <- q:
 	default:
 	}
-	return estimate.Estimate{Estimated: true, CPUSeconds: f.cpu, Source: estimate.SourceModel}, nil
+	return estimate.Estimate{Estimated: true, CPUSeconds: f.cpu, Source: estimate.SourceModel,
+		PeakMemory: estimate.Quantity{Median: f.mem}, Elapsed: estimate.Quantity{Median: f.elapsed}}, nil
 }
 
 // TestResourceEstimateReachesPresto: on a PrestoDB cluster the estimate
@@ -161,7 +162,7 @@ func (f fixedEstimate) Estimate(_ context.Context, q proxy.Query) (estimate.Esti
 func TestResourceEstimateReachesPresto(t *testing.T) {
 	t.Parallel()
 	direct := prestoURL(t)
-	est := fixedEstimate{cpu: 42, got: make(chan proxy.Query, 1)}
+	est := fixedEstimate{cpu: 42, mem: 3 << 30, elapsed: 90, got: make(chan proxy.Query, 1)}
 	base, _ := e2e.StartProxy(t, proxy.Options{Clusters: []proxy.ClusterConfig{{Name: "presto", URL: direct}},
 		Estimator: est, EstimateTimeout: 5 * time.Second, MonitorInterval: time.Second})
 	time.Sleep(1500 * time.Millisecond) // the monitor's first round tells the engine
@@ -173,6 +174,10 @@ func TestResourceEstimateReachesPresto(t *testing.T) {
 	re, _ := info["session"].(map[string]any)["resourceEstimates"].(map[string]any)
 	if re["cpuTime"] != "42.00s" {
 		t.Errorf("PrestoDB's resourceEstimates %v, want cpuTime 42.00s", re)
+	}
+	// All three fields: EXECUTION_TIME=90s, PEAK_MEMORY=3072MB.
+	if re["executionTime"] != "90.00s" || re["peakMemory"] != "3072MB" {
+		t.Errorf("PrestoDB's resourceEstimates %v, want executionTime 90.00s and peakMemory 3072MB", re)
 	}
 	q := <-est.got
 	if q.Engine.String() != "presto" || q.Header.Get("X-Trino-User") != "e2e" || q.Server != direct {
