@@ -51,7 +51,7 @@ import (
 // combined with its own runs (temper, repeats.go).
 //
 // Over the EXPLAIN bound (CascadeOptions.ExplainLimit on every planner)
-// the cascade never waits: it answers from the statement's or its shape's
+// or the EXPLAIN ceiling (ExplainRate, explain_rate.go) the cascade never waits: it answers from the statement's or its shape's
 // history (source history, with the model's uncertainty), else from the
 // text stage whatever its interval, or fails with ErrExplainBusy. Every
 // estimate carries its Source and Sigma.
