@@ -124,7 +124,15 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	fmt.Fprintf(w, "replay: %d statements through %d proxies (%s) from a cold history, %.0f%% new templates (%d available), class bounds %v s, seed %d\n",
 		o.N, len(o.Settings), strings.Join(names, ", "), 100*o.New, len(ts), o.Bounds, o.Seed)
 	start := time.Now()
+	// Each proxy's EXPLAIN counts at the half-way point, for the last
+	// half's (the steady state's) EXPLAINs per statement.
+	half := make([]map[string]float64, len(o.Settings))
 	for i := 0; i < o.N; i++ {
+		if i == o.N/2 {
+			for j, st := range o.Settings {
+				half[j], _ = explainsByReason(st.ProxyURL)
+			}
+		}
 		if o.MaxDuration > 0 && time.Since(start) > o.MaxDuration {
 			fmt.Fprintf(w, "stopped after %d statements: --max-duration %s reached\n", i, o.MaxDuration)
 			o.N = i
@@ -187,17 +195,21 @@ func Replay(w io.Writer, o ReplayOptions) error {
 		sums[j].name = st.Name
 	}
 	compareReplay(w, sums)
-	reportExplains(w, o.Settings, o.N)
+	reportExplains(w, o.Settings, o.N, half)
 	return nil
 }
 
 // reportExplains prints each proxy's EXPLAINs per 1,000 statements, by
 // reason, from its /metrics (prestroid_explains_by_reason_total: every
 // EXPLAIN round trip, hot path and background; the skipped ones are not
-// in the total).
-func reportExplains(w io.Writer, settings []ReplaySetting, n int) {
+// in the total), over the whole replay and over its last half (from the
+// counts at its start, half; nil entries: not read).
+func reportExplains(w io.Writer, settings []ReplaySetting, n int, half []map[string]float64) {
 	if n <= 0 {
 		return
+	}
+	if n > 1 {
+		defer reportExplainsSince(w, settings, n-n/2, half)
 	}
 	reasons := []string{"hot", "learn", "drift", "skipped_known", "skipped_ceiling"}
 	fmt.Fprintf(w, "\nEXPLAINs per 1,000 statements (prestroid_explains_by_reason_total; total = hot + learn + drift)\n%-24s %7s", "setting", "total")
@@ -215,6 +227,30 @@ func reportExplains(w io.Writer, settings []ReplaySetting, n int) {
 		fmt.Fprintf(w, "%-24s %7.0f", st.Name, per(by["hot"]+by["learn"]+by["drift"]))
 		for _, r := range reasons {
 			fmt.Fprintf(w, " %15.0f", per(by[r]))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// reportExplainsSince prints the EXPLAINs per 1,000 of the last n
+// statements, from each proxy's counts before them (since).
+func reportExplainsSince(w io.Writer, settings []ReplaySetting, n int, since []map[string]float64) {
+	fmt.Fprintf(w, "last half (%d statements)\n", n)
+	for j, st := range settings {
+		by, err := explainsByReason(st.ProxyURL)
+		if err != nil || j >= len(since) || since[j] == nil {
+			continue
+		}
+		per := func(r ...string) float64 {
+			v := 0.0
+			for _, r := range r {
+				v += by[r] - since[j][r]
+			}
+			return 1000 * v / float64(n)
+		}
+		fmt.Fprintf(w, "%-24s %7.0f", st.Name, per("hot", "learn", "drift"))
+		for _, r := range []string{"hot", "learn", "drift", "skipped_known", "skipped_ceiling"} {
+			fmt.Fprintf(w, " %15.0f", per(r))
 		}
 		fmt.Fprintln(w)
 	}
