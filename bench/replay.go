@@ -126,9 +126,9 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	start := time.Now()
 	// Each proxy's EXPLAIN counts at the half-way point, for the last
 	// half's (the steady state's) EXPLAINs per statement.
-	half := make([]map[string]float64, len(o.Settings))
+	half, halfAt := make([]map[string]float64, len(o.Settings)), o.N/2
 	for i := 0; i < o.N; i++ {
-		if i == o.N/2 {
+		if i == halfAt {
 			for j, st := range o.Settings {
 				half[j], _ = explainsByReason(st.ProxyURL)
 			}
@@ -195,21 +195,25 @@ func Replay(w io.Writer, o ReplayOptions) error {
 		sums[j].name = st.Name
 	}
 	compareReplay(w, sums)
-	reportExplains(w, o.Settings, o.N, half)
+	if o.N <= halfAt { // stopped before the half-way point
+		half = nil
+	}
+	reportExplains(w, o.Settings, o.N, o.N-halfAt, half)
 	return nil
 }
 
 // reportExplains prints each proxy's EXPLAINs per 1,000 statements, by
 // reason, from its /metrics (prestroid_explains_by_reason_total: every
 // EXPLAIN round trip, hot path and background; the skipped ones are not
-// in the total), over the whole replay and over its last half (from the
-// counts at its start, half; nil entries: not read).
-func reportExplains(w io.Writer, settings []ReplaySetting, n int, half []map[string]float64) {
+// in the total), over the whole replay (n statements) and over its last
+// part (the last m statements, from the counts before them, half; nil:
+// none).
+func reportExplains(w io.Writer, settings []ReplaySetting, n, m int, half []map[string]float64) {
 	if n <= 0 {
 		return
 	}
-	if n > 1 {
-		defer reportExplainsSince(w, settings, n-n/2, half)
+	if m > 0 && half != nil {
+		defer reportExplainsSince(w, settings, m, half)
 	}
 	reasons := []string{"hot", "learn", "drift", "skipped_known", "skipped_ceiling"}
 	fmt.Fprintf(w, "\nEXPLAINs per 1,000 statements (prestroid_explains_by_reason_total; total = hot + learn + drift)\n%-24s %7s", "setting", "total")
@@ -235,7 +239,7 @@ func reportExplains(w io.Writer, settings []ReplaySetting, n int, half []map[str
 // reportExplainsSince prints the EXPLAINs per 1,000 of the last n
 // statements, from each proxy's counts before them (since).
 func reportExplainsSince(w io.Writer, settings []ReplaySetting, n int, since []map[string]float64) {
-	fmt.Fprintf(w, "last half (%d statements)\n", n)
+	fmt.Fprintf(w, "the last %d statements\n", n)
 	for j, st := range settings {
 		by, err := explainsByReason(st.ProxyURL)
 		if err != nil || j >= len(since) || since[j] == nil {

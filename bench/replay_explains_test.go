@@ -23,7 +23,7 @@ func TestReportExplains(t *testing.T) {
 	st := []ReplaySetting{{Name: "s", ProxyURL: srv.URL}}
 	half := []map[string]float64{{"hot": 20, "learn": 40, "skipped_known": 10}}
 	var b bytes.Buffer
-	reportExplains(&b, st, 200, half)
+	reportExplains(&b, st, 200, 100, half)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	if len(lines) != 5 {
 		t.Fatalf("report:\n%s", b.String())
