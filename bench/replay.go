@@ -48,6 +48,10 @@ type ReplayOptions struct {
 	// Runs, when set, gets one JSON line per statement and setting (what
 	// the report is computed from), for analysis beyond the report.
 	Runs io.Writer
+	// Users sends statement i as user bench-replay-(i mod Users), as a
+	// fleet of users repeating each other's statements. Zero or one means
+	// one user, bench-replay.
+	Users int
 }
 
 // ReplaySetting is one estimating proxy of a replay.
@@ -120,7 +124,15 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	fmt.Fprintf(w, "replay: %d statements through %d proxies (%s) from a cold history, %.0f%% new templates (%d available), class bounds %v s, seed %d\n",
 		o.N, len(o.Settings), strings.Join(names, ", "), 100*o.New, len(ts), o.Bounds, o.Seed)
 	start := time.Now()
+	// Each proxy's EXPLAIN counts at the half-way point, for the last
+	// half's (the steady state's) EXPLAINs per statement.
+	half, halfAt := make([]map[string]float64, len(o.Settings)), o.N/2
 	for i := 0; i < o.N; i++ {
+		if i == halfAt {
+			for j, st := range o.Settings {
+				half[j], _ = explainsByReason(st.ProxyURL)
+			}
+		}
 		if o.MaxDuration > 0 && time.Since(start) > o.MaxDuration {
 			fmt.Fprintf(w, "stopped after %d statements: --max-duration %s reached\n", i, o.MaxDuration)
 			o.N = i
@@ -143,7 +155,11 @@ func Replay(w io.Writer, o ReplayOptions) error {
 		it := collector.TemplateVariant(s.t, o.Scale, s.v, int64(o.Seed), 0, o.Domains)
 		for k := range o.Settings {
 			j := (i + k) % len(o.Settings)
-			r, err := replayOne(client, o.Settings[j].ProxyURL, dialect.Trino, "bench-replay", it)
+			user := "bench-replay"
+			if o.Users > 1 {
+				user += "-" + strconv.Itoa(i%o.Users)
+			}
+			r, err := replayOne(client, o.Settings[j].ProxyURL, dialect.Trino, user, it)
 			if err != nil {
 				fmt.Fprintf(w, "  %s: skipped %s v%d: %v\n", o.Settings[j].Name, s.t.Name, s.v, err)
 				continue
@@ -179,7 +195,98 @@ func Replay(w io.Writer, o ReplayOptions) error {
 		sums[j].name = st.Name
 	}
 	compareReplay(w, sums)
+	if o.N <= halfAt { // stopped before the half-way point
+		half = nil
+	}
+	reportExplains(w, o.Settings, o.N, o.N-halfAt, half)
 	return nil
+}
+
+// reportExplains prints each proxy's EXPLAINs per 1,000 statements, by
+// reason, from its /metrics (prestroid_explains_by_reason_total: every
+// EXPLAIN round trip, hot path and background; the skipped ones are not
+// in the total), over the whole replay (n statements) and over its last
+// part (the last m statements, from the counts before them, half; nil:
+// none).
+func reportExplains(w io.Writer, settings []ReplaySetting, n, m int, half []map[string]float64) {
+	if n <= 0 {
+		return
+	}
+	if m > 0 && half != nil {
+		defer reportExplainsSince(w, settings, m, half)
+	}
+	reasons := []string{"hot", "learn", "drift", "skipped_known", "skipped_ceiling"}
+	fmt.Fprintf(w, "\nEXPLAINs per 1,000 statements (prestroid_explains_by_reason_total; total = hot + learn + drift)\n%-24s %7s", "setting", "total")
+	for _, r := range reasons {
+		fmt.Fprintf(w, " %15s", r)
+	}
+	fmt.Fprintln(w)
+	for _, st := range settings {
+		by, err := explainsByReason(st.ProxyURL)
+		if err != nil {
+			fmt.Fprintf(w, "%-24s %v\n", st.Name, err)
+			continue
+		}
+		per := func(v float64) float64 { return 1000 * v / float64(n) }
+		fmt.Fprintf(w, "%-24s %7.0f", st.Name, per(by["hot"]+by["learn"]+by["drift"]))
+		for _, r := range reasons {
+			fmt.Fprintf(w, " %15.0f", per(by[r]))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// reportExplainsSince prints the EXPLAINs per 1,000 of the last n
+// statements, from each proxy's counts before them (since).
+func reportExplainsSince(w io.Writer, settings []ReplaySetting, n int, since []map[string]float64) {
+	fmt.Fprintf(w, "the last %d statements\n", n)
+	for j, st := range settings {
+		by, err := explainsByReason(st.ProxyURL)
+		if err != nil || j >= len(since) || since[j] == nil {
+			continue
+		}
+		per := func(r ...string) float64 {
+			v := 0.0
+			for _, r := range r {
+				v += by[r] - since[j][r]
+			}
+			return 1000 * v / float64(n)
+		}
+		fmt.Fprintf(w, "%-24s %7.0f", st.Name, per("hot", "learn", "drift"))
+		for _, r := range []string{"hot", "learn", "drift", "skipped_known", "skipped_ceiling"} {
+			fmt.Fprintf(w, " %15.0f", per(r))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// explainsByReason reads prestroid_explains_by_reason_total from the
+// proxy's /metrics, by reason.
+func explainsByReason(base string) (map[string]float64, error) {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	by := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, `prestroid_explains_by_reason_total{reason="`)
+		if !ok {
+			continue
+		}
+		reason, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			by[reason] = v
+		}
+	}
+	return by, nil
 }
 
 // writeRun writes r as one JSON line (CPU in seconds, decision time in

@@ -110,6 +110,9 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a history Redis URL of another scheme, without echoing its password", func(c *Config) { c.Estimator.History.Redis = "http://:hunter2@r:6379" }, []string{"estimator.history.redis"}},
 		{"a negative history Redis timeout", func(c *Config) { c.Estimator.History.RedisTimeout = -1 }, []string{"estimator.history.redis_timeout"}},
 		{"a negative cheap estimate", func(c *Config) { c.Estimator.CheapCPUSeconds = -1 }, []string{"estimator.cheap_cpu_seconds"}},
+		{"a negative EXPLAIN ceiling", func(c *Config) { c.Estimator.ExplainRate = -1 }, []string{"estimator.explain_rate"}},
+		{"a negative EXPLAIN burst", func(c *Config) { c.Estimator.ExplainBurst = -1 }, []string{"estimator.explain_burst"}},
+		{"a drift sample above 1", func(c *Config) { c.Estimator.DriftSample = 1.5 }, []string{"estimator.drift_sample"}},
 	} {
 		t.Run(tc.name+" is refused", func(t *testing.T) {
 			c := valid()

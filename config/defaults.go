@@ -133,6 +133,9 @@ const (
 	DefaultCheapCPUSeconds    = 0.01
 	DefaultTextMaxSeconds     = 1.0
 	DefaultExplainConcurrency = 16
+	DefaultLearnMinRuns       = 5
+	DefaultLearnMaxSpread     = 0.5 // ln CPU, as history.max_spread
+	DefaultDriftSample        = 0.05
 	DefaultHistoryMaxEntries  = 100000
 	DefaultHistoryMinCount    = 2
 	DefaultHistoryMaxSpread   = 0.5 // ln CPU: runs within ~1.6x of each other
@@ -238,6 +241,9 @@ func (c *Config) FillDefaults() {
 	setFloat(&e.CheapCPUSeconds, DefaultCheapCPUSeconds)
 	setFloat(&e.TextMaxSeconds, DefaultTextMaxSeconds)
 	setInt(&e.ExplainConcurrency, DefaultExplainConcurrency)
+	setInt(&e.LearnMinRuns, DefaultLearnMinRuns)
+	setFloat(&e.LearnMaxSpread, DefaultLearnMaxSpread)
+	setFloat(&e.DriftSample, DefaultDriftSample)
 	h := &e.History
 	setInt(&h.MaxEntries, DefaultHistoryMaxEntries)
 	setInt(&h.MinCount, DefaultHistoryMinCount)

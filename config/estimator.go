@@ -52,8 +52,9 @@ type Estimator struct {
 	// the proxy are also bounded by the proxy's estimate budget.)
 	ExplainTimeout Duration `yaml:"explain_timeout"`
 
-	// CacheTTL is how long an estimate is reused for the same query
-	// fingerprint, user, catalog, schema, session and model. Zero means
+	// CacheTTL is how long an estimate (and its plan) is reused for the
+	// same query fingerprint, catalog, schema, session and model, whoever
+	// runs it (another user's repeat runs no EXPLAIN). Zero means
 	// 60s; negative turns the estimate cache off.
 	CacheTTL Duration `yaml:"cache_ttl"`
 	// CacheEntries bounds the estimate cache. Zero means 100000.
@@ -107,6 +108,31 @@ type Estimator struct {
 	// from history or fails open at once (never queued). Zero means 16;
 	// negative means unbounded.
 	ExplainConcurrency int `yaml:"explain_concurrency"`
+	// ExplainRate is a ceiling on the EXPLAINs per second sent to each
+	// cluster (hot path and background together; a token bucket of
+	// ExplainBurst): over it a statement is decided by the other stages
+	// (history, text, else fail open) and a background EXPLAIN is dropped,
+	// each counted in prestroid_explains_by_reason_total{reason=
+	// "skipped_ceiling"}. Zero (the default) means no ceiling.
+	ExplainRate float64 `yaml:"explain_rate"`
+	// ExplainBurst is the EXPLAINs a cluster may take at once under
+	// ExplainRate. Zero means ExplainRate rounded up, at least 1.
+	ExplainBurst int `yaml:"explain_burst"`
+	// LearnMinRuns: a background EXPLAIN (after the history or the text
+	// model answered before the plan) runs only for a statement whose
+	// shape has fewer explained runs than this (runs whose model number
+	// the history learned), or whose residual spread (std dev of ln actual
+	// − ln model) is above LearnMaxSpread; the shapes the model knows
+	// well are explained only as DriftSample of their statements. Zero
+	// means 5; negative means every background EXPLAIN runs.
+	LearnMinRuns int `yaml:"learn_min_runs"`
+	// LearnMaxSpread is that residual spread, in ln CPU. Zero means 0.5;
+	// negative means no spread rule.
+	LearnMaxSpread float64 `yaml:"learn_max_spread"`
+	// DriftSample is the fraction of the statements of well-known shapes
+	// still explained in the background, so that the residuals follow a
+	// drifting cluster. Zero means 0.05; negative means none; at most 1.
+	DriftSample float64 `yaml:"drift_sample"`
 	// Explain says when a new statement pays for an EXPLAIN on the hot
 	// path (the estimate cascade's text stage): "always" (every statement
 	// the history cannot answer is explained before it is sent),
@@ -272,6 +298,18 @@ func (c *Config) validateEstimator() error {
 	}
 	if !(h.Alpha >= 0 && h.Alpha <= 1) {
 		return bad("estimator.history.alpha", h.Alpha, "want a weight in (0, 1]")
+	}
+	if !(e.ExplainRate >= 0) {
+		return bad("estimator.explain_rate", e.ExplainRate, "want EXPLAINs per second per cluster, 0 for no ceiling")
+	}
+	if e.ExplainBurst < 0 {
+		return bad("estimator.explain_burst", e.ExplainBurst, "must not be negative")
+	}
+	if e.LearnMaxSpread != e.LearnMaxSpread {
+		return bad("estimator.learn_max_spread", e.LearnMaxSpread, "not a number")
+	}
+	if !(e.DriftSample <= 1) {
+		return bad("estimator.drift_sample", e.DriftSample, "want a fraction of at most 1 (negative: none)")
 	}
 	if e.MaxBatch > 4096 {
 		return bad("estimator.max_batch", e.MaxBatch, "want at most 4096")

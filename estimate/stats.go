@@ -22,6 +22,20 @@ type Stats struct {
 	// Background counts the EXPLAINs run off the hot path (the text stage
 	// answered: estimator.explain); nil when the estimator runs none.
 	Background *BackgroundStats
+	// Explains counts the EXPLAINs by reason; nil when the estimator
+	// reports none.
+	Explains *ExplainStats
+}
+
+// ExplainStats count the estimator's EXPLAIN round trips by why they ran
+// (Hot: on the hot path, the plan could change the decision; Learn: in the
+// background, a shape the model does not know well yet; Drift: the sampled
+// fraction of well-known shapes), and those not sent: SkippedCeiling (over
+// a cluster's estimator.explain_rate) and SkippedKnown (a background
+// EXPLAIN of a well-known shape, or of a statement another user's EXPLAIN
+// is planning). A cached estimate runs none.
+type ExplainStats struct {
+	Hot, Learn, Drift, SkippedCeiling, SkippedKnown uint64
 }
 
 // BackgroundStats count the estimator's background EXPLAINs (each with the

@@ -151,18 +151,46 @@ func (s *Service) stopBackground() {
 // answered, on the least busy planner below the EXPLAIN bound (none free:
 // skipped, counted). b (may be nil) gets the Pending token that Observe
 // and Settle resolve; key is the estimate cache's key ("" for none).
+//
+// It runs only when worth its cost (learnReason): for a shape the model
+// does not know well yet, or as the drift sample of one it does; not while
+// the same statement in the same session (key) is being explained in the
+// background for another user (counted as skipped_known), nor over the
+// planner's ceiling (skipped_ceiling).
 func (s *Service) explainBehind(m *bundle.Model, planners []string, engine dialect.Engine, sql string, h http.Header, kind plan.StatementKind, key string, b *Basis) {
-	planner, release := s.explainSlot(planners)
+	reason := s.learnReason(b)
+	if reason == reasonSkippedKnown {
+		s.count(reasonSkippedKnown)
+		return
+	}
+	if key != "" {
+		if _, running := s.bgKeys.LoadOrStore(key, struct{}{}); running {
+			s.count(reasonSkippedKnown)
+			return
+		}
+	}
+	unkey := func() {
+		if key != "" {
+			s.bgKeys.Delete(key)
+		}
+	}
+	planner, release, ceiling := s.explainSlot(planners)
 	if release == nil {
+		unkey()
+		if ceiling {
+			s.count(reasonSkippedCeiling)
+		}
 		s.bgSkipped.Add(1)
 		return
 	}
 	if m != nil && !m.Acquire() {
+		unkey()
 		release()
 		s.bgSkipped.Add(1)
 		return
 	}
 	done := func() {
+		unkey()
 		release()
 		if m != nil {
 			m.Release()
@@ -179,6 +207,7 @@ func (s *Service) explainBehind(m *bundle.Model, planners []string, engine diale
 	}
 	ok := s.goBackground(func() {
 		defer done()
+		s.count(reason)
 		r := s.runBehind(m, planner, engine, sql, h, kind, key)
 		if r.Err != nil {
 			s.bgFailed.Add(1)

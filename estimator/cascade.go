@@ -51,7 +51,7 @@ import (
 // combined with its own runs (temper, repeats.go).
 //
 // Over the EXPLAIN bound (CascadeOptions.ExplainLimit on every planner)
-// the cascade never waits: it answers from the statement's or its shape's
+// or the EXPLAIN ceiling (ExplainRate, explain_rate.go) the cascade never waits: it answers from the statement's or its shape's
 // history (source history, with the model's uncertainty), else from the
 // text stage whatever its interval, or fails with ErrExplainBusy. Every
 // estimate carries its Source and Sigma.
@@ -269,6 +269,30 @@ type CascadeOptions struct {
 	// many CPU seconds (larger ones are explained: the plan-based number
 	// is worth its EXPLAIN there). Zero means no bound.
 	TextMaxSeconds float64
+	// ExplainRate is the ceiling on EXPLAINs per second on each planner
+	// (a token bucket of ExplainBurst), hot path and background together:
+	// over it the hot path answers as over ExplainLimit (the history, the
+	// text stage, else ErrExplainBusy) and a background EXPLAIN is dropped,
+	// each counted (ExplainCounts.SkippedCeiling). Zero means no ceiling.
+	ExplainRate float64
+	// ExplainBurst is the bucket's size. Zero means ExplainRate rounded
+	// up, at least 1.
+	ExplainBurst int
+	// LearnMinRuns and LearnMaxSpread say which shapes a background
+	// EXPLAIN (the text stage or the history answered before the plan)
+	// teaches: a shape with fewer than LearnMinRuns explained runs (runs
+	// whose model number the history learned: its residual count), or
+	// whose residual spread (the standard deviation of ln actual − ln
+	// model) is above LearnMaxSpread. Other shapes, which the model
+	// already knows well, are explained only as DriftSample of them.
+	// Zero LearnMinRuns means every background EXPLAIN runs (as before
+	// the rule); zero LearnMaxSpread means no spread rule.
+	LearnMinRuns   int
+	LearnMaxSpread float64
+	// DriftSample is the fraction of the statements of well-known shapes
+	// whose background EXPLAIN still runs, so that the residuals follow a
+	// drifting cluster or data. Zero means none.
+	DriftSample float64
 }
 
 // ErrExplainBusy means every planner was at its EXPLAIN bound and no

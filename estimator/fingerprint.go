@@ -19,18 +19,27 @@ func Fingerprint(sql string) string { return sqllex.Fingerprint(sql) }
 // history's exact-statement key.
 func Normalize(sql string) string { return sqllex.Normalize(sql) }
 
-// plannerIrrelevant are X-Trino-* request headers that do not change a
-// query's plan (or its cost); every other X-Trino-* header, Authorization
-// included by hash, is part of an estimate's cache key.
+// plannerIrrelevant are X-Trino-* request headers that are not part of an
+// estimate's cache key: those that do not change a query's plan (or its
+// cost), and the caller's identity (the user, the original user; the
+// Authorization header is not an X-Trino-* header and is left out too).
+// Another user who runs the same statement in the same catalog, schema and
+// session is served the estimate (and the plan) an EXPLAIN made for the
+// first, as the history serves every user the same statement's runs: no
+// second EXPLAIN. Under identity: verified the proxy then checks the
+// caller's credentials with its cheaper probe (a cached estimate is no
+// proof of them), and Trino checks the tables' access when the query runs.
 var plannerIrrelevant = map[string]bool{
 	"X-Trino-Trace-Token": true, "X-Trino-Client-Info": true, "X-Trino-Client-Tags": true,
 	"X-Trino-Source": true, "X-Trino-Client-Capabilities": true, "X-Trino-Query-Data-Encoding": true,
 	"X-Trino-Routing-Group": true, "X-Trino-Resource-Estimate": true,
+	"X-Trino-User": true, "X-Trino-Original-User": true,
 }
 
-// EstimateKey is the estimate cache key of sql run by the caller described
-// by h (user, catalog, schema, session properties, roles, prepared
-// statements, credentials...) under model modelID: a SHA-256 digest.
+// EstimateKey is the estimate cache key of sql run in the session described
+// by h (catalog, schema, session properties, roles, prepared statements,
+// extra credentials...; not the user nor the Authorization header:
+// plannerIrrelevant) under model modelID: a SHA-256 digest.
 func EstimateKey(modelID, sql string, h http.Header) string {
 	return estimateKey(modelID, dialect.Trino, Fingerprint(sql), h)
 }
@@ -52,7 +61,7 @@ func estimateKey(modelID string, engine dialect.Engine, fp string, h http.Header
 	names := make([]string, 0, len(h))
 	for k := range h {
 		ck := http.CanonicalHeaderKey(k)
-		if strings.HasPrefix(ck, "X-Trino-") && !plannerIrrelevant[ck] || ck == "Authorization" {
+		if strings.HasPrefix(ck, "X-Trino-") && !plannerIrrelevant[ck] {
 			names = append(names, k)
 		}
 	}

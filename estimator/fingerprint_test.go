@@ -52,14 +52,22 @@ func TestEstimateKey(t *testing.T) {
 	if EstimateKey("m1", "select  2", same) != base {
 		t.Error("key changed with literals, trace token or client info")
 	}
+	// Another user in the same session shares the key: the plan explained
+	// for alice serves bob without a second EXPLAIN.
+	bob := h.Clone()
+	bob.Set("X-Trino-User", "bob")
+	bob.Set("X-Trino-Original-User", "bob")
+	bob.Set("Authorization", "Basic Ym9iOng=")
+	if EstimateKey("m1", "SELECT 1", bob) != base {
+		t.Error("key changed with the user or the credentials")
+	}
 	for name, mod := range map[string]func(http.Header){
-		"user":     func(h http.Header) { h.Set("X-Trino-User", "bob") },
 		"catalog":  func(h http.Header) { h.Set("X-Trino-Catalog", "tpcds") },
 		"schema":   func(h http.Header) { h.Set("X-Trino-Schema", "tiny") },
 		"session":  func(h http.Header) { h.Add("X-Trino-Session", "query_max_stage_count=200") },
 		"role":     func(h http.Header) { h.Set("X-Trino-Role", "system=ROLE{admin}") },
 		"prepared": func(h http.Header) { h.Set("X-Trino-Prepared-Statement", "q1=SELECT+1") },
-		"creds":    func(h http.Header) { h.Set("Authorization", "Basic YWxpY2U6eA==") },
+		"extra":    func(h http.Header) { h.Set("X-Trino-Extra-Credential", "k=v") },
 	} {
 		h2 := h.Clone()
 		mod(h2)

@@ -83,6 +83,9 @@ type Service struct {
 	// scoreHook, when set (tests only), stands in for the model: the raw
 	// estimate of a plan.
 	scoreHook func(planJSON []byte) (*estimate.Estimate, error)
+	// hookID, when set (tests only), is the scoreHook's model id: the
+	// estimate cache serves its estimates.
+	hookID string
 	// textHook, when set (tests only), stands in for the text model: its
 	// quantiles and the CPU seconds at each.
 	textHook func(sql string) (quantiles, seconds []float64)
@@ -98,6 +101,17 @@ type Service struct {
 	bgClosed                    bool
 	bgWG                        sync.WaitGroup
 	bgDone, bgFailed, bgSkipped atomic.Uint64
+	// bgKeys holds the estimate cache keys whose background EXPLAIN is
+	// running (another user's repeat meanwhile starts none).
+	bgKeys sync.Map
+
+	// ceilings holds each planner's EXPLAIN token bucket (*rate.Limiter,
+	// CascadeOptions.ExplainRate; explain_rate.go); explains counts the
+	// EXPLAINs by reason.
+	ceilings sync.Map
+	explains [numExplainReasons]atomic.Uint64
+	// drift, when set (tests only), stands in for the drift sample's draw.
+	drift func() float64
 }
 
 // NewService serves m (which the Service then owns and closes).

@@ -7,21 +7,28 @@ import (
 
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/estimator/plan"
+	"golang.org/x/time/rate"
 )
 
 // explainStage runs the statement's EXPLAIN on the hot path, as the
-// caller, on the least busy planner below the EXPLAIN bound (explainSlot),
+// caller, on the least busy planner below the EXPLAIN bound and its
+// EXPLAIN ceiling (explainSlot),
 // and leaves its result for the stages after it (request.planner and res;
 // the plan's summed cpuCost in the Basis, for the optimizer calibration).
 // An EXPLAIN that fails ends the cascade with its error (fail open). Over
 // the bound on every planner it never waits: it answers from the
 // statement's or its shape's history (busyEstimate), else with the text
-// stage's estimate whatever its interval, else fails with ErrExplainBusy.
+// stage's estimate whatever its interval, else fails with ErrExplainBusy;
+// so it does over the ceiling on every planner below the bound (counted:
+// ExplainCounts.SkippedCeiling).
 type explainStage struct{}
 
 func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
-	planner, release := s.explainSlot(r.planners)
+	planner, release, ceiling := s.explainSlot(r.planners)
 	if release == nil {
+		if ceiling {
+			s.count(reasonSkippedCeiling)
+		}
 		if e := s.busyEstimate(r.kind, r.b, r.engine, r.fingerprint(), r.h); e != nil {
 			return e, nil
 		}
@@ -34,6 +41,7 @@ func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		}
 		return nil, ErrExplainBusy
 	}
+	s.count(reasonHot)
 	ectx, cancel := context.WithTimeout(r.ctx, s.opts.ExplainTimeout)
 	res, err := s.opts.Explain.ExplainOn(ectx, planner, r.engine, r.sql, r.h)
 	cancel()
@@ -51,24 +59,40 @@ func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 }
 
 // explainSlot takes an EXPLAIN slot on the least busy planner below the
-// bound; release is nil when every planner is at it.
-func (s *Service) explainSlot(planners []string) (planner string, release func()) {
+// bound and with a token of its ceiling (CascadeOptions.ExplainRate);
+// release is nil when there is none, and ceiling then reports that some
+// planner below the bound was over its ceiling.
+func (s *Service) explainSlot(planners []string) (planner string, release func(), ceiling bool) {
 	limit := int64(s.opts.Cascade.ExplainLimit)
 	for range 3 { // a lost race tries again, then gives up
 		var best *atomic.Int64
+		var bestLim *rate.Limiter
 		for _, p := range planners {
 			v, _ := s.inflight.LoadOrStore(p, new(atomic.Int64))
 			n := v.(*atomic.Int64)
-			if (limit <= 0 || n.Load() < limit) && (best == nil || n.Load() < best.Load()) {
-				best, planner = n, p
+			if limit > 0 && n.Load() >= limit {
+				continue
+			}
+			lim := s.ceiling(p)
+			if lim != nil && lim.Tokens() < 1 {
+				ceiling = true
+				continue
+			}
+			if best == nil || n.Load() < best.Load() {
+				best, bestLim, planner = n, lim, p
 			}
 		}
 		if best == nil {
-			return "", nil
+			return "", nil, ceiling
 		}
 		if cur := best.Load(); (limit <= 0 || cur < limit) && best.CompareAndSwap(cur, cur+1) {
-			return planner, func() { best.Add(-1) }
+			if bestLim != nil && !bestLim.Allow() { // another took the last token
+				best.Add(-1)
+				ceiling = true
+				continue
+			}
+			return planner, func() { best.Add(-1) }, false
 		}
 	}
-	return "", nil
+	return "", nil, ceiling
 }

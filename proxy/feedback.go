@@ -114,7 +114,7 @@ func (s *Server) recordDecision(d *decision) {
 		if e.Explained() {
 			s.metrics.ExplainSeconds.Observe(e.Explain.Seconds())
 		}
-		if e.Planner != "" {
+		if e.Planner != "" && !e.Cached { // a cached estimate keeps its planner but ran no EXPLAIN
 			s.metrics.Explains.WithLabelValues(s.clusterByURL(e.Planner)).Inc()
 		}
 		if e.ExplainSkipped {

@@ -12,6 +12,7 @@ import (
 	"github.com/prestroid/prestroid/estimate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func scrape(t *testing.T, o Options) (string, *Server) {
@@ -119,4 +120,34 @@ func TestMetricsRegistry(t *testing.T) {
 		}
 		t.Error("no prestroid_unseen_table_share_ratio after a scan")
 	})
+}
+
+// plannedEstimator answers as the cascade's model stage, from the estimate
+// cache when cached is set: the planner stays on a cached estimate.
+type plannedEstimator struct {
+	planner string
+	cached  bool
+}
+
+func (e plannedEstimator) Estimate(context.Context, Query) (estimate.Estimate, error) {
+	return estimate.Estimate{Estimated: true, CPUSeconds: 1, Source: estimate.SourceModel, Planner: e.planner, Cached: e.cached}, nil
+}
+
+// prestroid_explains_total counts EXPLAINs: not the estimates served from
+// the estimate cache, which keep the planner of the EXPLAIN they came from.
+func TestExplainsTotalLeavesOutCacheHits(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		stub, _ := statefulStub(t)
+		base, s := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "live", URL: stub.URL}}, Estimator: plannedEstimator{stub.URL, cached}})
+		if _, resp := call(t, "POST", base+"/v1/statement", "SELECT 1", "alice"); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		want := 1.0
+		if cached {
+			want = 0
+		}
+		if v := testutil.ToFloat64(s.metrics.Explains.WithLabelValues("live")); v != want {
+			t.Errorf("cached %v: prestroid_explains_total = %v, want %v", cached, v, want)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/admission/admissiontest"
+	"github.com/prestroid/prestroid/proxy/frontdoor"
 	"github.com/prestroid/prestroid/testing/redistest"
 )
 
@@ -78,5 +79,53 @@ func TestRateLimitsSharedByReplicas(t *testing.T) {
 	}
 	if got := strings.Join(codes, " "); got != "200 200 200 503 503 503" || posts.Load() != 3 {
 		t.Fatalf("alternating replicas: %s (posts %d); want one bucket of 3 for both", got, posts.Load())
+	}
+}
+
+// Under identity: verified the rate limits run before the cluster has
+// verified the caller: a forger claiming alice (her name in a Basic header
+// with a wrong password, or beside a token the cluster refuses) spends the
+// bucket of the credential it sent, and alice, with her own, is not
+// refused.
+func TestRateLimitsKeyOnTheVerifiedIdentity(t *testing.T) {
+	up := newAuthStub(t)
+	base, srv := identityProxy(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: up.URL}}, Identity: frontdoor.IdentityVerified,
+		Admission: &admission.Options{Rate: admission.RateLimits{UserRate: 0.001, UserBurst: 2, GroupRate: 0.001, GroupBurst: 3},
+			UserGroups: map[string]string{"alice": "team"}}})
+	alice := map[string]string{"Authorization": basic("alice", "secret"), "X-Trino-User": "alice"}
+	if _, resp, body := submit(t, base, alice, "SELECT 1"); resp.StatusCode != 200 {
+		t.Fatalf("alice's first query: status %d %s", resp.StatusCode, body)
+	}
+	for _, forged := range []map[string]string{
+		{"Authorization": basic("alice", "guess"), "X-Trino-User": "alice"},
+		{"Authorization": "Bearer forged", "X-Trino-User": "alice"},
+	} {
+		refused := 0
+		for range 4 {
+			_, resp, _ := submit(t, base, forged, "SELECT 1")
+			switch resp.StatusCode {
+			case 401: // the cluster refused the credential
+			case 503:
+				refused++
+			default:
+				t.Fatalf("forger %q: status %d", forged["Authorization"], resp.StatusCode)
+			}
+		}
+		if refused != 2 {
+			t.Errorf("forger %q: %d of 4 refused by its own bucket (burst 2), want 2", forged["Authorization"], refused)
+		}
+	}
+	// alice's bucket (and her group's) is untouched by the forgers: her
+	// accepted credential keys her own, burst 2.
+	for i := range 2 {
+		if _, resp, body := submit(t, base, alice, "SELECT 1"); resp.StatusCode != 200 {
+			t.Fatalf("alice's query %d after the forgers: status %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if _, resp, _ := submit(t, base, alice, "SELECT 1"); resp.StatusCode != 503 {
+		t.Errorf("alice past her own burst: status %d, want 503", resp.StatusCode)
+	}
+	if v := testutil.ToFloat64(srv.metrics.RateLimited.WithLabelValues("user")); v != 5 {
+		t.Errorf("prestroid_rate_limited_total{scope=user} = %v, want 5", v)
 	}
 }

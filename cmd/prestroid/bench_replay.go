@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prestroid/prestroid/bench"
 	"github.com/prestroid/prestroid/collector"
@@ -36,6 +37,10 @@ func benchReplay(args []string) int {
 	maxDur := fs.Duration("max-duration", 0, "stop drawing statements after this long and report on those run (0: none)")
 	runsOut := fs.String("runs-out", "", "write one JSON line per statement and setting to this file")
 	classes := fs.String("classes", "1", "routing classes' CPU-second bounds, comma-separated, increasing (a last unbounded class is added)")
+	users := fs.Int("users", 1, "users the statements are sent as, in rotation (a fleet repeating each other's statements)")
+	cacheTTL := fs.Duration("cache-ttl", -1, "estimator.cache_ttl of the proxies (negative: no estimate cache, repeats answered by the history)")
+	learn := fs.String("learn", "", "estimator.learn_min_runs values to run side by side, comma-separated, one proxy each per --explain setting (-1: every background EXPLAIN runs, as before the rule; empty: the default alone)")
+	explainRate := fs.Float64("explain-rate", 0, "estimator.explain_rate of the proxies (0: no ceiling)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -53,7 +58,7 @@ func benchReplay(args []string) int {
 		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
 		return 2
 	}
-	o := bench.ReplayOptions{Workloads: *workloads, Families: fam, Scale: *scale, Domains: dom, N: *n, New: *share, Seed: *seed, Bounds: bounds, MaxDuration: *maxDur}
+	o := bench.ReplayOptions{Workloads: *workloads, Families: fam, Scale: *scale, Domains: dom, N: *n, New: *share, Seed: *seed, Bounds: bounds, MaxDuration: *maxDur, Users: *users}
 	if *runsOut != "" {
 		f, err := os.Create(*runsOut)
 		if err != nil {
@@ -63,41 +68,76 @@ func benchReplay(args []string) int {
 		defer f.Close()
 		o.Runs = f
 	}
-	if err := runBenchReplay(*trino, *model, *ortLib, strings.Split(*explain, ","), o); err != nil {
+	var learns []int
+	for _, f := range strings.Split(*learn, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "prestroid bench replay: --learn %q: want integers\n", *learn)
+			return 2
+		}
+		learns = append(learns, v)
+	}
+	tune := replayTuning{cacheTTL: *cacheTTL, learn: learns, explainRate: *explainRate}
+	if err := runBenchReplay(*trino, *model, *ortLib, strings.Split(*explain, ","), tune, o); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
 		return 1
 	}
 	return 0
 }
 
-// runBenchReplay starts one estimating proxy per estimator.explain setting,
-// each with the classes of ro.Bounds served by one cluster each (all of
-// them trino, named bench.ClassName(i)), and replays through them.
-func runBenchReplay(trino, model, ortLib string, settings []string, ro bench.ReplayOptions) error {
+// runBenchReplay starts one estimating proxy per estimator.explain
+// setting (and per learn_min_runs value of tune.learn), each with the
+// classes of ro.Bounds served by one cluster each (all of them trino,
+// named bench.ClassName(i)), and replays through them.
+func runBenchReplay(trino, model, ortLib string, settings []string, tune replayTuning, ro bench.ReplayOptions) error {
+	learns := tune.learn
+	if len(learns) == 0 {
+		learns = []int{0} // the default
+	}
 	for _, mode := range settings {
 		mode = strings.TrimSpace(mode)
-		// No estimate cache: repeats are answered by the cascade's history
-		// (or explained), which is what is measured.
-		base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) {
-			cfg.Estimator.CacheTTL = -1
-			cfg.Estimator.Explain = mode
-			cfg.Routing.Classes, cfg.Clusters = nil, nil
-			for i := 0; i <= len(ro.Bounds); i++ {
-				c := config.CostClass{Name: bench.ClassName(i)}
-				if i < len(ro.Bounds) {
-					c.MaxCPUSeconds = ro.Bounds[i]
-				}
-				cfg.Routing.Classes = append(cfg.Routing.Classes, c)
-				cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: c.Name, URL: trino, Class: c.Name})
+		for _, learn := range learns {
+			name := mode
+			if len(tune.learn) > 0 {
+				name += " learn=" + strconv.Itoa(learn)
 			}
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", mode, err)
+			base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) {
+				cfg.Estimator.CacheTTL = config.Duration(tune.cacheTTL)
+				cfg.Estimator.Explain = mode
+				cfg.Estimator.LearnMinRuns = learn
+				cfg.Estimator.ExplainRate = tune.explainRate
+				cfg.Routing.Classes, cfg.Clusters = nil, nil
+				for i := 0; i <= len(ro.Bounds); i++ {
+					c := config.CostClass{Name: bench.ClassName(i)}
+					if i < len(ro.Bounds) {
+						c.MaxCPUSeconds = ro.Bounds[i]
+					}
+					cfg.Routing.Classes = append(cfg.Routing.Classes, c)
+					cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: c.Name, URL: trino, Class: c.Name})
+				}
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			defer stop()
+			ro.Settings = append(ro.Settings, bench.ReplaySetting{Name: name, ProxyURL: base})
 		}
-		defer stop()
-		ro.Settings = append(ro.Settings, bench.ReplaySetting{Name: mode, ProxyURL: base})
 	}
 	return bench.Replay(os.Stdout, ro)
+}
+
+// replayTuning are bench replay's estimator settings beyond
+// estimator.explain: the estimate cache's TTL (by default none: repeats
+// are answered by the cascade's history, or explained, which is what is
+// measured), the learn_min_runs values to compare (each its own proxy),
+// the EXPLAIN ceiling.
+type replayTuning struct {
+	cacheTTL    time.Duration
+	learn       []int
+	explainRate float64
 }
 
 // parseClassBounds reads --classes: the routing classes' CPU-second

@@ -184,6 +184,9 @@ func cascadeOptions(e config.Estimator, r config.Routing, g []config.Guardrail) 
 		ModelSigma: h.ModelSigma, RepeatSigma: h.RepeatSigma, MinCalibration: h.MinCalibration,
 		Explain: mode, ClassBounds: bounds, ClassQuantile: r.ClassQuantile, Bounds: estimator.MergeBounds(decisionBounds(e.DecisionBounds), classes, guardrailBounds(g)),
 		TextMaxSeconds: max(e.TextMaxSeconds, 0), // negative (no bound): 0 in the cascade
+		ExplainRate:    e.ExplainRate, ExplainBurst: e.ExplainBurst,
+		// Negative (off): 0 in the cascade.
+		LearnMinRuns: max(e.LearnMinRuns, 0), LearnMaxSpread: max(e.LearnMaxSpread, 0), DriftSample: max(e.DriftSample, 0),
 	}
 }
 
@@ -271,6 +274,8 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Sta
 		}
 		bs := svc.BackgroundStats()
 		st.Background = &estimate.BackgroundStats{Done: bs.Done, Failed: bs.Failed, Skipped: bs.Skipped}
+		xs := svc.ExplainCounts()
+		st.Explains = &estimate.ExplainStats{Hot: xs.Hot, Learn: xs.Learn, Drift: xs.Drift, SkippedCeiling: xs.SkippedCeiling, SkippedKnown: xs.SkippedKnown}
 		for _, c := range ss.caches {
 			cs := c.stats()
 			st.Caches = append(st.Caches, estimate.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted})

@@ -95,7 +95,7 @@ func New() *Set {
 			Help:    "q-error of completed estimated queries by the estimate's source.",
 			Buckets: qerrorBuckets}, []string{"source"}),
 		Explains: counter("prestroid_explains_total",
-			"EXPLAINs run on the hot path to estimate queries, by the cluster that planned them (prestroid_background_explains_total: off it).", "cluster"),
+			"EXPLAINs run on the hot path to estimate queries, by the cluster that planned them; an estimate served from the estimate cache is not counted (prestroid_background_explains_total: off the hot path; prestroid_explains_by_reason_total: every EXPLAIN by reason).", "cluster"),
 		ExplainSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_explain_skipped_total",
 			Help: "Estimates that needed an EXPLAIN but found every planner at its bound (from history, or failed open)."}),
 	}
@@ -266,6 +266,8 @@ var (
 		"Completed queries the estimate history learned from.", nil, nil)
 	descBackgroundExplains = prometheus.NewDesc("prestroid_background_explains_total",
 		"EXPLAINs (and the model) run off the hot path after the text stage routed the query, by result: done, failed, skipped (no EXPLAIN slot free). prestroid_explains_total counts those on the hot path.", []string{"result"}, nil)
+	descExplainsByReason = prometheus.NewDesc("prestroid_explains_by_reason_total",
+		"EXPLAIN round trips the estimator sent to the clusters, by reason: hot (on the hot path: the plan could change the decision), learn (in the background: a shape with few explained runs or wide residuals), drift (the sampled fraction of well-known shapes); and those not sent: skipped_ceiling (over estimator.explain_rate), skipped_known (a well-known shape, or a statement another user's EXPLAIN is planning). A cached estimate runs none.", []string{"reason"}, nil)
 	descHistoryDropped = prometheus.NewDesc("prestroid_history_dropped_total",
 		"Completed queries the estimate history could not learn from (its write queue was full).", nil, nil)
 	descHistoryStoreErrors = prometheus.NewDesc("prestroid_history_store_errors_total",
@@ -294,6 +296,7 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHistoryStoreDropped
 	ch <- descHistoryStoreDown
 	ch <- descBackgroundExplains
+	ch <- descExplainsByReason
 }
 
 // Collect implements prometheus.Collector.
@@ -323,6 +326,14 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Done), "done")
 		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Failed), "failed")
 		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Skipped), "skipped")
+	}
+	if x := st.Explains; x != nil {
+		for _, r := range []struct {
+			n      uint64
+			reason string
+		}{{x.Hot, "hot"}, {x.Learn, "learn"}, {x.Drift, "drift"}, {x.SkippedCeiling, "skipped_ceiling"}, {x.SkippedKnown, "skipped_known"}} {
+			ch <- prometheus.MustNewConstMetric(descExplainsByReason, prometheus.CounterValue, float64(r.n), r.reason)
+		}
 	}
 }
 

@@ -69,3 +69,23 @@ prestroid_unseen_table_share_ratio 0.25
 		}
 	})
 }
+
+func TestExplainsByReason(t *testing.T) {
+	m, reg := New(), prometheus.NewRegistry()
+	x := estimate.ExplainStats{Hot: 5, Learn: 4, Drift: 1, SkippedCeiling: 2, SkippedKnown: 30}
+	if err := m.Register(reg, fakeState{}, func() estimate.Stats { return estimate.Stats{Explains: &x} }); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP prestroid_explains_by_reason_total ` + "EXPLAIN round trips the estimator sent to the clusters, by reason: hot (on the hot path: the plan could change the decision), learn (in the background: a shape with few explained runs or wide residuals), drift (the sampled fraction of well-known shapes); and those not sent: skipped_ceiling (over estimator.explain_rate), skipped_known (a well-known shape, or a statement another user's EXPLAIN is planning). A cached estimate runs none." + `
+# TYPE prestroid_explains_by_reason_total counter
+prestroid_explains_by_reason_total{reason="drift"} 1
+prestroid_explains_by_reason_total{reason="hot"} 5
+prestroid_explains_by_reason_total{reason="learn"} 4
+prestroid_explains_by_reason_total{reason="skipped_ceiling"} 2
+prestroid_explains_by_reason_total{reason="skipped_known"} 30
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "prestroid_explains_by_reason_total"); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,285 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/cache"
+	"github.com/prestroid/prestroid/estimate"
+)
+
+// EXPLAIN only when it teaches or decides: the fake planner counts every
+// EXPLAIN round trip.
+
+// learnCascade is the text cascade under when-uncertain with the
+// learn-worthiness rule: a shape is explained in the background until it
+// has minRuns explained runs with a residual spread at most 0.5.
+func learnCascade(t *testing.T, minRuns int, drift float64) *Service {
+	co := defaults
+	co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
+	co.LearnMinRuns, co.LearnMaxSpread, co.DriftSample = minRuns, 0.5, drift
+	s := newCascade(t, co, constModel(0.1))
+	s.textHook = textModel
+	return s
+}
+
+// runOnce estimates sql (alice's session), lets its query complete in
+// secs and waits until the history learned from it; it reports whether
+// the text stage answered.
+func runOnce(t *testing.T, s *Service, planners []string, sql string, secs float64) bool {
+	t.Helper()
+	n := s.HistoryStats().Observed
+	e := estimateSQL(t, s, planners, sql)
+	s.Observe(basisOf(e), estimate.Actual{CPUSeconds: secs})
+	waitFor(t, "the observation", func() bool { return s.HistoryStats().Observed > n })
+	return e.Source != estimate.SourceModel
+}
+
+func TestBackgroundExplainsOnlyWhatTeaches(t *testing.T) {
+	// The text model decides every literal of this shape (inside one class).
+	shape := func(i int) string {
+		return fmt.Sprintf("SELECT count(*) FROM orders WHERE o_orderkey = %d -- text 0.05 0.1 0.2", i)
+	}
+	t.Run("a new shape gets background EXPLAINs until it has LearnMinRuns explained runs, a known one none", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		s := learnCascade(t, 3, 0)
+		for i := range 8 {
+			if !runOnce(t, s, []string{srv.URL}, shape(i), 0.1) {
+				t.Fatalf("run %d was explained on the hot path", i)
+			}
+		}
+		if n := f.explains.Load(); n != 3 {
+			t.Errorf("%d background EXPLAINs of one shape over 8 statements, want 3 (LearnMinRuns)", n)
+		}
+		c := s.ExplainCounts()
+		if c.Learn != 3 || c.SkippedKnown != 5 || c.Hot != 0 || c.Drift != 0 {
+			t.Errorf("counts %+v, want 3 learn, 5 skipped_known", c)
+		}
+		// Another shape is new: it is explained.
+		runOnce(t, s, []string{srv.URL}, "SELECT count(*) FROM part WHERE p_partkey = 1 -- text 0.05 0.1 0.2", 0.1)
+		if n := f.explains.Load(); n != 4 {
+			t.Errorf("a new shape: %d EXPLAINs in all, want 4", n)
+		}
+	})
+	t.Run("a shape whose residuals spread wide keeps being explained", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		s := learnCascade(t, 3, 0)
+		for i := range 8 {
+			runOnce(t, s, []string{srv.URL}, shape(i), []float64{0.01, 1}[i%2]) // ln residuals ±2.3
+		}
+		if n := f.explains.Load(); n != 8 {
+			t.Errorf("%d background EXPLAINs, want 8 (residual spread above LearnMaxSpread)", n)
+		}
+	})
+	t.Run("without the rule every text answer is explained in the background, as before", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		s := learnCascade(t, 0, 0)
+		for i := range 5 {
+			runOnce(t, s, []string{srv.URL}, shape(i), 0.1)
+		}
+		if n := f.explains.Load(); n != 5 {
+			t.Errorf("%d background EXPLAINs, want 5", n)
+		}
+	})
+	t.Run("the drift sample explains that fraction of a known shape's statements", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		s := learnCascade(t, 2, 0.25)
+		draws := []float64{0.9, 0.1, 0.5, 0.3, 0.2, 0.8} // below 0.25: the 2nd and the 5th
+		s.drift = func() float64 { v := draws[0]; draws = draws[1:]; return v }
+		for i := range 2 + 6 {
+			runOnce(t, s, []string{srv.URL}, shape(i), 0.1)
+		}
+		if c := s.ExplainCounts(); c.Learn != 2 || c.Drift != 2 || c.SkippedKnown != 4 || f.explains.Load() != 4 {
+			t.Errorf("counts %+v, %d EXPLAINs; want 2 learn, 2 drift, 4 skipped_known", c, f.explains.Load())
+		}
+		// The real draw: about DriftSample of many statements.
+		s.drift = nil
+		b := basisOf(estimateSQL(t, s, []string{srv.URL}, shape(100)))
+		drift := 0
+		const n = 4000
+		for range n {
+			if s.learnReason(b) == reasonDrift {
+				drift++
+			}
+		}
+		if p := float64(drift) / n; math.Abs(p-0.25) > 0.03 { // ±4.4 standard errors
+			t.Errorf("drift sample %.3f of %d draws, want 0.25", p, n)
+		}
+	})
+}
+
+// sessionOf is alice's session as user as, with credentials of its own.
+func sessionOf(user string) http.Header {
+	h := alice.Clone()
+	h.Set("X-Trino-User", user)
+	h.Set("Authorization", basicAuth(user))
+	return h
+}
+
+func basicAuth(user string) string { return "Basic " + user + "-credential" }
+
+func cachedCascade(t *testing.T, co CascadeOptions) *Service {
+	s := newCascade(t, co, constModel(0.5))
+	ec, err := cache.NewTTL[estimate.Estimate](100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ec.Close)
+	s.opts.Cache, s.hookID = ec, "stand-in"
+	return s
+}
+
+func TestRepeatByAnotherUserIsNotExplained(t *testing.T) {
+	const q = "SELECT count(*) FROM lineitem WHERE l_orderkey = 4"
+	wait := func(s *Service) { s.opts.Cache.(*cache.TTL[estimate.Estimate]).Wait() }
+	t.Run("on the hot path", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		s := cachedCascade(t, defaults)
+		e, err := s.EstimateOn(context.Background(), []string{srv.URL}, q, sessionOf("alice"))
+		if err != nil || !e.Explained() || f.explains.Load() != 1 {
+			t.Fatalf("alice: %+v %v, %d EXPLAINs", e, err, f.explains.Load())
+		}
+		wait(s)
+		e, err = s.EstimateOn(context.Background(), []string{srv.URL}, q, sessionOf("bob"))
+		if err != nil || !e.Cached || e.Explained() || f.explains.Load() != 1 {
+			t.Fatalf("bob's repeat: %+v %v, %d EXPLAINs; want alice's cached estimate (not a proof of bob's credentials), no EXPLAIN", e, err, f.explains.Load())
+		}
+		if c := s.ExplainCounts(); c.Hot != 1 {
+			t.Errorf("counts %+v, want 1 hot", c)
+		}
+		other := sessionOf("bob")
+		other.Set("X-Trino-Schema", "sf1")
+		if _, err := s.EstimateOn(context.Background(), []string{srv.URL}, q, other); err != nil || f.explains.Load() != 2 {
+			t.Errorf("another schema: %v, %d EXPLAINs, want 2", err, f.explains.Load())
+		}
+	})
+	t.Run("in the background", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		co := defaults
+		co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
+		s := cachedCascade(t, co)
+		s.textHook = textModel
+		tq := q + " -- text 0.05 0.1 0.2"
+		e, err := s.EstimateOn(context.Background(), []string{srv.URL}, tq, sessionOf("alice"))
+		if err != nil || e.Source != estimate.SourceText {
+			t.Fatalf("alice: %+v %v", e, err)
+		}
+		waitFor(t, "alice's background EXPLAIN", func() bool { return s.BackgroundStats().Done == 1 })
+		wait(s)
+		if _, err := s.EstimateOn(context.Background(), []string{srv.URL}, tq, sessionOf("bob")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // a background EXPLAIN would have started
+		if n := f.explains.Load(); n != 1 {
+			t.Errorf("bob's repeat: %d EXPLAINs in all, want alice's one", n)
+		}
+	})
+	t.Run("while another user's background EXPLAIN runs", func(t *testing.T) {
+		f := &fakePlanner{block: make(chan struct{}), started: make(chan struct{}, 4)}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		co := defaults
+		co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
+		s := cachedCascade(t, co)
+		s.textHook = textModel
+		tq := q + " -- text 0.05 0.1 0.2"
+		if _, err := s.EstimateOn(context.Background(), []string{srv.URL}, tq, sessionOf("alice")); err != nil {
+			t.Fatal(err)
+		}
+		<-f.started
+		if _, err := s.EstimateOn(context.Background(), []string{srv.URL}, tq, sessionOf("bob")); err != nil {
+			t.Fatal(err)
+		}
+		close(f.block)
+		waitFor(t, "alice's background EXPLAIN", func() bool { return s.BackgroundStats().Done >= 1 })
+		time.Sleep(50 * time.Millisecond) // a second one would have finished
+		if n, c := f.explains.Load(), s.ExplainCounts(); n != 1 || c.SkippedKnown != 1 {
+			t.Errorf("%d EXPLAINs, counts %+v; want 1, bob's skipped as known", n, c)
+		}
+	})
+}
+
+func TestExplainCeiling(t *testing.T) {
+	t.Run("over the ceiling the hot path answers without the plan, counted", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		co := defaults
+		co.ExplainRate, co.ExplainBurst = 0.001, 2
+		s := newCascade(t, co, constModel(0.5))
+		observe(s, "SELECT * FROM orders WHERE o_orderkey = 1", 3) // its shape's history stands in
+		var busy, stood int
+		for i := range 5 {
+			e, err := s.EstimateOn(context.Background(), []string{srv.URL}, fmt.Sprintf("SELECT * FROM orders WHERE o_orderkey = %d", 10+i), alice)
+			switch {
+			case errors.Is(err, ErrExplainBusy):
+				busy++
+			case err != nil:
+				t.Fatal(err)
+			case e.ExplainSkipped:
+				stood++
+			}
+		}
+		if n := f.explains.Load(); n != 2 || stood != 3 {
+			t.Errorf("%d EXPLAINs (burst 2), %d stand-ins, %d fail-opens; want 2, 3, 0", n, stood, busy)
+		}
+		if _, err := s.EstimateOn(context.Background(), []string{srv.URL}, "SELECT * FROM part", alice); !errors.Is(err, ErrExplainBusy) {
+			t.Errorf("a new shape over the ceiling: %v, want ErrExplainBusy (fail open)", err)
+		}
+		if c := s.ExplainCounts(); c.Hot != 2 || c.SkippedCeiling != 4 {
+			t.Errorf("counts %+v, want 2 hot, 4 skipped_ceiling", c)
+		}
+	})
+	t.Run("the ceiling is per planner: the next one takes over", func(t *testing.T) {
+		f1, f2 := &fakePlanner{}, &fakePlanner{}
+		s1, s2 := httptest.NewServer(f1), httptest.NewServer(f2)
+		defer s1.Close()
+		defer s2.Close()
+		co := defaults
+		co.ExplainRate, co.ExplainBurst = 0.001, 1
+		s := newCascade(t, co, constModel(0.5))
+		for i := range 2 {
+			estimateSQL(t, s, []string{s1.URL, s2.URL}, fmt.Sprintf("SELECT * FROM nation WHERE n_nationkey = %d", i))
+		}
+		if f1.explains.Load() != 1 || f2.explains.Load() != 1 {
+			t.Errorf("EXPLAINs %d and %d, want one on each planner", f1.explains.Load(), f2.explains.Load())
+		}
+	})
+	t.Run("a background EXPLAIN over the ceiling is dropped, counted", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		co := defaults
+		co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
+		co.ExplainRate, co.ExplainBurst = 0.001, 1
+		s := newCascade(t, co, constModel(0.1))
+		s.textHook = textModel
+		for i := range 3 {
+			if e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM region WHERE r_regionkey = %d -- text 0.05 0.1 0.2", i)); e.Source != estimate.SourceText {
+				t.Fatalf("%d: source %s", i, e.Source)
+			}
+		}
+		waitFor(t, "the background EXPLAIN", func() bool { return s.BackgroundStats().Done == 1 })
+		if c, bg := s.ExplainCounts(), s.BackgroundStats(); f.explains.Load() != 1 || c.Learn != 1 || c.SkippedCeiling != 2 || bg.Skipped != 2 {
+			t.Errorf("%d EXPLAINs, counts %+v, background %+v; want 1, 1 learn, 2 skipped_ceiling", f.explains.Load(), c, bg)
+		}
+	})
+}

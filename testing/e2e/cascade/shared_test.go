@@ -1,0 +1,165 @@
+package cascade
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prestroid/prestroid/testing/e2e"
+)
+
+// A statement another user ran a moment ago in the same catalog, schema
+// and session is served the estimate (and plan) that user's EXPLAIN made:
+// Trino runs no second EXPLAIN, hot or background, and the counters say
+// so (prestroid_explains_total leaves out the cache hit;
+// prestroid_explains_by_reason_total counts one hot EXPLAIN). Another
+// schema is another plan: explained.
+func TestRepeatByAnotherUserRunsNoExplain(t *testing.T) {
+	t.Parallel()
+	trino := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
+	if os.Getenv("PRESTROID_ORT_LIB") == "" {
+		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
+	}
+	dir := t.TempDir()
+	port := e2e.FreePort(t)
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
+route_secret: %s
+clusters:
+  - {name: live, url: %q, class: small}
+routing:
+  classes:
+    - {name: small}
+  monitor_interval: 1s
+  estimate_timeout: 60s
+estimator:
+  explain: always           # every statement the history cannot answer is explained on the hot path
+  history:
+    path: %q
+`, port, strings.Repeat("u", 40), trino, filepath.Join(dir, "history.db"))
+	path := filepath.Join(dir, "prestroid.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, base := e2e.ServeBinary(t, bin, port, "--config", path)
+	m := marker()
+	sql := "SELECT custkey, count(*) FROM orders WHERE orderstatus = 'F' GROUP BY custkey /* " + m + " */"
+	session := func(user, schema string) map[string]string {
+		return map[string]string{"X-Trino-User": user, "X-Trino-Catalog": "tpch", "X-Trino-Schema": schema}
+	}
+
+	h := postAs(t, base, sql, session("alice", "tiny"))
+	if st := h.Get("Server-Timing"); !strings.Contains(st, "explain;dur=") {
+		t.Fatalf("alice: Server-Timing %q; want her EXPLAIN on the hot path", st)
+	}
+	if n := explainsOnTrino(t, trino, m); n != 1 {
+		t.Fatalf("Trino ran %d EXPLAINs of alice's statement, want 1", n)
+	}
+	h = postAs(t, base, sql, session("bob", "tiny"))
+	est, st := h.Get("X-Prestroid-Estimate"), h.Get("Server-Timing")
+	t.Logf("bob's repeat: X-Prestroid-Estimate %s; Server-Timing %s", est, st)
+	if !strings.HasPrefix(est, "model") || strings.Contains(st, "explain;dur=") {
+		t.Errorf("bob's repeat: X-Prestroid-Estimate %q, Server-Timing %q; want alice's model estimate without an EXPLAIN", est, st)
+	}
+	if n := explainsOnTrino(t, trino, m); n != 1 {
+		t.Errorf("Trino ran %d EXPLAINs after bob's repeat, want alice's 1", n)
+	}
+	if v := metric(t, base, "prestroid_explains_total"); v != 1 {
+		t.Errorf("prestroid_explains_total = %g, want 1 (bob's cache hit ran none)", v)
+	}
+	if v := metric(t, base, `prestroid_explains_by_reason_total{reason="hot"}`); v != 1 {
+		t.Errorf(`prestroid_explains_by_reason_total{reason="hot"} = %g, want 1`, v)
+	}
+	postAs(t, base, sql, session("bob", "sf1"))
+	if n := explainsOnTrino(t, trino, m); n != 2 {
+		t.Errorf("Trino ran %d EXPLAINs after the statement on another schema, want 2", n)
+	}
+}
+
+// The same in the background: under estimator.explain: never the text
+// stage answers alice's statement and its EXPLAIN runs off the hot path,
+// filling the estimate cache; bob's repeat is served from it, and Trino
+// runs no second EXPLAIN, hot or background.
+func TestRepeatByAnotherUserRunsNoBackgroundExplain(t *testing.T) {
+	t.Parallel()
+	trino := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
+	if os.Getenv("PRESTROID_ORT_LIB") == "" {
+		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
+	}
+	dir := t.TempDir()
+	port := e2e.FreePort(t)
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
+route_secret: %s
+clusters:
+  - {name: live, url: %q, class: small}
+routing:
+  classes:
+    - {name: small}
+  monitor_interval: 1s
+  estimate_timeout: 60s
+estimator:
+  explain: never            # the text stage answers; the EXPLAIN runs in the background
+  history:
+    path: %q
+`, port, strings.Repeat("v", 40), trino, filepath.Join(dir, "history.db"))
+	path := filepath.Join(dir, "prestroid.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, base := e2e.ServeBinary(t, bin, port, "--config", path)
+	m := marker()
+	sql := "SELECT nationkey, count(*) FROM customer WHERE mktsegment = 'MACHINERY' GROUP BY nationkey /* " + m + " */"
+	session := func(user string) map[string]string {
+		return map[string]string{"X-Trino-User": user, "X-Trino-Catalog": "tpch", "X-Trino-Schema": "tiny"}
+	}
+	h := postAs(t, base, sql, session("alice"))
+	if est, st := h.Get("X-Prestroid-Estimate"), h.Get("Server-Timing"); !strings.HasPrefix(est, "text") || strings.Contains(st, "explain;dur=") {
+		t.Fatalf("alice: X-Prestroid-Estimate %q, Server-Timing %q; want the text stage, no EXPLAIN on the hot path", est, st)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for metric(t, base, `prestroid_background_explains_total{result="done"}`) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("alice's background EXPLAIN did not finish within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the estimate reaches the cache (ristretto sets asynchronously)
+	h = postAs(t, base, sql, session("bob"))
+	t.Logf("bob's repeat: X-Prestroid-Estimate %s; Server-Timing %s", h.Get("X-Prestroid-Estimate"), h.Get("Server-Timing"))
+	if st := h.Get("Server-Timing"); !strings.Contains(st, "estimate-cache;desc=hit") {
+		t.Errorf("bob's repeat: Server-Timing %q; want the estimate cache's hit", st)
+	}
+	time.Sleep(time.Second) // a background EXPLAIN of bob's would have reached Trino
+	if n := explainsOnTrino(t, trino, m); n != 1 {
+		t.Errorf("Trino ran %d EXPLAINs of alice's statement and bob's repeat, want alice's 1", n)
+	}
+	if v := metric(t, base, `prestroid_explains_by_reason_total{reason="learn"}`); v != 1 {
+		t.Errorf(`prestroid_explains_by_reason_total{reason="learn"} = %g, want 1`, v)
+	}
+}
+
+// postAs is postHeaders with the request headers h (the user, the
+// session) on every request of the query.
+func postAs(t *testing.T, base, sql string, h map[string]string) http.Header {
+	t.Helper()
+	resp, p := e2e.Do(t, "POST", base+"/v1/statement", sql, h)
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST %s: %s", sql, resp.Status)
+	}
+	hdr := resp.Header
+	for p.NextURI != "" {
+		next := p.NextURI
+		if resp, p = e2e.Do(t, "GET", next, "", h); resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %s", next, resp.Status)
+		}
+	}
+	if p.Error != nil || p.Stats.State != "FINISHED" {
+		t.Fatalf("%s: state %s, error %+v", sql, p.Stats.State, p.Error)
+	}
+	return hdr
+}
