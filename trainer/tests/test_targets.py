@@ -93,3 +93,17 @@ def test_served_blend_keeps_the_head_where_the_text_is_far():
     assert far == [False, True, True]
     got = TT.served_blend(np.array([1.0, 1.0, 1.0]), np.array([3.0, 3.0, 3.0]), 0.25, far)
     assert got.tolist() == [1.5, 1.0, 1.0]
+
+
+def test_a_head_with_a_linear_path_starts_as_the_head_without():
+    pool = TT.Pool([(2, 3, 1), (2, 1, 1)])
+    mean, std = np.zeros(11, np.float32), np.ones(11, np.float32)
+    torch.manual_seed(1)
+    plain = TT.Head(pool, mean, std, 4).eval()
+    torch.manual_seed(1)
+    lin = TT.Head(pool, mean, std, 4, skip=True).eval()
+    feat, y = torch.randn(5, 10), torch.rand(5, 1)
+    assert torch.equal(plain(feat, y), lin(feat, y))          # the linear path starts at 0
+    with torch.no_grad():
+        lin.lin.weight[0, -1] = 2.0                            # ... and adds a linear function of the inputs
+    assert torch.allclose(lin(feat, y) - plain(feat, y), 2.0 * y)

@@ -66,6 +66,7 @@ TARGETS = {
 TRUNK = ("m0_/Concat_7_output_0", "m1_/Concat_9_output_0")
 PARITY_TOL = 1e-5
 HIDDEN = (8, 32)           # head widths tried; validation MSE picks
+SKIP = (False, True)       # with or without a linear path beside the hidden layer; validation MSE picks
 SEEDS = (1, 2, 3)          # heads per target, averaged
 
 
@@ -207,18 +208,27 @@ class Pool(torch.nn.Module):
 
 class Head(torch.nn.Module):
     """Pool → standardize → Linear → ReLU → Dropout → Linear: one normalized
-    ln target."""
+    ln target; with skip, plus a linear function of the standardized
+    inputs (initialized to 0)."""
 
-    def __init__(self, pool, mean, std, hidden, dropout=0.2):
+    def __init__(self, pool, mean, std, hidden, dropout=0.2, skip=False):
         super().__init__()
         self.pool = pool
         self.register_buffer("mean", torch.from_numpy(mean).float())
         self.register_buffer("scale", torch.from_numpy(1.0 / std).float())
         self.net = torch.nn.Sequential(torch.nn.Linear(len(mean), hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
                                        torch.nn.Linear(hidden, 1))
+        self.lin = None
+        if skip:
+            self.lin = torch.nn.Linear(len(mean), 1)
+            torch.nn.init.zeros_(self.lin.weight)
+            torch.nn.init.zeros_(self.lin.bias)
 
     def forward(self, feat, y):
-        return self.net((self.pool(feat, y) - self.mean) * self.scale)
+        x = (self.pool(feat, y) - self.mean) * self.scale
+        if self.lin is None:
+            return self.net(x)
+        return self.net(x) + self.lin(x)
 
 
 class Mean(torch.nn.Module):
@@ -236,7 +246,8 @@ def head_inputs(part):
     return part["feat"], part["y"].reshape(-1, 1)
 
 
-def fit_head(layout, train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300, patience=20, lr=1e-3, batch=128):
+def fit_head(layout, train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300, patience=20, lr=1e-3, batch=128,
+             skip=False):
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     pool = Pool(layout)
@@ -244,7 +255,7 @@ def fit_head(layout, train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300,
         xs = pool(torch.from_numpy(train_x[0]), torch.from_numpy(train_x[1])).numpy()
     mean, std = xs.mean(0), xs.std(0)
     std[std < 1e-6] = 1.0
-    model = Head(pool, mean, std, hidden)
+    model = Head(pool, mean, std, hidden, skip=skip)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
     tf, ty, tt = (torch.from_numpy(a) for a in (*train_x, train_y.astype(np.float32)))
     vf, vy, vt = (torch.from_numpy(a) for a in (*val_x, val_y.astype(np.float32)))
@@ -280,25 +291,29 @@ def head_predict(model, x):
 
 def train_target(parts, layout, target, lo, hi, log, seeds=SEEDS):
     """The head of one target: the mean of len(seeds) heads, the width
-    picked on validation, and its validation sigma; parts are
-    train/val/test with "ln" per query."""
+    and the linear path (HIDDEN × SKIP) picked on validation MSE, and its
+    validation sigma; parts are train/val/test with "ln" per query."""
     norm = lambda v: (v - lo) / (hi - lo)
     tr, va = parts["train"], parts["val"]
     best = None
     for h in HIDDEN:
-        heads, eps = [], []
-        for seed in seeds:
-            m, _, ep = fit_head(layout, head_inputs(tr), norm(tr["ln"]), head_inputs(va), norm(va["ln"]), h, seed)
-            heads.append(m)
-            eps.append(ep)
-        model = Mean(heads).eval()
-        loss = float(np.mean((head_predict(model, head_inputs(va)) - norm(va["ln"])) ** 2))
-        log(f"  {target}: hidden {h}, {len(seeds)} seeds ({eps} epochs): validation MSE {loss:.5f}")
-        if best is None or loss < best[1]:
-            best = (model, loss, eps, h)
-    m, loss, eps, h = best
+        for skip in SKIP:
+            heads, eps = [], []
+            for seed in seeds:
+                m, _, ep = fit_head(layout, head_inputs(tr), norm(tr["ln"]), head_inputs(va), norm(va["ln"]), h, seed,
+                                    skip=skip)
+                heads.append(m)
+                eps.append(ep)
+            model = Mean(heads).eval()
+            loss = float(np.mean((head_predict(model, head_inputs(va)) - norm(va["ln"])) ** 2))
+            log(f"  {target}: hidden {h}{' + linear' if skip else ''}, {len(seeds)} seeds ({eps} epochs): "
+                f"validation MSE {loss:.5f}")
+            if best is None or loss < best[1]:
+                best = (model, loss, eps, h, skip)
+    m, loss, eps, h, skip = best
     res = lo + head_predict(m, head_inputs(va)) * (hi - lo) - va["ln"]
-    return m, {"hidden": h, "seeds": list(seeds), "epochs": eps, "val_mse": loss, "sigma": float(np.std(res))}
+    return m, {"hidden": h, "linear": skip, "seeds": list(seeds), "epochs": eps, "val_mse": loss,
+               "sigma": float(np.std(res))}
 
 
 # ------------------------------------------------------------------ baselines
@@ -666,12 +681,13 @@ def blend_scale(a, manifest, labels, tparts, log):
         res["description"] = (f"every query at {held}, the largest scale, held out: heads, text models and the "
                               f"weight refitted without it (the CPU trunk is the bundle's)")
         lo, hi = float(p["train"]["ln"].min()), float(p["train"]["ln"].max())
-        global HIDDEN
-        keep_hidden, HIDDEN = HIDDEN, (manifest["targets"][name]["head"]["hidden"],)
+        global HIDDEN, SKIP
+        keep, HIDDEN, SKIP = (HIDDEN, SKIP), (manifest["targets"][name]["head"]["hidden"],), \
+            (bool(manifest["targets"][name]["head"].get("linear")),)
         try:
             model, info = train_target(p, layout, name, lo, hi, log)
         finally:
-            HIDDEN = keep_hidden
+            HIDDEN, SKIP = keep
         head = {s: lo + head_predict(model, head_inputs(p[s])) * (hi - lo) for s in ("val", "test")}
         xrow = {k: (s, i) for s in tparts for i, k in enumerate(tparts[s]["keys"])}
         x = {s: np.stack([tparts[xrow[k][0]]["x"][xrow[k][1]] for k in p[s]["keys"]]) for s in p}
@@ -711,6 +727,7 @@ def fmt_table(res, targets_order=("cpu", "peak_memory", "elapsed")):
 
 
 def main(argv=None):
+    global HIDDEN, SKIP
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--bundle", help="the gated bundle whose trunk the heads read (not modified)")
@@ -724,7 +741,12 @@ def main(argv=None):
     ap.add_argument("--blend", metavar="BUNDLE", help="fit the text-stage weight of every target of this targets "
                     "bundle on validation and write it into its manifest (--bundle: the CPU-only bundle, for the "
                     "scale hold-out's trunk features; default BUNDLE itself)")
+    ap.add_argument("--hidden", default=",".join(map(str, HIDDEN)), help="the head widths tried")
+    ap.add_argument("--linear", choices=("both", "yes", "no"), default="both",
+                    help="heads with a linear path beside the hidden layer, without, or both tried")
     a = ap.parse_args(argv)
+    HIDDEN = tuple(int(h) for h in a.hidden.split(","))
+    SKIP = {"both": (False, True), "yes": (True,), "no": (False,)}[a.linear]
     torch.set_num_threads(a.threads)
     log = lambda s: print(s, file=sys.stderr, flush=True)
     which = [b for b in a.baselines.split(",") if b]
@@ -851,7 +873,7 @@ def build(a, manifest, heads, labels, parts, log):
         t = TARGETS[name]
         manifest["targets"][name] = {"output": t["output"], "transform": t["transform"], "min": lo, "max": hi,
                                      "sigma": info["sigma"], "golden": "expected_" + name,
-                                     "head": {"hidden": info["hidden"], "seeds": info["seeds"],
+                                     "head": {"hidden": info["hidden"], "linear": info["linear"], "seeds": info["seeds"],
                                               "epochs": info["epochs"], "val_mse": info["val_mse"],
                                               "inputs": list(TRUNK) + ["y"]}}
     manifest["targets_check"] = check
