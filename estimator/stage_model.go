@@ -79,7 +79,7 @@ func setModelTargets(e *estimate.Estimate, m *bundle.Model, p bundle.Prediction)
 // corrected it) in ln, at the weight fitted on the validation templates:
 // the two read different things (the plan's shape and estimates; the
 // statement and its tables' sizes) and their blend was better than either
-// (on the test templates, peak memory 1.63 → 1.45 and elapsed 1.52 → 1.49
+// (on the test templates, peak memory 1.69 → 1.52 and elapsed 1.52 → 1.49
 // in the median q-error; models/README.md, "Beyond CPU"). The served Sigma
 // is the smaller of the model's and the blend's. Without a text number (or
 // a blend), or when the statement is far from the text model's training
