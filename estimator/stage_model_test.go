@@ -131,3 +131,32 @@ func TestModelStageOnAnEngineTheModelNeverSaw(t *testing.T) {
 		})
 	}
 }
+
+// A target whose manifest entry has a text blend is served as the
+// weighted geometric mean of the model's number and the text stage's,
+// unless the statement is far from the text model's training.
+func TestModelStageBlendsTheTextTargets(t *testing.T) {
+	const q = "SELECT * FROM orders WHERE o_orderkey = 1"
+	mf := &bundle.Manifest{Targets: map[string]*bundle.TargetOutput{
+		"elapsed": {TextBlend: &bundle.TextBlend{Weight: 0.5, Sigma: 0.4}}}}
+	text := &estimate.Estimate{CPUSeconds: 8, Sigma: 0.5, Source: estimate.SourceText,
+		Elapsed: estimate.Quantity{Median: 16, Sigma: 0.6}, PeakMemory: estimate.Quantity{Median: 1 << 40, Sigma: 1}}
+	for _, c := range []struct {
+		far               bool
+		wantMedian, sigma float64
+	}{{false, 4, 0.4}, {true, 1, 1}} {
+		s := newCascade(t, defaults, targetModel(0.1, 1<<20, 1))
+		r := explainedRequest(s, q)
+		r.mf, r.engine, r.text, r.textFar = mf, dialect.Trino, text, c.far
+		e, err := modelStage{}.run(s, r)
+		if err != nil || e == nil {
+			t.Fatalf("far %v: %v %v", c.far, e, err)
+		}
+		if !near(e.Elapsed.Median, c.wantMedian, 1e-9) || math.Abs(e.Elapsed.Sigma-c.sigma) > 1e-12 {
+			t.Errorf("far %v: elapsed %+v, want %v ±%v", c.far, e.Elapsed, c.wantMedian, c.sigma)
+		}
+		if e.PeakMemory.Median != 1<<20 || !near(e.CPUSeconds, 0.1, 1e-9) {
+			t.Errorf("far %v: memory %+v, CPU %v: want the model's own (no blend for them)", c.far, e.PeakMemory, e.CPUSeconds)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/testing/redistest"
 )
@@ -393,4 +394,51 @@ var storeKinds = []struct {
 		}
 		return r
 	}},
+}
+
+// The model stage serves, per target beyond CPU whose manifest has a text
+// blend, the weighted geometric mean of the model's number and the text
+// stage's, with the smaller of the two spreads; the CPU time and a target
+// without a blend (or without a text number) keep the model's own.
+func TestBlendTextTargets(t *testing.T) {
+	mf := &bundle.Manifest{Targets: map[string]*bundle.TargetOutput{
+		"peak_memory": {TextBlend: &bundle.TextBlend{Weight: 0.25, Sigma: 0.5}},
+		"elapsed":     {},
+	}}
+	model := func() *estimate.Estimate {
+		return &estimate.Estimate{CPUSeconds: 3, Sigma: 1, PeakMemory: estimate.Quantity{Median: gib, Sigma: 0.9},
+			Elapsed: estimate.Quantity{Median: 2, Sigma: 0.7}}
+	}
+	text := &estimate.Estimate{CPUSeconds: 30, Sigma: 1, PeakMemory: estimate.Quantity{Median: 16 * gib, Sigma: 1.2},
+		Elapsed: estimate.Quantity{Median: 20, Sigma: 0.3}}
+
+	e := model()
+	blendTextTargets(e, mf, text)
+	if want := gib * 2; !near(e.PeakMemory.Median, want, 1e-12) || e.PeakMemory.Sigma != 0.5 { // 16^0.25 = 2
+		t.Errorf("peak memory %+v, want median %.4g with σ 0.5", e.PeakMemory, want)
+	}
+	if e.Elapsed != model().Elapsed || e.CPUSeconds != 3 || e.Sigma != 1 {
+		t.Errorf("elapsed %+v, CPU %v (σ %v): want the model's own (no blend for them)", e.Elapsed, e.CPUSeconds, e.Sigma)
+	}
+
+	narrow := model()
+	narrow.PeakMemory.Sigma = 0.2 // a shape with residuals of its own keeps its narrower spread
+	blendTextTargets(narrow, mf, text)
+	if narrow.PeakMemory.Sigma != 0.2 {
+		t.Errorf("σ %v, want the model's narrower 0.2", narrow.PeakMemory.Sigma)
+	}
+	for name, c := range map[string]struct {
+		mf   *bundle.Manifest
+		text *estimate.Estimate
+	}{
+		"no text number":             {mf, nil},
+		"a text number without this": {mf, &estimate.Estimate{CPUSeconds: 30}},
+		"no manifest":                {nil, text},
+	} {
+		e := model()
+		blendTextTargets(e, c.mf, c.text)
+		if e.PeakMemory != model().PeakMemory {
+			t.Errorf("%s: peak memory %+v, want the model's own", name, e.PeakMemory)
+		}
+	}
 }

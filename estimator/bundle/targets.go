@@ -32,6 +32,31 @@ type TargetOutput struct {
 	// outputs on the golden cases; the loader checks them as it checks
 	// the CPU's "expected".
 	Golden string `json:"golden"`
+	// TextBlend, when present, is how the served number combines this
+	// output with the text stage's median of the same target (the
+	// manifest's text.targets): nil serves the model's number alone.
+	TextBlend *TextBlend `json:"text_blend,omitempty"`
+}
+
+// TextBlend is a target's served combination of the model's number m and
+// the text stage's t: exp((1 − Weight)·ln m + Weight·ln t), with Sigma
+// the spread of that blend (both fitted on the validation templates by
+// trainer.targets --blend).
+type TextBlend struct {
+	Weight float64 `json:"weight"`
+	Sigma  float64 `json:"sigma"`
+}
+
+// TextBlend is target t's text blend: nil when the manifest has none (or
+// no such target).
+func (m *Manifest) TextBlend(t estimate.Target) *TextBlend {
+	if m == nil {
+		return nil
+	}
+	if o := m.Targets[t.String()]; o != nil {
+		return o.TextBlend
+	}
+	return nil
 }
 
 // targetTransforms are the transforms a target beyond CPU may name, with
@@ -100,6 +125,17 @@ func (m *Manifest) validateTargets() error {
 		}
 		if t.Golden == "" {
 			return fmt.Errorf("targets.%s.golden is empty: the loader checks every output on the golden cases", label)
+		}
+		if b := t.TextBlend; b != nil {
+			if !(b.Weight >= 0 && b.Weight <= 1) {
+				return fmt.Errorf("targets.%s.text_blend.weight %v, want in [0, 1]", label, b.Weight)
+			}
+			if !(b.Sigma > 0 && b.Sigma <= maxTargetSigma) {
+				return fmt.Errorf("targets.%s.text_blend.sigma %v, want in (0, %d]", label, b.Sigma, maxTargetSigma)
+			}
+			if m.Text == nil || m.Text.Targets[label] == nil {
+				return fmt.Errorf("targets.%s.text_blend: the text stage has no %s output (text.targets)", label, label)
+			}
 		}
 	}
 	return nil

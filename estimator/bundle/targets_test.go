@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/prestroid/prestroid/estimate"
 	"github.com/prestroid/prestroid/models"
 )
 
@@ -39,6 +40,12 @@ func defaultFS(t *testing.T, edit func(m map[string]any)) fs.FS {
 	return out
 }
 
+// targetOf is the estimate.Target of a manifest label.
+func targetOf(label string) estimate.Target {
+	t, _ := estimate.ParseTarget(label)
+	return t
+}
+
 func TestManifestTargets(t *testing.T) {
 	t.Run("the default bundle has peak memory and elapsed time with their golden arrays", func(t *testing.T) {
 		b, err := ReadFS(defaultFS(t, nil), "default")
@@ -49,6 +56,9 @@ func TestManifestTargets(t *testing.T) {
 			tg := b.Manifest.Targets[label]
 			if tg == nil || tg.Output == "" || !(tg.Sigma > 0) || len(b.Golden.Targets[label]) != b.Golden.B {
 				t.Errorf("%s: %+v, golden %v", label, tg, b.Golden.Targets[label])
+			}
+			if tb := b.Manifest.TextBlend(targetOf(label)); tb == nil || !(tb.Weight > 0 && tb.Weight < 1) || !(tb.Sigma > 0) {
+				t.Errorf("%s: text blend %+v, want a weight in (0, 1) and a spread", label, tb)
 			}
 		}
 	})
@@ -87,6 +97,14 @@ func TestManifestTargets(t *testing.T) {
 		{"an infinite sigma", func(m map[string]any) { target(m, "peak_memory")["sigma"] = 1e9 }, "targets.peak_memory.sigma"},
 		{"no golden array named", func(m map[string]any) { delete(target(m, "elapsed"), "golden") }, "targets.elapsed.golden is empty"},
 		{"a golden array that is not there", func(m map[string]any) { target(m, "elapsed")["golden"] = "expected_wall" }, `"expected_wall" missing`},
+		{"a text weight above 1", func(m map[string]any) {
+			target(m, "elapsed")["text_blend"] = map[string]any{"weight": 1.5, "sigma": 0.5}
+		}, "targets.elapsed.text_blend.weight 1.5"},
+		{"a text blend without a spread", func(m map[string]any) { target(m, "elapsed")["text_blend"] = map[string]any{"weight": 0.5} }, "targets.elapsed.text_blend.sigma 0"},
+		{"a text blend without the text stage's target", func(m map[string]any) {
+			target(m, "peak_memory")["text_blend"] = map[string]any{"weight": 0.5, "sigma": 0.5}
+			m["text"].(map[string]any)["targets"] = map[string]any{"elapsed": m["text"].(map[string]any)["targets"].(map[string]any)["elapsed"]}
+		}, "targets.peak_memory.text_blend: the text stage has no peak_memory output"},
 	} {
 		t.Run("refuses "+c.name, func(t *testing.T) {
 			_, err := ReadFS(defaultFS(t, c.edit), "broken")

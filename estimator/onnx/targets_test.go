@@ -300,3 +300,65 @@ func TestLiveModelStageTargets(t *testing.T) {
 		t.Errorf("peak memory sf1 %.3g B, tiny %.3g B: want sf1 well above tiny", mem["sf1"], mem["tiny"])
 	}
 }
+
+// TestLiveModelStageBlendsTheTextTargets: under explain: when-uncertain, a
+// statement the text stage defers to the plan (its interval ends above
+// text_max_seconds) is EXPLAINed on the live Trino and served, for each
+// target with a text blend in the default bundle's manifest, the weighted
+// geometric mean of the model's number (what explain: always serves, no
+// text stage) and the text stage's, with the smaller spread.
+func TestLiveModelStageBlendsTheTextTargets(t *testing.T) {
+	server := trinotest.URL(t)
+	rt := runtime(t)
+	m := loadFixture(t, rt, copyDefault(t))
+	defer m.Close()
+	const sql = "SELECT l.returnflag, sum(l.extendedprice) FROM tpch.tiny.lineitem l JOIN tpch.tiny.orders o ON l.orderkey = o.orderkey GROUP BY 1"
+	h := trinotest.UserHeader("prestroid-blend")
+	stats, err := training.ReadTableStats(filepath.Join("..", "..", "data", "table-stats.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := tablestats.New(tablestats.Options{})
+	names, _ := plan.Tables(sql, "", "")
+	var tables []featurize.TableStats
+	for _, n := range names {
+		ts.Seed(n, h, stats.Tables[n.String()])
+		tables = append(tables, stats.Tables[n.String()])
+	}
+	serve := func(co estimator.CascadeOptions) *estimate.Estimate {
+		t.Helper()
+		co.ModelSigma, co.MaxSpread, co.Shrink, co.MinCount = 1, 0.5, 1, 2
+		// a model of its own: the service closes it
+		svc := estimator.NewService(loadFixture(t, rt, copyDefault(t)), estimator.ServiceOptions{Workers: 1, History: history.NewMemory(100), Cascade: co, TableStats: ts})
+		defer svc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		e, err := svc.EstimateFor(ctx, dialect.Trino, []string{server}, sql, h)
+		if err != nil || e.Source != estimate.SourceModel {
+			t.Fatalf("%v %+v: want the model stage's estimate", err, e)
+		}
+		return e
+	}
+	alone := serve(estimator.CascadeOptions{Explain: estimator.ExplainAlways})
+	served := serve(estimator.CascadeOptions{Explain: estimator.ExplainWhenUncertain, TextMaxSeconds: 1e-9})
+	text, ok, err := m.TextPredict(sql, featurize.TextContext{Tables: tables}) // as the text stage reads it
+	if err != nil || !ok {
+		t.Fatalf("TextPredict: ok=%v err=%v", ok, err)
+	}
+	if served.CPUSeconds != alone.CPUSeconds {
+		t.Errorf("CPU %v s, alone %v s: the blend is for the targets beyond CPU", served.CPUSeconds, alone.CPUSeconds)
+	}
+	for _, tg := range []estimate.Target{estimate.TargetMemory, estimate.TargetElapsed} {
+		tb := m.Manifest().TextBlend(tg)
+		if tb == nil {
+			t.Fatalf("%s: the default bundle has no text blend", tg)
+		}
+		mq, got := alone.Of(tg), served.Of(tg)
+		want := math.Exp((1-tb.Weight)*math.Log(mq.Median) + tb.Weight*math.Log(text.Values[tg][1]))
+		if math.Abs(got.Median/want-1) > 1e-6 || got.Sigma != min(mq.Sigma, tb.Sigma) {
+			t.Errorf("%s: served %+v, want %.4g (model %.4g, text %.4g, weight %v) with σ %v", tg, got, want,
+				mq.Median, text.Values[tg][1], tb.Weight, min(mq.Sigma, tb.Sigma))
+		}
+		t.Logf("%s: model %.4g, text %.4g, served %.4g (σ %.2f)", tg, mq.Median, text.Values[tg][1], got.Median, got.Sigma)
+	}
+}

@@ -71,3 +71,39 @@ def test_splice_adds_outputs_and_keeps_y(tmp_path):
     assert np.array_equal(old, y)
     ref = TT.head_predict(head, (np.concatenate([xs, xs], 1), y.reshape(-1, 1)))
     assert np.allclose(ym.reshape(-1), ref, atol=1e-5)
+
+
+def test_text_blend_weight_minimizes_the_mean_absolute_ln_error():
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=2000)
+    head = y + rng.normal(scale=1.0, size=2000)      # two independent errors of equal spread: w = 0.5
+    text = y + rng.normal(scale=1.0, size=2000)
+    w, sigma, maes = TT.fit_text_blend(y, head, text)
+    assert 0.4 <= w <= 0.6
+    assert maes[w] < maes[0.0] and maes[w] < maes[1.0]
+    assert sigma == pytest.approx(np.std((1 - w) * head + w * text - y))
+    # a text model that only adds noise gets no weight
+    w, _, _ = TT.fit_text_blend(y, y + 0.01, y + rng.normal(scale=3.0, size=2000))
+    assert w == 0.0
+
+
+def test_served_blend_keeps_the_head_where_the_text_is_far():
+    tables = [[{"rows": 1000, "known": True}], [{"rows": 1000, "known": False}], [{"rows": 1e9, "known": True}]]
+    far = [TT.text_far(t, max_train=np.log1p(1e6)) for t in tables]
+    assert far == [False, True, True]
+    got = TT.served_blend(np.array([1.0, 1.0, 1.0]), np.array([3.0, 3.0, 3.0]), 0.25, far)
+    assert got.tolist() == [1.5, 1.0, 1.0]
+
+
+def test_a_head_with_a_linear_path_starts_as_the_head_without():
+    pool = TT.Pool([(2, 3, 1), (2, 1, 1)])
+    mean, std = np.zeros(11, np.float32), np.ones(11, np.float32)
+    torch.manual_seed(1)
+    plain = TT.Head(pool, mean, std, 4).eval()
+    torch.manual_seed(1)
+    lin = TT.Head(pool, mean, std, 4, skip=True).eval()
+    feat, y = torch.randn(5, 10), torch.rand(5, 1)
+    assert torch.equal(plain(feat, y), lin(feat, y))          # the linear path starts at 0
+    with torch.no_grad():
+        lin.lin.weight[0, -1] = 2.0                            # ... and adds a linear function of the inputs
+    assert torch.allclose(lin(feat, y) - plain(feat, y), 2.0 * y)

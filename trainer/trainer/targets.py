@@ -66,6 +66,7 @@ TARGETS = {
 TRUNK = ("m0_/Concat_7_output_0", "m1_/Concat_9_output_0")
 PARITY_TOL = 1e-5
 HIDDEN = (8, 32)           # head widths tried; validation MSE picks
+SKIP = (False, True)       # with or without a linear path beside the hidden layer; validation MSE picks
 SEEDS = (1, 2, 3)          # heads per target, averaged
 
 
@@ -207,18 +208,27 @@ class Pool(torch.nn.Module):
 
 class Head(torch.nn.Module):
     """Pool → standardize → Linear → ReLU → Dropout → Linear: one normalized
-    ln target."""
+    ln target; with skip, plus a linear function of the standardized
+    inputs (initialized to 0)."""
 
-    def __init__(self, pool, mean, std, hidden, dropout=0.2):
+    def __init__(self, pool, mean, std, hidden, dropout=0.2, skip=False):
         super().__init__()
         self.pool = pool
         self.register_buffer("mean", torch.from_numpy(mean).float())
         self.register_buffer("scale", torch.from_numpy(1.0 / std).float())
         self.net = torch.nn.Sequential(torch.nn.Linear(len(mean), hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
                                        torch.nn.Linear(hidden, 1))
+        self.lin = None
+        if skip:
+            self.lin = torch.nn.Linear(len(mean), 1)
+            torch.nn.init.zeros_(self.lin.weight)
+            torch.nn.init.zeros_(self.lin.bias)
 
     def forward(self, feat, y):
-        return self.net((self.pool(feat, y) - self.mean) * self.scale)
+        x = (self.pool(feat, y) - self.mean) * self.scale
+        if self.lin is None:
+            return self.net(x)
+        return self.net(x) + self.lin(x)
 
 
 class Mean(torch.nn.Module):
@@ -236,7 +246,8 @@ def head_inputs(part):
     return part["feat"], part["y"].reshape(-1, 1)
 
 
-def fit_head(layout, train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300, patience=20, lr=1e-3, batch=128):
+def fit_head(layout, train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300, patience=20, lr=1e-3, batch=128,
+             skip=False):
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     pool = Pool(layout)
@@ -244,7 +255,7 @@ def fit_head(layout, train_x, train_y, val_x, val_y, hidden, seed=1, epochs=300,
         xs = pool(torch.from_numpy(train_x[0]), torch.from_numpy(train_x[1])).numpy()
     mean, std = xs.mean(0), xs.std(0)
     std[std < 1e-6] = 1.0
-    model = Head(pool, mean, std, hidden)
+    model = Head(pool, mean, std, hidden, skip=skip)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
     tf, ty, tt = (torch.from_numpy(a) for a in (*train_x, train_y.astype(np.float32)))
     vf, vy, vt = (torch.from_numpy(a) for a in (*val_x, val_y.astype(np.float32)))
@@ -280,25 +291,29 @@ def head_predict(model, x):
 
 def train_target(parts, layout, target, lo, hi, log, seeds=SEEDS):
     """The head of one target: the mean of len(seeds) heads, the width
-    picked on validation, and its validation sigma; parts are
-    train/val/test with "ln" per query."""
+    and the linear path (HIDDEN × SKIP) picked on validation MSE, and its
+    validation sigma; parts are train/val/test with "ln" per query."""
     norm = lambda v: (v - lo) / (hi - lo)
     tr, va = parts["train"], parts["val"]
     best = None
     for h in HIDDEN:
-        heads, eps = [], []
-        for seed in seeds:
-            m, _, ep = fit_head(layout, head_inputs(tr), norm(tr["ln"]), head_inputs(va), norm(va["ln"]), h, seed)
-            heads.append(m)
-            eps.append(ep)
-        model = Mean(heads).eval()
-        loss = float(np.mean((head_predict(model, head_inputs(va)) - norm(va["ln"])) ** 2))
-        log(f"  {target}: hidden {h}, {len(seeds)} seeds ({eps} epochs): validation MSE {loss:.5f}")
-        if best is None or loss < best[1]:
-            best = (model, loss, eps, h)
-    m, loss, eps, h = best
+        for skip in SKIP:
+            heads, eps = [], []
+            for seed in seeds:
+                m, _, ep = fit_head(layout, head_inputs(tr), norm(tr["ln"]), head_inputs(va), norm(va["ln"]), h, seed,
+                                    skip=skip)
+                heads.append(m)
+                eps.append(ep)
+            model = Mean(heads).eval()
+            loss = float(np.mean((head_predict(model, head_inputs(va)) - norm(va["ln"])) ** 2))
+            log(f"  {target}: hidden {h}{' + linear' if skip else ''}, {len(seeds)} seeds ({eps} epochs): "
+                f"validation MSE {loss:.5f}")
+            if best is None or loss < best[1]:
+                best = (model, loss, eps, h, skip)
+    m, loss, eps, h, skip = best
     res = lo + head_predict(m, head_inputs(va)) * (hi - lo) - va["ln"]
-    return m, {"hidden": h, "seeds": list(seeds), "epochs": eps, "val_mse": loss, "sigma": float(np.std(res))}
+    return m, {"hidden": h, "linear": skip, "seeds": list(seeds), "epochs": eps, "val_mse": loss,
+               "sigma": float(np.std(res))}
 
 
 # ------------------------------------------------------------------ baselines
@@ -513,6 +528,184 @@ def text_targets(workdir, labels, manifest_text, log, seed=3):
     return out, parts
 
 
+# ------------------------------------------------------------------ text blend
+
+BLEND_GRID = np.round(np.arange(0.0, 1.0001, 0.05), 2)   # the text stage's weights tried
+
+
+def fit_text_blend(y, head, text, grid=BLEND_GRID):
+    """The weight w of the text stage's median in the served number
+    (1 − w)·ln head + w·ln text that minimizes the mean absolute ln error
+    on (validation) queries y (the median q-error is exp of the median
+    absolute ln error; their mean is the smoother statistic of the same
+    errors), the smallest such w on ties, and the blend's sigma (the
+    standard deviation of its ln residuals there)."""
+    y, head, text = (np.asarray(a, np.float64) for a in (y, head, text))
+    maes = [float(np.mean(np.abs((1 - w) * head + w * text - y))) for w in grid]
+    w = float(grid[int(np.argmin(maes))])
+    return w, float(np.std((1 - w) * head + w * text - y)), dict(zip((float(g) for g in grid), maes))
+
+
+def text_fit(x_train, y_train, x_val, y_val, manifest_text, seed=3):
+    """One text-stage quantile network of a target, as text_targets trains
+    it (trainer.text.fit with the CPU model's settings), calibrated on
+    (x_val, y_val)."""
+    tr = manifest_text.get("training", {})
+    model, hist, _ = T.fit({"x": x_train, "y": y_train}, {"x": x_val, "y": y_val}, x_train.shape[1], seed, 200, 15,
+                           1e-3, 64, tr.get("hidden", 64), tr.get("dropout", 0.2))
+    margin = T.calibrate(y_val, T.predict(model, x_val), manifest_text.get("coverage_target", 0.8))
+    return T.Calibrated(model, margin).eval(), len(hist), margin
+
+
+FAR_LN_ROWS = 1.0   # estimator's farLnRows: beyond the largest training table by e^1
+
+
+def text_tables(workdir, split):
+    """Per query of the text split, the sizes of the tables it names
+    (text_<split>.tables.jsonl: [{"rows", "bytes", "known"}, ...])."""
+    with open(os.path.join(workdir, f"text_{split}.tables.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def max_ln_rows(tables):
+    """featurize.MaxLnRows: the largest ln(1 + rows) of a statement's known tables."""
+    return max([math.log1p(t["rows"]) for t in tables if t.get("known") and (t.get("rows") or 0) > 0], default=0.0)
+
+
+def text_far(tables, max_train):
+    """The serving side's textFar (estimator.tableStats): a named table's size
+    unknown, or larger by e^FAR_LN_ROWS than any the text model trained on."""
+    return any(not t.get("known") for t in tables) or (max_train > 0 and max_ln_rows(tables) > max_train + FAR_LN_ROWS)
+
+
+def served_blend(head, text, w, far):
+    """The model stage's served number (estimator.blendTextTargets): the
+    blend where the text stage is in its range, the head alone where far."""
+    far = np.asarray(far, bool)
+    return np.where(far, head, (1 - w) * head + w * text)
+
+
+def blend_rows(y, head, text, w, sigma, head_sigma, text_q=None, far=None):
+    """The result rows of the served blend and of its two parts."""
+    far = np.zeros(len(y), bool) if far is None else np.asarray(far, bool)
+    served = qsummary(y, served_blend(head, text, w, far))
+    y = np.asarray(y, np.float64)
+    served["coverage_80"] = float(np.mean(np.abs(y - served_blend(head, text, w, far))
+                                          <= 1.2815515655446004 * np.where(far, head_sigma, min(sigma, head_sigma))))
+    rows = {"Prestroid served: plan head + text stage (weight on val; head alone where the text is far)":
+            dict(served, text_weight=w, far=int(far.sum())),
+            "plan head alone": qsummary(y, head, head_sigma),
+            "text stage alone": qsummary(y, text)}
+    if text_q is not None:
+        rows["text stage alone"].update(T.interval_metrics(np.asarray(y, np.float32), text_q))
+    return rows
+
+
+def blend(a, log):
+    """--blend: the text-stage weight of every target of a targets bundle,
+    fitted on the validation templates (the bundle's own heads and text
+    outputs), written into its manifest (targets.<label>.text_blend), and
+    evaluated beside the heads alone on the test templates and with the
+    largest scale held out (heads and text models refitted without it, the
+    weight fitted on the rest of validation)."""
+    path = os.path.join(a.blend, "manifest.json")
+    with open(path) as f:
+        manifest = json.load(f)
+    if not manifest.get("targets") or not (manifest.get("text") or {}).get("targets"):
+        raise SystemExit(f"targets: {a.blend} has no targets of both the model and the text stage")
+    labels = read_labels(a.workdir, a.records_root)
+    tparts = {s: T.load(a.workdir, s) for s in ("train", "val", "test")}
+    for s, part in tparts.items():
+        part["tables"] = text_tables(a.workdir, s)
+    max_train = float(manifest["text"].get("max_ln_rows", 0))
+    outs = {name: [TARGETS[name]["output"], TARGETS[name]["text_output"]] for name in TARGETS}
+    pred = {}
+    for s in ("val", "test"):
+        from .data import read_keys
+        keys = read_keys(os.path.join(a.workdir, f"{s}.keys.txt"))
+        if keys != tparts[s]["keys"]:
+            raise SystemExit(f"targets: {s}: the plan and text splits hold other queries")
+        with np.load(os.path.join(a.workdir, f"{s}.npz")) as z:
+            got = onnx_outputs(os.path.join(a.blend, "model.onnx"), z, [o[0] for o in outs.values()])
+        txt = run_onnx(os.path.join(a.blend, "text.onnx"), {"x": np.ascontiguousarray(tparts[s]["x"])},
+                       [o[1] for o in outs.values()])
+        for i, name in enumerate(TARGETS):
+            t = manifest["targets"][name]
+            keep = np.array([name in labels.get(k, {}) for k in keys])
+            head = t["min"] + np.clip(got[i].astype(np.float64), -0.5, 1.5) * (t["max"] - t["min"])
+            pred[(s, name)] = {"y": np.array([labels[k][name] for k, ok in zip(keys, keep) if ok]),
+                               "head": head[keep], "text": txt[i][keep][:, 1].astype(np.float64),
+                               "text_q": txt[i][keep],
+                               "far": np.array([text_far(tb, max_train) for tb in tparts[s]["tables"]])[keep]}
+    results = {}
+    res = {"description": "the held-out templates of data/split.json (the workdir's test split): the bundle's "
+                          "plan heads and text stage, the weight fitted on the validation templates", "targets": {}}
+    for name in TARGETS:
+        v, te = pred[("val", name)], pred[("test", name)]
+        near = ~v["far"]
+        w, sigma, maes = fit_text_blend(v["y"][near], v["head"][near], v["text"][near])
+        log(f"targets: {name}: text weight {w} (validation mean |ln error| {maes[w]:.4f}, heads alone "
+            f"{maes[0.0]:.4f}), sigma {sigma:.3f}")
+        manifest["targets"][name]["text_blend"] = {
+            "weight": w, "sigma": sigma,
+            "validation": {"n": int(near.sum()), "far": int((~near).sum()), "mean_abs_ln_error": maes[w],
+                           "heads_alone": maes[0.0],
+                           "served": qsummary(v["y"], served_blend(v["head"], v["text"], w, v["far"]), sigma),
+                           "plan head alone": qsummary(v["y"], v["head"], manifest["targets"][name]["sigma"])}}
+        res["targets"][name] = blend_rows(te["y"], te["head"], te["text"], w, sigma,
+                                          manifest["targets"][name]["sigma"], te["text_q"], te["far"])
+    results["template split"] = res
+    if not a.skip_scale:
+        results["scale split"] = blend_scale(a, manifest, labels, tparts, log)
+    log(fmt_table(results, targets_order=tuple(TARGETS)))
+    if a.results:
+        os.makedirs(a.results, exist_ok=True)
+        with open(os.path.join(a.results, "blend.json"), "w") as f:
+            json.dump(clean(results), f, indent=2)
+            f.write("\n")
+    with open(path, "w") as f:
+        json.dump(clean(manifest), f, indent=2)
+        f.write("\n")
+    log(f"targets: wrote {path}")
+
+
+def blend_scale(a, manifest, labels, tparts, log):
+    """The blend with the largest scale held out: per target the heads
+    (train_target, the bundle's width) and the text model refitted on the
+    other scales, the weight fitted on the rest of validation."""
+    parts = load_workdir(a.workdir, a.bundle or a.blend, a.cache)
+    layout = trunk_layout(parts["train"]["widths"], manifest["K"])
+    res = {"description": "", "targets": {}}
+    for name in TARGETS:
+        p, held = scale_split(attach(parts, labels, name))
+        res["description"] = (f"every query at {held}, the largest scale, held out: heads, text models and the "
+                              f"weight refitted without it (the CPU trunk is the bundle's)")
+        lo, hi = float(p["train"]["ln"].min()), float(p["train"]["ln"].max())
+        global HIDDEN, SKIP
+        keep, HIDDEN, SKIP = (HIDDEN, SKIP), (manifest["targets"][name]["head"]["hidden"],), \
+            (bool(manifest["targets"][name]["head"].get("linear")),)
+        try:
+            model, info = train_target(p, layout, name, lo, hi, log)
+        finally:
+            HIDDEN, SKIP = keep
+        head = {s: lo + head_predict(model, head_inputs(p[s])) * (hi - lo) for s in ("val", "test")}
+        xrow = {k: (s, i) for s in tparts for i, k in enumerate(tparts[s]["keys"])}
+        x = {s: np.stack([tparts[xrow[k][0]]["x"][xrow[k][1]] for k in p[s]["keys"]]) for s in p}
+        ys = {s: p[s]["ln"].astype(np.float32) for s in p}
+        t0 = time.time()
+        tm, eps, margin = text_fit(x["train"], ys["train"], x["val"], ys["val"], manifest["text"])
+        log(f"  text {name} without {held}: {eps} epochs in {time.time() - t0:.0f} s")
+        tq = {s: T.predict(tm, x[s]) for s in ("val", "test")}
+        tables = {s: [tparts[xrow[k][0]]["tables"][xrow[k][1]] for k in p[s]["keys"]] for s in p}
+        max_train = max(max_ln_rows(tb) for tb in tables["train"])
+        near = ~np.array([text_far(tb, max_train) for tb in tables["val"]])
+        w, sigma, _ = fit_text_blend(p["val"]["ln"][near], head["val"][near], tq["val"][near, 1])
+        far = np.array([text_far(tb, max_train) for tb in tables["test"]])
+        res["targets"][name] = blend_rows(p["test"]["ln"], head["test"], tq["test"][:, 1].astype(np.float64), w, sigma,
+                                          info["sigma"], tq["test"], far)
+    return res
+
+
 # ------------------------------------------------------------------ main
 
 def fmt_table(res, targets_order=("cpu", "peak_memory", "elapsed")):
@@ -534,9 +727,10 @@ def fmt_table(res, targets_order=("cpu", "peak_memory", "elapsed")):
 
 
 def main(argv=None):
+    global HIDDEN, SKIP
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--bundle", required=True, help="the gated bundle whose trunk the heads read (not modified)")
+    ap.add_argument("--bundle", help="the gated bundle whose trunk the heads read (not modified)")
     ap.add_argument("--out", help="write the bundle with the new outputs here (replaced whole)")
     ap.add_argument("--results", help="directory for the evaluation JSON and report.md")
     ap.add_argument("--records-root", default=".", help="the directory meta.json's record paths are relative to")
@@ -544,12 +738,24 @@ def main(argv=None):
     ap.add_argument("--cache", help="directory to keep the trunk features in between runs")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-scale", action="store_true", help="no scale hold-out evaluation")
+    ap.add_argument("--blend", metavar="BUNDLE", help="fit the text-stage weight of every target of this targets "
+                    "bundle on validation and write it into its manifest (--bundle: the CPU-only bundle, for the "
+                    "scale hold-out's trunk features; default BUNDLE itself)")
+    ap.add_argument("--hidden", default=",".join(map(str, HIDDEN)), help="the head widths tried")
+    ap.add_argument("--linear", choices=("both", "yes", "no"), default="both",
+                    help="heads with a linear path beside the hidden layer, without, or both tried")
     a = ap.parse_args(argv)
+    HIDDEN = tuple(int(h) for h in a.hidden.split(","))
+    SKIP = {"both": (False, True), "yes": (True,), "no": (False,)}[a.linear]
     torch.set_num_threads(a.threads)
     log = lambda s: print(s, file=sys.stderr, flush=True)
     which = [b for b in a.baselines.split(",") if b]
     if a.cache:
         os.makedirs(a.cache, exist_ok=True)
+    if a.blend:
+        return blend(a, log)
+    if not a.bundle:
+        ap.error("--bundle is required (without --blend)")
 
     t0 = time.time()
     labels = read_labels(a.workdir, a.records_root)
@@ -667,7 +873,7 @@ def build(a, manifest, heads, labels, parts, log):
         t = TARGETS[name]
         manifest["targets"][name] = {"output": t["output"], "transform": t["transform"], "min": lo, "max": hi,
                                      "sigma": info["sigma"], "golden": "expected_" + name,
-                                     "head": {"hidden": info["hidden"], "seeds": info["seeds"],
+                                     "head": {"hidden": info["hidden"], "linear": info["linear"], "seeds": info["seeds"],
                                               "epochs": info["epochs"], "val_mse": info["val_mse"],
                                               "inputs": list(TRUNK) + ["y"]}}
     manifest["targets_check"] = check
