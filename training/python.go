@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -44,21 +45,28 @@ func Train(cfg *Config) error {
 
 // Targets is the targets step: python -m trainer.targets adds the peak
 // memory and elapsed time outputs to the gated bundle in Out (in place;
-// its CPU output is checked unchanged) and writes the per-target
-// evaluation to WORKDIR/targets. The record paths of the workdir's
+// its CPU output is checked unchanged), then fits each target's blend
+// with the text stage (--blend), and writes the per-target evaluation to
+// WORKDIR/targets. The record paths of the workdir's
 // meta.json are read relative to the working directory, as featurize
 // wrote them.
 func Targets(cfg *Config) error {
 	if cfg.Out == "" {
 		return errors.New("the targets step needs --out (the gated bundle it extends)")
 	}
-	args := []string{"-m", "trainer.targets", "--workdir", cfg.Workdir, "--bundle", cfg.Out, "--out", cfg.Out,
+	common := []string{"-m", "trainer.targets", "--workdir", cfg.Workdir, "--bundle", cfg.Out,
 		"--results", filepath.Join(cfg.Workdir, "targets"), "--cache", filepath.Join(cfg.Workdir, "targets"),
 		"--threads", strconv.Itoa(max(1, cfg.Threads))}
 	if cfg.TargetsNoEval {
-		args = append(args, "--baselines", "", "--skip-scale")
+		common = append(common, "--baselines", "", "--skip-scale")
 	}
-	return cfg.runPython(args...)
+	// The heads, then the weight of the text stage's number in each
+	// target's served value (fitted on validation), as models/default is
+	// built.
+	if err := cfg.runPython(append(slices.Clone(common), "--out", cfg.Out)...); err != nil {
+		return err
+	}
+	return cfg.runPython(append(common, "--blend", cfg.Out)...)
 }
 
 // CV is the cv step: python -m trainer.cv cross-validates the configuration
