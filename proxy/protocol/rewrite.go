@@ -28,6 +28,12 @@ import (
 type PageInfo struct {
 	ID         string
 	HasNextURI bool
+	// NextTarget is the path (and query) of the nextUri as Trino wrote it,
+	// when it points at the cluster itself: what the client polls next.
+	NextTarget string
+	// HasData says the page carried a data field (rows, or spooled
+	// segments): the query is handing out its results.
+	HasData    bool
 	HasError   bool
 	ErrorName  string
 	ErrorType  string
@@ -414,6 +420,9 @@ func (r *JSONRewriter) structural(c byte) {
 		if r.classify() == vkError && c == '{' {
 			r.info.HasError = true
 		}
+		if len(r.stack) == 1 && r.untrack == 0 && r.stack[0].obj && r.stack[0].keyIs("data") {
+			r.info.HasData = true
+		}
 		r.out = append(r.out, c)
 		r.push(c == '{')
 	case '}', ']':
@@ -522,6 +531,9 @@ func (r *JSONRewriter) endString() {
 			nv, ok = r.m.mapSegment(v)
 		} else {
 			nv, ok = r.m.mapTopLevel(r.rewriteOf, v)
+			if base, target, isURI := SplitBase(v); ok && isURI && r.rewriteOf == "nextUri" && strings.EqualFold(base, r.m.UpstreamBase) {
+				r.info.NextTarget = target
+			}
 		}
 		r.out = append(r.out, '"')
 		if ok {
