@@ -72,6 +72,7 @@ func Pages(w io.Writer, o PagesOptions) error {
 		for _, kind := range o.Clients {
 			c := &http.Client{Transport: &http.Transport{DisableCompression: kind != "gzip"}}
 			took := make([]time.Duration, len(paths))
+			npages := make([]int, len(paths))
 			for k := range paths {
 				j := (k + i) % len(paths)
 				t0 := time.Now()
@@ -79,19 +80,19 @@ func Pages(w io.Writer, o PagesOptions) error {
 				if err != nil {
 					return fmt.Errorf("%s client via %s: %w", kind, paths[j].name, err)
 				}
-				took[j] = time.Since(t0)
+				took[j], npages[j] = time.Since(t0), pages
 				if i == 0 && j == 0 {
-					fmt.Fprintf(w, "    %s client: %d rows in %d pages\n", kind, rows, pages)
+					fmt.Fprintf(w, "    %s client: %d rows\n", kind, rows)
 				}
 			}
 			if res[kind] == nil {
 				res[kind] = map[string][]float64{}
 			}
-			fmt.Fprintf(w, "    run %d %-8s direct %6.0f ms", i+1, kind, ms(took[0]))
+			fmt.Fprintf(w, "    run %d %-8s direct %6.0f ms %3d pages", i+1, kind, ms(took[0]), npages[0])
 			for j := 1; j < len(paths); j++ {
 				r := float64(took[j]) / float64(took[0])
 				res[kind][paths[j].name] = append(res[kind][paths[j].name], r)
-				fmt.Fprintf(w, "  %s %6.0f ms (%.2f)", paths[j].name, ms(took[j]), r)
+				fmt.Fprintf(w, "  %s %6.0f ms %3d pages (%.2f)", paths[j].name, ms(took[j]), npages[j], r)
 			}
 			fmt.Fprintln(w)
 		}

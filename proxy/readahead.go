@@ -55,12 +55,20 @@ type readAhead struct {
 // before it.
 type ahead struct {
 	cluster string
-	target  string        // the nextUri's path, as Trino wrote it
-	done    chan struct{} // closed when resp and err are set
-	resp    *fasthttp.Response
+	target  string             // the nextUri's path, as Trino wrote it
+	done    chan struct{}      // closed when resp and err are set
+	resp    *fasthttp.Response // a page not rewritten ahead (see page)
 	err     error
 	ra      *readAhead
 	timer   *time.Timer
+
+	// A whole JSON page is rewritten as it is read ahead, for the
+	// client's publicBase: page is the body to send, header and info
+	// Trino's headers and what the page told.
+	publicBase string
+	page       *bytebufferpool.ByteBuffer
+	header     fasthttp.ResponseHeader
+	info       protocol.PageInfo
 
 	prevTarget string // the page the client had, for a retry of it
 	prev       []byte // as sent, before any gzip; never changed once set
@@ -135,16 +143,39 @@ func (e *ahead) discard() {
 		fasthttp.ReleaseResponse(e.resp)
 		e.resp = nil
 	}
+	e.freePage()
 	e.freePrev()
 }
 
-// wait is the page read ahead, once fetched: nil when the fetch failed,
-// and the caller then polls Trino itself. The caller owns the response:
-// closing its body stream releases what it held.
-func (e *ahead) wait() *fasthttp.Response {
+// freePage gives back the page rewritten ahead.
+func (e *ahead) freePage() {
+	if e.page != nil {
+		e.ra.held.Add(-int64(len(e.page.B)))
+		bytebufferpool.Put(e.page)
+		e.page = nil
+	}
+}
+
+// wait waits for the fetch to end; then e.page (for publicBase) or
+// e.resp holds the page, or neither when the fetch failed, and the
+// caller then polls Trino itself. The caller owns what e holds: it sends
+// e.page and calls freePage, or closes e.resp's body stream.
+func (e *ahead) wait() {
 	<-e.done
 	e.freePrev()
-	return e.resp
+}
+
+// sendAhead answers the client's poll with the page rewritten ahead, and
+// reads on ahead of it.
+func (s *Server) sendAhead(ctx *fasthttp.RequestCtx, c *cluster, e *ahead) {
+	defer e.freePage()
+	ctx.Response.Reset()
+	ctx.SetStatusCode(e.header.StatusCode())
+	protocol.CopyResponseHeaders(&ctx.Response.Header, &e.header, false)
+	protocol.TagTransaction(&ctx.Response.Header, c.name)
+	s.pageDone(&e.info, c.name)
+	s.readAheadFrom(ctx, c, &e.info, e.page.B)
+	s.writeBody(ctx, e.page.B)
 }
 
 // readAheadFrom starts reading ahead the page after the one just sent for
@@ -160,7 +191,7 @@ func (s *Server) readAheadFrom(ctx *fasthttp.RequestCtx, c *cluster, info *proto
 		s.metrics.ReadAhead.WithLabelValues("full").Inc()
 		return
 	}
-	e := &ahead{cluster: c.name, target: info.NextTarget, done: make(chan struct{}), ra: ra,
+	e := &ahead{cluster: c.name, target: info.NextTarget, done: make(chan struct{}), ra: ra, publicBase: s.publicBase(ctx),
 		prevTarget: string(ctx.Request.Header.RequestURI()), prev: append([]byte(nil), sent...),
 		prevType: append([]byte(nil), ctx.Response.Header.ContentType()...)}
 	if _, target, ok := protocol.SplitRouted(e.prevTarget); ok {
@@ -210,6 +241,26 @@ func (s *Server) fetchAhead(c *cluster, req *fasthttp.Request, e *ahead) {
 		fasthttp.ReleaseResponse(up)
 		e.err = err
 		s.metrics.ReadAhead.WithLabelValues("failed").Inc()
+		return
+	}
+	if err == io.EOF && up.StatusCode() == fasthttp.StatusOK && isJSON(up.Header.ContentType()) && len(up.Header.ContentEncoding()) == 0 {
+		// Whole: rewrite it now, off the client's path.
+		page := bytebufferpool.Get()
+		m := &protocol.URIMapper{Signer: s.signer, Cluster: c.name, UpstreamBase: c.base, PublicBase: e.publicBase}
+		_, rerr := page.ReadFrom(protocol.NewJSONRewriter(bytes.NewReader(buf.B), nil, m, &e.info))
+		bytebufferpool.Put(buf)
+		_ = up.CloseBodyStream()
+		up.Header.CopyTo(&e.header)
+		fasthttp.ReleaseResponse(up)
+		if rerr != nil {
+			bytebufferpool.Put(page)
+			e.err = rerr
+			s.metrics.ReadAhead.WithLabelValues("failed").Inc()
+			return
+		}
+		e.ra.held.Add(int64(len(page.B)))
+		e.page = page
+		s.metrics.ReadAhead.WithLabelValues("fetched").Inc()
 		return
 	}
 	n := int64(len(buf.B))

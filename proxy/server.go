@@ -512,11 +512,18 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, c *cluster, target string, mo
 func (s *Server) poll(ctx *fasthttp.RequestCtx, c *cluster, target string) {
 	next, prev := s.ahead.take(c.name, target)
 	if next != nil {
-		if resp := next.wait(); resp != nil {
+		next.wait()
+		switch {
+		case next.page != nil && next.publicBase == s.publicBase(ctx):
 			s.metrics.ReadAhead.WithLabelValues("served").Inc()
-			s.respond(ctx, c, resp, modeJSON, nil)
+			s.sendAhead(ctx, c, next)
+			return
+		case next.resp != nil:
+			s.metrics.ReadAhead.WithLabelValues("served").Inc()
+			s.respond(ctx, c, next.resp, modeJSON, nil)
 			return
 		}
+		next.freePage() // rewritten for another host: Trino serves it again
 		// The fetch failed: Trino serves the page again, or fails as it
 		// would have.
 	}
@@ -695,16 +702,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 				cancel()
 			}
 		}
-		if info.ID != "" && s.admit != nil {
-			if info.HasNextURI {
-				s.admit.Touch(info.ID)
-			} else {
-				s.finishQuery(info.ID)
-			}
-		}
-		if info.ID != "" && !info.HasNextURI {
-			s.complete(info, cname)
-		}
+		s.pageDone(info, cname)
 		return release()
 	}, m, info)
 	var whole func([]byte)
@@ -717,6 +715,21 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 			s.releaseSlot(admitID)
 		}
 		s.fail(ctx, &protocol.UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
+	}
+}
+
+// pageDone is what a whole page tells, once it is the client's: a
+// running query's admission lease is renewed, a last page completes it.
+func (s *Server) pageDone(info *protocol.PageInfo, cluster string) {
+	if info.ID != "" && s.admit != nil {
+		if info.HasNextURI {
+			s.admit.Touch(info.ID)
+		} else {
+			s.finishQuery(info.ID)
+		}
+	}
+	if info.ID != "" && !info.HasNextURI {
+		s.complete(info, cluster)
 	}
 }
 
