@@ -69,6 +69,10 @@ type ahead struct {
 	page       *bytebufferpool.ByteBuffer
 	header     fasthttp.ResponseHeader
 	info       protocol.PageInfo
+	// For a client that accepts gzip, the page is compressed ahead too
+	// (gz; nil when it is not worth it).
+	gzip bool
+	gz   *bytebufferpool.ByteBuffer
 
 	prevTarget string // the page the client had, for a retry of it
 	prev       []byte // as sent, before any gzip; never changed once set
@@ -149,6 +153,11 @@ func (e *ahead) discard() {
 
 // freePage gives back the page rewritten ahead.
 func (e *ahead) freePage() {
+	if e.gz != nil {
+		e.ra.held.Add(-int64(len(e.gz.B)))
+		bytebufferpool.Put(e.gz)
+		e.gz = nil
+	}
 	if e.page != nil {
 		e.ra.held.Add(-int64(len(e.page.B)))
 		bytebufferpool.Put(e.page)
@@ -175,6 +184,12 @@ func (s *Server) sendAhead(ctx *fasthttp.RequestCtx, c *cluster, e *ahead) {
 	protocol.TagTransaction(&ctx.Response.Header, c.name)
 	s.pageDone(&e.info, c.name)
 	s.readAheadFrom(ctx, c, &e.info, e.page.B)
+	if e.gz != nil && s.gzipTo(ctx) {
+		ctx.Response.Header.Set(fasthttp.HeaderContentEncoding, "gzip")
+		ctx.Response.Header.Add(fasthttp.HeaderVary, "Accept-Encoding")
+		ctx.SetBody(e.gz.B)
+		return
+	}
 	s.writeBody(ctx, e.page.B)
 }
 
@@ -191,7 +206,7 @@ func (s *Server) readAheadFrom(ctx *fasthttp.RequestCtx, c *cluster, info *proto
 		s.metrics.ReadAhead.WithLabelValues("full").Inc()
 		return
 	}
-	e := &ahead{cluster: c.name, target: info.NextTarget, done: make(chan struct{}), ra: ra, publicBase: s.publicBase(ctx),
+	e := &ahead{cluster: c.name, target: info.NextTarget, done: make(chan struct{}), ra: ra, publicBase: s.publicBase(ctx), gzip: s.gzipTo(ctx),
 		prevTarget: string(ctx.Request.Header.RequestURI()), prev: append([]byte(nil), sent...),
 		prevType: append([]byte(nil), ctx.Response.Header.ContentType()...)}
 	if _, target, ok := protocol.SplitRouted(e.prevTarget); ok {
@@ -260,6 +275,15 @@ func (s *Server) fetchAhead(c *cluster, req *fasthttp.Request, e *ahead) {
 		}
 		e.ra.held.Add(int64(len(page.B)))
 		e.page = page
+		if e.gzip && len(page.B) >= protocol.GzipMinBytes {
+			gz := bytebufferpool.Get()
+			zw := protocol.GzipWriter(gz, s.opts.GzipLevel)
+			_, _ = zw.Write(page.B)
+			_ = zw.Close()
+			protocol.PutGzipWriter(zw, s.opts.GzipLevel)
+			e.ra.held.Add(int64(len(gz.B)))
+			e.gz = gz
+		}
 		s.metrics.ReadAhead.WithLabelValues("fetched").Inc()
 		return
 	}

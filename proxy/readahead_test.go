@@ -126,6 +126,8 @@ type raPage struct {
 	Data    [][]any
 	Stats   struct{ State string }
 	Error   *struct{ ErrorName, Message string }
+
+	encoding string // the response's Content-Encoding
 }
 
 func readPage(t *testing.T, uri, accept string) raPage {
@@ -140,7 +142,7 @@ func readPage(t *testing.T, uri, accept string) raPage {
 			t.Fatal(err)
 		}
 	}
-	var p raPage
+	p := raPage{encoding: resp.Header.Get("Content-Encoding")}
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET %s: HTTP %d %s", uri, resp.StatusCode, body)
 	}
@@ -186,6 +188,9 @@ func TestReadAheadServesEachPageOnce(t *testing.T) {
 					t.Fatalf("page %d: %d rows, first %v", token, len(pg.Data), pg.Data[0])
 				}
 				rows += len(pg.Data)
+				if pg.encoding != accept {
+					t.Errorf("page %d sent with Content-Encoding %q to a client accepting %q", token, pg.encoding, accept)
+				}
 				if pg.NextURI != "" && token > 1 {
 					tt.waitPolled(t, token+1) // read ahead before the client asked
 				}
