@@ -22,6 +22,10 @@ import (
 // bounded, and such a failure then truncates it (the connection is closed,
 // so no client takes the fragment for a page).
 //
+// Reading the whole page costs the client no time when the proxy has
+// read it ahead (readahead.go): once a client has a page of rows, the
+// next one is fetched, rewritten (and gzipped) while the client reads.
+//
 // Clients that accept gzip get the page gzip-encoded (klauspost/compress,
 // Options.GzipLevel), as Trino itself answers them; pages under
 // protocol.GzipMinBytes go as they are.
