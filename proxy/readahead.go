@@ -222,8 +222,9 @@ func (s *Server) readAheadFrom(ctx *fasthttp.RequestCtx, c *cluster, info *proto
 		go old.discard()
 	}
 	ra.m[info.ID] = e
+	id := info.ID
 	e.timer = time.AfterFunc(readAheadTTL, func() {
-		ra.drop(info.ID, e)
+		ra.drop(id, e)
 		s.metrics.ReadAhead.WithLabelValues("expired").Inc()
 	})
 	ra.mu.Unlock()
