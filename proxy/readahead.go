@@ -183,31 +183,58 @@ func (s *Server) sendAhead(ctx *fasthttp.RequestCtx, c *cluster, e *ahead) {
 	protocol.CopyResponseHeaders(&ctx.Response.Header, &e.header, false)
 	protocol.TagTransaction(&ctx.Response.Header, c.name)
 	s.pageDone(&e.info, c.name)
-	s.readAheadFrom(ctx, c, &e.info, e.page.B)
+	// The page's bytes become the next read ahead's page before (a
+	// retry's), never changed again: they go out without a copy, and the
+	// buffer is not pooled again.
+	page := e.page.B
+	e.ra.held.Add(-int64(len(page)))
+	e.page = nil
+	s.readAheadOwned(ctx, c, &e.info, page)
 	if e.gz != nil && s.gzipTo(ctx) {
 		ctx.Response.Header.Set(fasthttp.HeaderContentEncoding, "gzip")
 		ctx.Response.Header.Add(fasthttp.HeaderVary, "Accept-Encoding")
 		ctx.SetBody(e.gz.B)
 		return
 	}
-	s.writeBody(ctx, e.page.B)
+	if s.gzipTo(ctx) {
+		s.writeBody(ctx, page)
+		return
+	}
+	ctx.Response.SetBodyRaw(page)
 }
 
 // readAheadFrom starts reading ahead the page after the one just sent for
 // the client's poll in ctx, when the page was whole and had rows and the
 // budget allows. sent is the page as sent (before gzip), kept for a retry.
 func (s *Server) readAheadFrom(ctx *fasthttp.RequestCtx, c *cluster, info *protocol.PageInfo, sent []byte) {
+	if s.readAheadOK(ctx, info, sent) {
+		s.readAheadOwned(ctx, c, info, append([]byte(nil), sent...))
+	}
+}
+
+// readAheadOK reports whether to read ahead after the page sent.
+func (s *Server) readAheadOK(ctx *fasthttp.RequestCtx, info *protocol.PageInfo, sent []byte) bool {
 	ra := s.ahead
 	if ra == nil || !ctx.IsGet() || !info.HasData || info.HasError || info.NextTarget == "" || info.ID == "" ||
 		protocol.StatementQueryID(info.NextTarget) != info.ID {
-		return
+		return false
 	}
 	if ra.held.Load()+int64(len(sent))+int64(s.opts.PageBufferBytes) > ra.limit {
 		s.metrics.ReadAhead.WithLabelValues("full").Inc()
+		return false
+	}
+	return true
+}
+
+// readAheadOwned is readAheadFrom with sent the caller's no more, kept
+// as the page before without a copy.
+func (s *Server) readAheadOwned(ctx *fasthttp.RequestCtx, c *cluster, info *protocol.PageInfo, sent []byte) {
+	if sent == nil || !s.readAheadOK(ctx, info, sent) {
 		return
 	}
+	ra := s.ahead
 	e := &ahead{cluster: c.name, target: info.NextTarget, done: make(chan struct{}), ra: ra, publicBase: s.publicBase(ctx), gzip: s.gzipTo(ctx),
-		prevTarget: string(ctx.Request.Header.RequestURI()), prev: append([]byte(nil), sent...),
+		prevTarget: string(ctx.Request.Header.RequestURI()), prev: sent,
 		prevType: append([]byte(nil), ctx.Response.Header.ContentType()...)}
 	if _, target, ok := protocol.SplitRouted(e.prevTarget); ok {
 		e.prevTarget = target
