@@ -289,6 +289,9 @@ func (s *Server) fetchAhead(c *cluster, req *fasthttp.Request, e *ahead) {
 	if err == io.EOF && up.StatusCode() == fasthttp.StatusOK && isJSON(up.Header.ContentType()) && len(up.Header.ContentEncoding()) == 0 {
 		// Whole: rewrite it now, off the client's path.
 		page := bytebufferpool.Get()
+		if need := len(buf.B) + 8<<10; cap(page.B) < need {
+			page.B = make([]byte, 0, need) // routed URIs are longer than Trino's by a token each
+		}
 		m := &protocol.URIMapper{Signer: s.signer, Cluster: c.name, UpstreamBase: c.base, PublicBase: e.publicBase}
 		_, rerr := page.ReadFrom(protocol.NewJSONRewriter(bytes.NewReader(buf.B), nil, m, &e.info))
 		bytebufferpool.Put(buf)
