@@ -26,8 +26,8 @@ type PagesOptions struct {
 	// Clients are the client kinds: "identity" (no Accept-Encoding) and
 	// "gzip".
 	Clients []string
-	// Proxy, when set, is a running proxy in front of Trino measured
-	// instead of the in-process ones.
+	// Proxy, when set, names running proxies in front of Trino to measure
+	// instead of the in-process ones: URL, or NAME=URL,NAME=URL,...
 	Proxy string
 }
 
@@ -46,7 +46,13 @@ func Pages(w io.Writer, o PagesOptions) error {
 	type path struct{ name, base string }
 	paths := []path{{"direct", o.Trino}}
 	if o.Proxy != "" {
-		paths = append(paths, path{"proxy", o.Proxy})
+		for _, p := range strings.Split(o.Proxy, ",") {
+			name, url, ok := strings.Cut(p, "=")
+			if !ok {
+				name, url = "proxy", p
+			}
+			paths = append(paths, path{name, url})
+		}
 	} else {
 		for _, pp := range []struct {
 			name  string

@@ -92,7 +92,7 @@ func benchPages(args []string) int {
 	fs.StringVar(&o.SQL, "sql", "SELECT * FROM tpch.sf1.orders", "the large query")
 	fs.IntVar(&o.Runs, "runs", 5, "runs per path (identity and gzip client, direct and proxied)")
 	clients := fs.String("clients", "identity,gzip", "client kinds: identity (no Accept-Encoding), gzip")
-	fs.StringVar(&o.Proxy, "proxy", "", "a running proxy in front of --trino to measure (default: two in-process, read-ahead off and on)")
+	fs.StringVar(&o.Proxy, "proxy", "", "running proxies in front of --trino to measure, URL or NAME=URL,NAME=URL (default: two in-process, read-ahead off and on)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
