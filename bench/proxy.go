@@ -6,7 +6,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -123,16 +122,7 @@ func realTrino(w io.Writer, o ProxyOptions, client *http.Client, quiet *slog.Log
 func startBenchProxy(upstream string, log *slog.Logger) (string, func(), error) {
 	o := proxy.Defaults()
 	o.Clusters, o.Logger = []proxy.ClusterConfig{{Name: "default", URL: upstream}}, log
-	s, err := proxy.New(o)
-	if err != nil {
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	go s.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { s.Shutdown(context.Background()) }, nil
+	return startProxy(o)
 }
 
 // startStub serves a fixed executing-phase page whose nextUri points back at

@@ -139,6 +139,16 @@ type Config struct {
 	// negative sends them uncompressed.
 	GzipLevel int `yaml:"gzip_level"`
 
+	// PageReadAheadBytes bounds the result pages the proxy holds read
+	// ahead, all queries together: once a client has a page of rows, the
+	// proxy fetches the query's next page from Trino while the client
+	// reads this one, so that it is ready when asked for (one page per
+	// query, dropped when the query is cancelled or the page is not asked
+	// for within a minute; Trino answers a repeated poll from its own
+	// copy, so a dropped page costs nothing but the fetch). Zero means
+	// 256 MiB; negative turns reading ahead off.
+	PageReadAheadBytes int `yaml:"page_read_ahead_bytes"`
+
 	// QueryMapSize bounds the in-memory map from query id to cluster used
 	// for client-built paths (/v1/query/{id}). Zero means 100000 entries;
 	// beyond it the oldest entries are forgotten and the proxy asks each
@@ -375,6 +385,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PageBufferBytes < 0 {
 		return bad("page_buffer_bytes", c.PageBufferBytes, "must not be negative")
+	}
+	if c.PageReadAheadBytes > 0 && c.PageReadAheadBytes < c.PageBufferBytes {
+		return bad("page_read_ahead_bytes", c.PageReadAheadBytes, "must be at least page_buffer_bytes (one page), or negative for off")
 	}
 	if c.GzipLevel > 9 {
 		return bad("gzip_level", c.GzipLevel, "want 1 (fastest) to 9 (smallest), or negative for none")

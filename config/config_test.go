@@ -71,6 +71,7 @@ func TestValidateNamesTheBadKeyAndValue(t *testing.T) {
 		{"a negative monitor read bound", func(c *Config) { c.Routing.MonitorMaxBytes = -1 }, []string{"routing.monitor_max_bytes"}},
 		{"a gzip level over 9", func(c *Config) { c.GzipLevel = 10 }, []string{"gzip_level", "10"}},
 		{"a negative page buffer", func(c *Config) { c.PageBufferBytes = -1 }, []string{"page_buffer_bytes"}},
+		{"a read-ahead budget under one page", func(c *Config) { c.PageReadAheadBytes = 1 << 20 }, []string{"page_read_ahead_bytes", "1048576"}},
 		{"a negative connection limit", func(c *Config) { c.UpstreamMaxConns = -1 }, []string{"upstream_max_conns"}},
 		{"an admin listener without a port", func(c *Config) { c.AdminListen = "localhost" }, []string{"admin_listen", `"localhost"`}},
 		{"the admin listener on the client listener", func(c *Config) { c.AdminListen = c.Listen }, []string{"admin_listen", "differ"}},

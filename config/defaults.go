@@ -31,6 +31,9 @@ const (
 	// CPU than level 1 on a real page and sent 3% less (BENCHMARKS.md,
 	// "gzip to clients").
 	DefaultGzipLevel = 2
+	// DefaultPageReadAheadBytes is Config.PageReadAheadBytes' default
+	// (256 MiB: 256 queries streaming 1 MB pages at once).
+	DefaultPageReadAheadBytes = 256 << 20
 	// DefaultQueryMapSize is Config.QueryMapSize's default.
 	DefaultQueryMapSize = 100000
 	// DefaultIdentity, DefaultIdentityClaim and DefaultCredentialTTL are
@@ -183,6 +186,7 @@ func (c *Config) FillDefaults() {
 	setInt(&c.UpstreamMaxConns, DefaultUpstreamMaxConns)
 	setInt(&c.PageBufferBytes, DefaultPageBufferBytes)
 	setInt(&c.GzipLevel, DefaultGzipLevel)
+	setInt(&c.PageReadAheadBytes, DefaultPageReadAheadBytes)
 	setDuration(&c.UpstreamTimeout, DefaultUpstreamTimeout)
 	setString(&c.Listen, DefaultListen)
 	setString(&c.LogLevel, DefaultLogLevel)

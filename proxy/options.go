@@ -71,6 +71,10 @@ type Options struct {
 	// gzip (1 fastest … 9 smallest; gzip_level). Zero or negative sends
 	// pages uncompressed.
 	GzipLevel int
+	// PageReadAheadBytes bounds the result pages fetched ahead of the
+	// client, all queries together (readahead.go; page_read_ahead_bytes).
+	// Zero or negative reads nothing ahead.
+	PageReadAheadBytes int
 	// MaxRequestBodyBytes bounds request bodies (max_request_body_bytes).
 	MaxRequestBodyBytes int
 	// MaxHeaderBytes bounds a request's header block (max_header_bytes).
@@ -233,6 +237,7 @@ func OptionsFrom(cfg *config.Config) Options {
 		UpstreamMaxConns:    cfg.UpstreamMaxConns,
 		PageBufferBytes:     cfg.PageBufferBytes,
 		GzipLevel:           cfg.GzipLevel,
+		PageReadAheadBytes:  cfg.PageReadAheadBytes,
 		MaxRequestBodyBytes: cfg.MaxRequestBodyBytes,
 		MaxHeaderBytes:      cfg.MaxHeaderBytes,
 		AdminToken:          cfg.AdminToken,

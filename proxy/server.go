@@ -60,6 +60,7 @@ type Server struct {
 	rate       *admission.RateLimiter // nil without rate limits
 	guard      *guardrail.Guard       // nil without guardrails (guardrail_flow.go)
 	usage      *usage.Recorder        // cost accounting (usage_flow.go); nil: off
+	ahead      *readAhead             // result pages read ahead (readahead.go); nil: off
 	adminToken frontdoor.AdminToken   // guards the admin endpoints (admin.go)
 	adminSrv   atomic.Pointer[fasthttp.Server]
 	health     healthState // /readyz (healthz.go)
@@ -91,7 +92,7 @@ func New(o Options) (*Server, error) {
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	s := &Server{opts: o, byName: map[string]*cluster{}, signer: o.Signer, queries: protocol.NewBoundedMap[string](o.QueryMapSize),
 		tracked: protocol.NewBoundedMap[*tracked](10000), ident: &frontdoor.Verifier{Mode: o.Identity, Claim: o.IdentityClaim, TTL: o.CredentialTTL, Tokens: o.TokenVerifier, Log: o.Logger},
-		metrics: metrics.New(), log: o.Logger, adminToken: frontdoor.NewAdminToken(o.AdminToken)}
+		metrics: metrics.New(), log: o.Logger, adminToken: frontdoor.NewAdminToken(o.AdminToken), ahead: newReadAhead(o.PageReadAheadBytes)}
 	var err error
 	if s.selector, err = newSelector(o); err != nil {
 		return nil, err
@@ -388,9 +389,12 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 		s.queuedPoll(ctx, method, target)
 		return
 	}
-	if s.admit != nil && method == fasthttp.MethodDelete && strings.HasPrefix(target, "/v1/statement/") {
+	if method == fasthttp.MethodDelete && strings.HasPrefix(target, "/v1/statement/") {
 		if id := protocol.StatementQueryID(target); id != "" {
-			s.finishQuery(id) // a cancelled query frees its budget
+			s.ahead.drop(id, nil) // a cancelled query's page read ahead goes
+			if s.admit != nil {
+				s.finishQuery(id) // a cancelled query frees its budget
+			}
 		}
 	}
 	c, ok := s.byName[name]
@@ -401,7 +405,7 @@ func (s *Server) routed(ctx *fasthttp.RequestCtx, method, token, target string) 
 	switch {
 	case strings.HasPrefix(target, "/v1/statement/"):
 		if method == fasthttp.MethodGet {
-			s.forward(ctx, c, target, modeJSON)
+			s.poll(ctx, c, target)
 		} else {
 			s.forward(ctx, c, target, modeRaw)
 		}
@@ -422,6 +426,9 @@ func (s *Server) queryResource(ctx *fasthttp.RequestCtx, method, id string) {
 	if !protocol.ValidQueryID(id) {
 		s.fail(ctx, fmt.Errorf("%w: bad query id", ErrBadRequest), false)
 		return
+	}
+	if method == fasthttp.MethodDelete {
+		s.ahead.drop(id, nil)
 	}
 	if s.admit != nil {
 		c, cancel := admission.StoreCtx()
@@ -499,33 +506,44 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, c *cluster, target string, mo
 	s.forwardPlaced(ctx, c, target, mode, nil)
 }
 
+// poll serves a client's poll of a running query (GET nextUri): from the
+// page read ahead for it when there is one (readahead.go), else from
+// Trino.
+func (s *Server) poll(ctx *fasthttp.RequestCtx, c *cluster, target string) {
+	next, prev := s.ahead.take(c.name, target)
+	if next != nil {
+		next.wait()
+		switch {
+		case next.page != nil && next.publicBase == s.publicBase(ctx):
+			s.metrics.ReadAhead.WithLabelValues("served").Inc()
+			s.sendAhead(ctx, c, next)
+			return
+		case next.resp != nil:
+			s.metrics.ReadAhead.WithLabelValues("served").Inc()
+			s.respond(ctx, c, next.resp, modeJSON, nil)
+			return
+		}
+		next.freePage() // rewritten for another host: Trino serves it again
+		// The fetch failed: Trino serves the page again, or fails as it
+		// would have.
+	}
+	if prev != nil {
+		// A retry of the page the client had: Trino has dropped it.
+		s.metrics.ReadAhead.WithLabelValues("retry").Inc()
+		ctx.Response.Reset()
+		ctx.SetStatusCode(fasthttp.StatusOK)
+		ctx.SetContentTypeBytes(prev.prevType)
+		s.writeBody(ctx, prev.prev)
+		return
+	}
+	s.forward(ctx, c, target, modeJSON)
+}
+
 // forwardPlaced is forward for a new query placed by decision d (nil for
 // every other request).
 func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target string, mode fwdMode, d *decision) {
-	req := fasthttp.AcquireRequest()
+	req := s.upstreamRequest(ctx, c, target, mode)
 	defer fasthttp.ReleaseRequest(req)
-	protocol.CopyRequestHeaders(&req.Header, &ctx.Request.Header, s.opts.ForwardedHeaders)
-	req.Header.SetMethodBytes(ctx.Method())
-	req.SetRequestURI(c.url + target)
-	req.Header.SetHost(c.host)
-	if mode != modeRaw {
-		// The body is scanned, so ask for it uncompressed (gzip is still
-		// handled below if a server sends it anyway).
-		req.Header.Set("Accept-Encoding", "identity")
-	}
-	if s.opts.ForwardedHeaders {
-		req.Header.Add("X-Forwarded-For", ctx.RemoteIP().String())
-		req.Header.Set("X-Forwarded-Host", string(ctx.Host()))
-		if ctx.IsTLS() {
-			req.Header.Set("X-Forwarded-Proto", "https")
-		} else {
-			req.Header.Set("X-Forwarded-Proto", "http")
-		}
-	}
-	if body := ctx.Request.Body(); len(body) > 0 {
-		req.SetBodyRaw(body)
-	}
-	protocol.StripTransactionCluster(req)
 	if d != nil && !s.opts.Shadow {
 		s.annotate(req, d)
 	}
@@ -583,6 +601,35 @@ func (s *Server) forwardPlaced(ctx *fasthttp.RequestCtx, c *cluster, target stri
 	if d != nil {
 		decisionHeaders(&ctx.Response.Header, d)
 	}
+}
+
+// upstreamRequest is the request to c at target for the client's request
+// in ctx (its headers, method and body); the caller releases it.
+func (s *Server) upstreamRequest(ctx *fasthttp.RequestCtx, c *cluster, target string, mode fwdMode) *fasthttp.Request {
+	req := fasthttp.AcquireRequest()
+	protocol.CopyRequestHeaders(&req.Header, &ctx.Request.Header, s.opts.ForwardedHeaders)
+	req.Header.SetMethodBytes(ctx.Method())
+	req.SetRequestURI(c.url + target)
+	req.Header.SetHost(c.host)
+	if mode != modeRaw {
+		// The body is scanned, so ask for it uncompressed (gzip is still
+		// handled below if a server sends it anyway).
+		req.Header.Set("Accept-Encoding", "identity")
+	}
+	if s.opts.ForwardedHeaders {
+		req.Header.Add("X-Forwarded-For", ctx.RemoteIP().String())
+		req.Header.Set("X-Forwarded-Host", string(ctx.Host()))
+		if ctx.IsTLS() {
+			req.Header.Set("X-Forwarded-Proto", "https")
+		} else {
+			req.Header.Set("X-Forwarded-Proto", "http")
+		}
+	}
+	if body := ctx.Request.Body(); len(body) > 0 {
+		req.SetBodyRaw(body)
+	}
+	protocol.StripTransactionCluster(req)
+	return req
 }
 
 // respond copies status and headers and hands the body stream to fasthttp.
@@ -655,24 +702,34 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 				cancel()
 			}
 		}
-		if info.ID != "" && s.admit != nil {
-			if info.HasNextURI {
-				s.admit.Touch(info.ID)
-			} else {
-				s.finishQuery(info.ID)
-			}
-		}
-		if info.ID != "" && !info.HasNextURI {
-			s.complete(info, cname)
-		}
+		s.pageDone(info, cname)
 		return release()
 	}, m, info)
-	if err := s.sendPage(ctx, rw, func() { aborted = true }); err != nil {
+	var whole func([]byte)
+	if mode == modeJSON && s.ahead != nil {
+		whole = func(sent []byte) { s.readAheadFrom(ctx, c, info, sent) }
+	}
+	if err := s.sendPage(ctx, rw, func() { aborted = true }, whole); err != nil {
 		if admitID != "" {
 			// The client gets an error, not this query: free its budget.
 			s.releaseSlot(admitID)
 		}
 		s.fail(ctx, &protocol.UpstreamError{Cluster: c.name, Sent: true, Poll: mode == modeJSON, Err: err}, mode == modeStatementPOST)
+	}
+}
+
+// pageDone is what a whole page tells, once it is the client's: a
+// running query's admission lease is renewed, a last page completes it.
+func (s *Server) pageDone(info *protocol.PageInfo, cluster string) {
+	if info.ID != "" && s.admit != nil {
+		if info.HasNextURI {
+			s.admit.Touch(info.ID)
+		} else {
+			s.finishQuery(info.ID)
+		}
+	}
+	if info.ID != "" && !info.HasNextURI {
+		s.complete(info, cluster)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/prestroid/prestroid/bench"
 )
@@ -19,6 +20,7 @@ func registerBench(name, summary string, run func(args []string) int) {
 func init() {
 	register("bench", "benchmarks (prestroid bench NAME; NAME -h for flags)", runBench)
 	registerBench("proxy", "added latency and throughput of the proxy, direct vs proxied", benchProxy)
+	registerBench("pages", "time to the last row of a large result, direct vs proxied, identity and gzip clients", benchPages)
 	registerBench("train", "training efficiency: sub-trees vs padded/packed full trees (paper Fig 6)", benchTrain)
 }
 
@@ -77,6 +79,29 @@ func benchTrain(args []string) int {
 	o.Data = append([]string(data), fs.Args()...)
 	if err := bench.Train(os.Stdout, o); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid bench train:", err)
+		return 1
+	}
+	return 0
+}
+
+// benchPages: bench.Pages, time to the last row of a large result.
+func benchPages(args []string) int {
+	fs := flag.NewFlagSet("bench pages", flag.ContinueOnError)
+	var o bench.PagesOptions
+	fs.StringVar(&o.Trino, "trino", "http://127.0.0.1:8081", "real Trino URL")
+	fs.StringVar(&o.SQL, "sql", "SELECT * FROM tpch.sf1.orders", "the large query")
+	fs.IntVar(&o.Runs, "runs", 5, "runs per path (identity and gzip client, direct and proxied)")
+	clients := fs.String("clients", "identity,gzip", "client kinds: identity (no Accept-Encoding), gzip")
+	fs.StringVar(&o.Proxy, "proxy", "", "running proxies in front of --trino to measure, URL or NAME=URL,NAME=URL (default: two in-process, read-ahead off and on)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	o.Clients = strings.Split(*clients, ",")
+	if err := bench.Pages(os.Stdout, o); err != nil {
+		fmt.Fprintln(os.Stderr, "prestroid bench pages:", err)
 		return 1
 	}
 	return 0

@@ -41,6 +41,7 @@ type Set struct {
 	SourceQerror   *prometheus.HistogramVec // source
 	Explains       *prometheus.CounterVec   // cluster (the planner)
 	ExplainSkipped prometheus.Counter
+	ReadAhead      *prometheus.CounterVec // outcome: fetched | served | retry | failed | expired | full
 
 	// Known and Unknown mirror ScannedTables for the unseen-table share.
 	Known, Unknown atomic.Uint64
@@ -98,6 +99,8 @@ func New() *Set {
 			"EXPLAINs run on the hot path to estimate queries, by the cluster that planned them; an estimate served from the estimate cache is not counted (prestroid_background_explains_total: off the hot path; prestroid_explains_by_reason_total: every EXPLAIN by reason).", "cluster"),
 		ExplainSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_explain_skipped_total",
 			Help: "Estimates that needed an EXPLAIN but found every planner at its bound (from history, or failed open)."}),
+		ReadAhead: counter("prestroid_read_ahead_pages_total",
+			"Result pages read ahead of the client (page_read_ahead_bytes), by outcome: fetched, served to the client's poll, retry (a page served again from the proxy's copy), failed (the client's poll went to Trino), expired (never asked for), full (not read ahead: the budget was spent).", "outcome"),
 	}
 }
 
@@ -109,7 +112,7 @@ func (m *Set) Register(reg *prometheus.Registry, state State, stats func() estim
 		m.Decisions, m.OverClass, m.FailOpen, m.Failover, m.EstimateCache, m.Queued, m.Identity, m.Completed, m.ScannedTables,
 		m.QueueWait, m.EstimateSeconds, m.ExplainSeconds, m.Qerror,
 		m.StoreErrors, m.StoreFallback, m.RateLimited,
-		m.Estimates, m.SourceQerror, m.Explains, m.ExplainSkipped,
+		m.Estimates, m.SourceQerror, m.Explains, m.ExplainSkipped, m.ReadAhead,
 		&stateCollector{m: m, state: state},
 	}
 	if stats != nil {
@@ -158,6 +161,9 @@ func (m *Set) zero(clusters []Cluster) {
 	}
 	for _, r := range []string{"hit", "miss"} {
 		m.EstimateCache.WithLabelValues(r)
+	}
+	for _, o := range []string{"fetched", "served", "retry", "failed", "expired", "full"} {
+		m.ReadAhead.WithLabelValues(o)
 	}
 }
 

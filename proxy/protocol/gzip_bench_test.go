@@ -51,3 +51,27 @@ func BenchmarkGzipPage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRewritePage is the CPU cost of scanning and rewriting one real
+// result page (BENCHMARKS.md, "Large results").
+func BenchmarkRewritePage(b *testing.B) {
+	page := realPage(b)
+	sg, err := NewSigner(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := &URIMapper{Signer: sg, Cluster: "default", UpstreamBase: "http://127.0.0.1:8093", PublicBase: "http://proxy:8080"}
+	var out bytes.Buffer
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	for b.Loop() {
+		out.Reset()
+		var info PageInfo
+		if _, err := out.ReadFrom(NewJSONRewriter(bytes.NewReader(page), nil, m, &info)); err != nil {
+			b.Fatal(err)
+		}
+		if !info.HasData || info.NextTarget == "" {
+			b.Fatalf("page info %+v", info)
+		}
+	}
+}

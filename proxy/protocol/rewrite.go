@@ -28,6 +28,12 @@ import (
 type PageInfo struct {
 	ID         string
 	HasNextURI bool
+	// NextTarget is the path (and query) of the nextUri as Trino wrote it,
+	// when it points at the cluster itself: what the client polls next.
+	NextTarget string
+	// HasData says the page carried a data field (rows, or spooled
+	// segments): the query is handing out its results.
+	HasData    bool
 	HasError   bool
 	ErrorName  string
 	ErrorType  string
@@ -219,6 +225,10 @@ type JSONRewriter struct {
 
 	stack   []frame
 	untrack int // nesting levels beyond maxDepth
+	// skip is the bracket depth inside the top-level data array (rows:
+	// nothing in them is rewritten or observed), 0 outside it: there the
+	// scan jumps from one quote or bracket to the next.
+	skip int
 }
 
 func NewJSONRewriter(src io.Reader, closer func() error, m *URIMapper, info *PageInfo) *JSONRewriter {
@@ -356,12 +366,32 @@ func (r *JSONRewriter) classify() valueKind {
 // feed scans one chunk of input, appending output to r.out.
 func (r *JSONRewriter) feed(b []byte) {
 	for i := 0; i < len(b); i++ {
+		if r.skip > 0 && r.state == stValue {
+			j := rowsStop(b[i:])
+			if j < 0 {
+				r.out = append(r.out, b[i:]...)
+				return
+			}
+			r.out = append(r.out, b[i:i+j+1]...)
+			i += j
+			switch b[i] {
+			case '"':
+				r.state, r.esc, r.mode = stString, false, strPass
+			case '[':
+				r.skip++
+			case ']':
+				if r.skip--; r.skip == 0 {
+					r.pop()
+				}
+			}
+			continue
+		}
 		c := b[i]
 		switch r.state {
 		case stString:
 			if r.mode == strPass && !r.esc {
 				// Fast path: copy up to the next quote or backslash.
-				j := bytes.IndexAny(b[i:], "\"\\")
+				j := stringEnd(b[i:])
 				if j < 0 {
 					r.out = append(r.out, b[i:]...)
 					return
@@ -401,6 +431,33 @@ func (r *JSONRewriter) feed(b []byte) {
 	}
 }
 
+// stringEnd is the index of the first quote or backslash in b, or -1
+// (two vectorized scans: bytes.IndexAny tests byte by byte).
+func stringEnd(b []byte) int {
+	j := bytes.IndexByte(b, '"')
+	seg := b
+	if j >= 0 {
+		seg = b[:j]
+	}
+	if k := bytes.IndexByte(seg, '\\'); k >= 0 {
+		return k
+	}
+	return j
+}
+
+// rowStops are the bytes that matter inside the rows of data.
+var rowStops = [256]bool{'"': true, '[': true, ']': true}
+
+// rowsStop is the index of the first quote or bracket in b, or -1.
+func rowsStop(b []byte) int {
+	for j, c := range b {
+		if rowStops[c] {
+			return j
+		}
+	}
+	return -1
+}
+
 func (r *JSONRewriter) structural(c byte) {
 	switch c {
 	case ' ', '\t', '\r', '\n', ':':
@@ -414,8 +471,16 @@ func (r *JSONRewriter) structural(c byte) {
 		if r.classify() == vkError && c == '{' {
 			r.info.HasError = true
 		}
+		rows := false
+		if len(r.stack) == 1 && r.untrack == 0 && r.stack[0].obj && r.stack[0].keyIs("data") {
+			r.info.HasData = true
+			rows = c == '['
+		}
 		r.out = append(r.out, c)
 		r.push(c == '{')
+		if rows {
+			r.skip = 1
+		}
 	case '}', ']':
 		r.out = append(r.out, c)
 		r.pop()
@@ -522,6 +587,9 @@ func (r *JSONRewriter) endString() {
 			nv, ok = r.m.mapSegment(v)
 		} else {
 			nv, ok = r.m.mapTopLevel(r.rewriteOf, v)
+			if base, target, isURI := SplitBase(v); ok && isURI && r.rewriteOf == "nextUri" && strings.EqualFold(base, r.m.UpstreamBase) {
+				r.info.NextTarget = target
+			}
 		}
 		r.out = append(r.out, '"')
 		if ok {

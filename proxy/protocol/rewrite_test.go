@@ -202,6 +202,10 @@ func FuzzRewriteURIs(f *testing.F) {
 	f.Add([]byte(`{"next\u0055ri":"http://trino:8081/v1/x","infoUri":"http://elsewhere/ui"}`))
 	f.Add([]byte(`[{"nextUri":"http://trino:8081/v1/x"}]`))
 	f.Add([]byte(`{"a":[[[[[[]]]]]],"stats":{"cpuTimeMillis":1e3}}`))
+	// Rows are skipped from quote to bracket: brackets and escaped quotes
+	// in their strings, nested arrays and objects, and URIs after them.
+	f.Add([]byte(`{"data":[[1,"a]\"[b",[2,[3]],{"k":"]"}],[null,"http://trino:8081/v1/x"]],"nextUri":"http://trino:8081/v1/statement/executing/q/s/2","stats":{"state":"RUNNING","cpuTimeMillis":7}}`))
+	f.Add([]byte(`{"data":[],"infoUri":"http://trino:8081/ui/q"}`))
 	// Invalid UTF-8 in a URI: clients decode it to U+FFFD (one per bad
 	// byte, as encoding/json does), so the token covers that and the
 	// proxy writes it as valid UTF-8.
