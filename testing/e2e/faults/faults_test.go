@@ -83,8 +83,15 @@ func TestKillTrinoWhileAResultStreams(t *testing.T) {
 	t.Run("a poll of the dead query is a failed QueryResults for it", func(t *testing.T) {
 		start := time.Now()
 		resp, p := e2e.Do(t, "GET", raw.NextURI, "", nil)
+		// The page after the one the client holds may have been read
+		// ahead (page_read_ahead_bytes) before the kill: it is served, rows
+		// Trino made, and the poll after it fails. No more than that one.
+		if resp.StatusCode == 200 && p.Error == nil && p.NextURI != "" && len(p.Data) > 0 {
+			t.Logf("one page read ahead before the kill served (%d bytes of rows)", len(p.Data))
+			resp, p = e2e.Do(t, "GET", p.NextURI, "", nil)
+		}
 		if resp.StatusCode != 200 || p.Error == nil || p.Error.ErrorName != "PRESTROID_UPSTREAM_ERROR" || p.NextURI != "" || p.Stats.State != "FAILED" {
-			t.Fatalf("HTTP %d, page %+v", resp.StatusCode, p)
+			t.Fatalf("HTTP %d, state %s, error %+v, next %q", resp.StatusCode, p.Stats.State, p.Error, p.NextURI)
 		}
 		if p.ID != raw.ID {
 			t.Errorf("the error names query %s, want %s", p.ID, raw.ID)
