@@ -382,6 +382,25 @@ func ServeBinary(t testing.TB, bin, port string, args ...string) (*exec.Cmd, str
 	return cmd, base
 }
 
+// ServeConfig runs `prestroid serve` (bin) on a fresh port with the
+// configuration body (YAML, every key but listen and route_secret, which
+// it adds) until the test ends, and returns it and its base URL once it
+// answers. The test is skipped without PRESTROID_ORT_LIB (the estimator
+// needs ONNX Runtime).
+func ServeConfig(t testing.TB, bin, body string) (*exec.Cmd, string) {
+	t.Helper()
+	if os.Getenv("PRESTROID_ORT_LIB") == "" {
+		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
+	}
+	port := FreePort(t)
+	cfg := "listen: 127.0.0.1:" + port + "\nroute_secret: " + strings.Repeat("s", 40) + "\n" + body
+	path := filepath.Join(t.TempDir(), "prestroid.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ServeBinary(t, bin, port, "--config", path)
+}
+
 // StartTrinoInstance starts another harness instance (1G heap) on a free
 // port with extra config.properties lines and extra etc/ files, in which
 // "{{ETC}}" stands for the instance's etc directory. It returns the URL and

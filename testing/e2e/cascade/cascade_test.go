@@ -33,13 +33,7 @@ func marker() string { return fmt.Sprintf("cascade-%016x", rand.Uint64()) }
 // extra YAML under estimator.history.
 func serve(t *testing.T, bin, trino, historyPath string, maxEntries int) (*os.Process, string) {
 	t.Helper()
-	if os.Getenv("PRESTROID_ORT_LIB") == "" {
-		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
-	}
-	port := e2e.FreePort(t)
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
-route_secret: %s
-clusters:
+	cfg := fmt.Sprintf(`clusters:
   - {name: live, url: %q, class: small}
 routing:
   classes:
@@ -54,12 +48,8 @@ estimator:
     max_entries: %d
     min_count: 2
     max_spread: 1.5         # tiny's CPU times vary run to run; the mechanism is under test
-`, port, strings.Repeat("c", 40), trino, historyPath, maxEntries)
-	path := filepath.Join(t.TempDir(), "prestroid.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd, base := e2e.ServeBinary(t, bin, port, "--config", path)
+`, trino, historyPath, maxEntries)
+	cmd, base := e2e.ServeConfig(t, bin, cfg)
 	return cmd.Process, base
 }
 

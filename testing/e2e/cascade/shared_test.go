@@ -3,7 +3,6 @@ package cascade
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,14 +21,8 @@ func TestRepeatByAnotherUserRunsNoExplain(t *testing.T) {
 	t.Parallel()
 	trino := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	if os.Getenv("PRESTROID_ORT_LIB") == "" {
-		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
-	}
 	dir := t.TempDir()
-	port := e2e.FreePort(t)
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
-route_secret: %s
-clusters:
+	cfg := fmt.Sprintf(`clusters:
   - {name: live, url: %q, class: small}
 routing:
   classes:
@@ -40,12 +33,8 @@ estimator:
   explain: always           # every statement the history cannot answer is explained on the hot path
   history:
     path: %q
-`, port, strings.Repeat("u", 40), trino, filepath.Join(dir, "history.db"))
-	path := filepath.Join(dir, "prestroid.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, base := e2e.ServeBinary(t, bin, port, "--config", path)
+`, trino, filepath.Join(dir, "history.db"))
+	_, base := e2e.ServeConfig(t, bin, cfg)
 	m := marker()
 	sql := "SELECT custkey, count(*) FROM orders WHERE orderstatus = 'F' GROUP BY custkey /* " + m + " */"
 	session := func(user, schema string) map[string]string {
@@ -88,14 +77,8 @@ func TestRepeatByAnotherUserRunsNoBackgroundExplain(t *testing.T) {
 	t.Parallel()
 	trino := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	if os.Getenv("PRESTROID_ORT_LIB") == "" {
-		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
-	}
 	dir := t.TempDir()
-	port := e2e.FreePort(t)
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
-route_secret: %s
-clusters:
+	cfg := fmt.Sprintf(`clusters:
   - {name: live, url: %q, class: small}
 routing:
   classes:
@@ -106,12 +89,8 @@ estimator:
   explain: never            # the text stage answers; the EXPLAIN runs in the background
   history:
     path: %q
-`, port, strings.Repeat("v", 40), trino, filepath.Join(dir, "history.db"))
-	path := filepath.Join(dir, "prestroid.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, base := e2e.ServeBinary(t, bin, port, "--config", path)
+`, trino, filepath.Join(dir, "history.db"))
+	_, base := e2e.ServeConfig(t, bin, cfg)
 	m := marker()
 	sql := "SELECT nationkey, count(*) FROM customer WHERE mktsegment = 'MACHINERY' GROUP BY nationkey /* " + m + " */"
 	session := func(user string) map[string]string {

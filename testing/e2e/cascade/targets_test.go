@@ -2,7 +2,6 @@ package cascade
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -61,14 +60,8 @@ func TestDecisionBoundsExplainATargetThePrePlanStageCannotPlace(t *testing.T) {
 	t.Parallel()
 	trino := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	if os.Getenv("PRESTROID_ORT_LIB") == "" {
-		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
-	}
 	dir := t.TempDir()
-	port := e2e.FreePort(t)
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
-route_secret: %s
-clusters:
+	cfg := fmt.Sprintf(`clusters:
   - {name: live, url: %q, class: small}
 routing:
   classes:
@@ -83,12 +76,8 @@ estimator:
   cache_ttl: -1s
   history:
     path: %q
-`, port, strings.Repeat("d", 40), trino, filepath.Join(dir, "history.db"))
-	path := filepath.Join(dir, "prestroid.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, base := e2e.ServeBinary(t, bin, port, "--config", path)
+`, trino, filepath.Join(dir, "history.db"))
+	_, base := e2e.ServeConfig(t, bin, cfg)
 	m := marker()
 	// A table no other test of this package reads: the text model (which
 	// reads table sizes) defers its first statement to the plan until its

@@ -2,7 +2,6 @@ package cascade
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,16 +20,10 @@ func TestTextStageRoutesWithoutExplainAndLearnsInBackground(t *testing.T) {
 	t.Parallel()
 	trino := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	if os.Getenv("PRESTROID_ORT_LIB") == "" {
-		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
-	}
 	dir := t.TempDir()
-	port := e2e.FreePort(t)
 	// A tiny aggregate takes tens of milliseconds: its text interval lies
 	// far inside the small class (up to 100 s).
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
-route_secret: %s
-clusters:
+	cfg := fmt.Sprintf(`clusters:
   - {name: live, url: %q, class: small}
   - {name: live-large, url: %q, class: large}
 routing:
@@ -46,12 +39,8 @@ estimator:
     path: %q
 feedback:
   dir: %q
-`, port, strings.Repeat("t", 40), trino, trino, filepath.Join(dir, "history.db"), filepath.Join(dir, "feedback"))
-	path := filepath.Join(dir, "prestroid.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd, base := e2e.ServeBinary(t, bin, port, "--config", path)
+`, trino, trino, filepath.Join(dir, "history.db"), filepath.Join(dir, "feedback"))
+	cmd, base := e2e.ServeConfig(t, bin, cfg)
 	m := marker()
 	// A table no other test reads, so that its SHOW STATS on Trino is this
 	// proxy's.

@@ -3,7 +3,6 @@ package routing
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
@@ -28,15 +27,9 @@ func TestRoutingOnPredictedMemory(t *testing.T) {
 	t.Parallel()
 	trino := e2e.TrinoURL(t)
 	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	if os.Getenv("PRESTROID_ORT_LIB") == "" {
-		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
-	}
-	port := e2e.FreePort(t)
 	// small holds any CPU but 4 MB of memory; large 8 MB: the aggregation
 	// is over both.
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:%s
-route_secret: %s
-clusters:
+	cfg := fmt.Sprintf(`clusters:
   - {name: small, url: %q, class: small}
   - {name: large, url: %q, class: large}
 routing:
@@ -51,8 +44,8 @@ estimator:
   history:
     min_count: 1
     max_spread: 3
-`, port, strings.Repeat("m", 40), trino, trino)
-	_, base := e2e.ServeBinary(t, bin, port, "--config", writeConfig(t, t.TempDir(), cfg))
+`, trino, trino)
+	_, base := e2e.ServeConfig(t, bin, cfg)
 	sql := memHeavySQL + fmt.Sprintf(" /* mem_%d */", rand.Uint32())
 	var cluster, decision, est string
 	for run := 0; run < 2; run++ {
