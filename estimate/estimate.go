@@ -1,7 +1,7 @@
 // Package estimate is the cost estimate of one statement: the one type the
 // estimator makes and the proxy routes, admits and reports by, its Source
-// labels, the log-normal quantiles of its CPU time, the class lookup
-// that routing by cost and the estimator's text stage share, the q-error
+// labels, the log-normal quantiles of its CPU time and of its other
+// targets (targets.go: peak memory, elapsed time), the q-error
 // of an estimate against the actual CPU time, what the estimator reports
 // of itself (Stats, stats.go: its caches, history and model), and the
 // views of an estimate the proxy shows (view.go: the JSON of POST
@@ -14,7 +14,7 @@
 // # The class quantile
 //
 // A class quantile is the quantile of an estimate that picks its class
-// (Estimate.Quantile, then Class): routing.class_quantile in the
+// (Estimate.Quantile, then routing.ClassFor): routing.class_quantile in the
 // configuration, proxy.Options.ClassQuantile and CostPolicy.Quantile,
 // estimator.CascadeOptions.ClassQuantile. In code, zero means the median
 // (the point estimate, CPUSeconds), as it does for Quantile. Only the
@@ -206,26 +206,4 @@ func (e Estimate) Explained() bool {
 		return false
 	}
 	return !e.Cached
-}
-
-// Class is the index of the cost class that holds cpu seconds (an
-// estimate's class-quantile Quantile), given the classes' upper bounds in
-// CPU seconds in increasing order: the first class whose bound is at least
-// cpu. A bound that is not positive (0: none configured) is unbounded and
-// holds every cpu (only the last class may be unbounded). A cpu above
-// every bound goes to the last class: the largest class takes what exceeds
-// them all, and so does NaN (an estimate that says nothing is not sent to
-// a small class on a guess). -1 when there are no classes.
-func Class(bounds []float64, cpu float64) int {
-	return ClassOf(bounds, func(b float64) float64 { return b }, cpu)
-}
-
-// ClassOf is Class over classes whose upper bound bound(c) gives.
-func ClassOf[C any](classes []C, bound func(C) float64, cpu float64) int {
-	for i, c := range classes {
-		if b := bound(c); !(b > 0) || cpu <= b {
-			return i
-		}
-	}
-	return len(classes) - 1
 }

@@ -98,63 +98,6 @@ func TestInterval(t *testing.T) {
 	}
 }
 
-func TestClass(t *testing.T) {
-	small, medium, unbounded := []float64{1, 10}, []float64{1, 10, 0}, []float64{0}
-	for _, tc := range []struct {
-		name   string
-		bounds []float64
-		cpu    float64
-		want   int
-	}{
-		{"no classes: -1", nil, 5, -1},
-		{"below the first bound: the first class", small, 0.5, 0},
-		{"exactly on a bound: the class it bounds", small, 1, 0},
-		{"just above a bound: the next class", small, 1.0000001, 1},
-		{"exactly on the last bound: the last class", small, 10, 1},
-		{"above every bound: the last class takes it", small, 11, 1},
-		{"above every bound with an unbounded last class: that class", medium, 11, 2},
-		{"on a bound below an unbounded class: the class it bounds", medium, 10, 1},
-		{"+Inf: the last class", medium, math.Inf(1), 2},
-		{"zero CPU: the first class", small, 0, 0},
-		{"negative CPU: the first class", small, -1, 0},
-		{"NaN CPU: the last class, not a small one on a guess", small, math.NaN(), 1},
-		{"NaN CPU with an unbounded last class: that class", medium, math.NaN(), 2},
-		{"one unbounded class holds everything", unbounded, 1e9, 0},
-		{"one unbounded class holds NaN", unbounded, math.NaN(), 0},
-		{"a negative bound is unbounded", []float64{-1}, 5, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := Class(tc.bounds, tc.cpu); got != tc.want {
-				t.Errorf("Class(%v, %g) = %d, want %d", tc.bounds, tc.cpu, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestClassOfReadsEachClassesBound(t *testing.T) {
-	type class struct {
-		name string
-		max  float64
-	}
-	classes := []class{{"small", 10}, {"large", 0}}
-	bound := func(c class) float64 { return c.max }
-	for _, tc := range []struct {
-		cpu  float64
-		want string
-	}{{3, "small"}, {10, "small"}, {10.5, "large"}} {
-		if got := classes[ClassOf(classes, bound, tc.cpu)].name; got != tc.want {
-			t.Errorf("%g s: class %s, want %s", tc.cpu, got, tc.want)
-		}
-	}
-	e := Estimate{CPUSeconds: 5, Sigma: 1}
-	if got := classes[ClassOf(classes, bound, e.Quantile(0.9))].name; got != "large" {
-		t.Errorf("an uncertain 5 s estimate at its 90%% quantile (18 s): class %s, want large", got)
-	}
-	if got := classes[ClassOf(classes, bound, e.Quantile(0))].name; got != "small" {
-		t.Errorf("the same estimate at a zero class quantile (its median): class %s, want small", got)
-	}
-}
-
 func TestExplained(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -59,7 +59,7 @@ func (co *CascadeOptions) bounded(t estimate.Target) bool {
 // side is the number of target t's decision bounds below x: two values
 // are on one side of every bound when their sides are equal. The routing
 // classes' bounds count for the CPU time, but for the last class's (a
-// value above it still goes to the last class: estimate.Class). -1 for
+// value above it still goes to the last class, as routing.ClassFor places it). -1 for
 // NaN, which lies on no side.
 func (co *CascadeOptions) side(t estimate.Target, x float64) int {
 	if math.IsNaN(x) {

@@ -242,7 +242,7 @@ type CascadeOptions struct {
 	Explain ExplainMode
 	// ClassBounds are the routing classes' upper bounds in CPU seconds,
 	// one per class in increasing order, 0 for an unbounded last class (as
-	// estimate.Class reads them: the class of an estimate is the one
+	// routing.ClassFor reads them: the class of an estimate is the one
 	// routing picks): under ExplainWhenUncertain the text stage answers
 	// only when its interval lies in one class. Empty means no routing by
 	// cost: the text stage always answers.
@@ -261,7 +261,7 @@ type CascadeOptions struct {
 	// ClassBounds: covering ClassQuantile) lies on one side of each bound
 	// — or the plan could not move it across one (decides). Bounds are
 	// the target's unit (seconds, bytes); an estimate at a bound is on its
-	// lower side, as in estimate.Class. Nil means the classes' alone;
+	// lower side, as routing.ClassFor places it. Nil means the classes' alone;
 	// MergeBounds joins lists from several places.
 	Bounds Bounds
 	// TextMaxSeconds bounds the statements the text model decides under

@@ -168,7 +168,7 @@ func historyStore(h config.History) string {
 func cascadeOptions(e config.Estimator, r config.Routing, g []config.Guardrail) estimator.CascadeOptions {
 	h := e.History
 	mode, _ := estimator.ParseExplainMode(e.Explain) // config.Validate refused anything else
-	// One bound per class, 0 for an unbounded last one (estimate.Class).
+	// One bound per class, 0 for an unbounded last one (routing.ClassFor).
 	// The classes' memory and elapsed bounds decide a class too (every one
 	// of them: over the last one the query is flagged).
 	var bounds []float64

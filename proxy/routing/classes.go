@@ -39,8 +39,8 @@ func (c CostClass) Bound(t estimate.Target) float64 {
 //
 // A class holds e when the q-quantile of each target it bounds is within
 // the bound. The CPU time always counts (an estimate's CPU is a
-// prediction, zero included; NaN fits only an unbounded class, as in
-// estimate.Class); peak memory and elapsed time count only where e
+// prediction, zero included; NaN fits only an unbounded class: an
+// estimate that says nothing is not sent to a small class on a guess); peak memory and elapsed time count only where e
 // predicts them (Quantity.Known), so a single-target estimate is routed
 // on its CPU alone. When no class holds e, the last class (the largest)
 // takes it. A target over every class's bound (every class bounds it, and

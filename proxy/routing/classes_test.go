@@ -92,9 +92,9 @@ func TestClassFor(t *testing.T) {
 	}
 }
 
-// ClassFor agrees with estimate.Class on CPU-only estimates: the classes
-// on memory and time change nothing for a single-target estimate.
-func TestClassForAgreesWithClassOnCPU(t *testing.T) {
+// ClassFor places CPU-only estimates by CPU alone (the first class whose
+// CPU bound holds the class quantile): memory and time bounds change nothing.
+func TestClassForCPUOnlyIgnoresOtherBounds(t *testing.T) {
 	bounds := []float64{0.1, 1, 10, 100, 0}
 	var classes []CostClass
 	for _, b := range bounds {
@@ -104,7 +104,15 @@ func TestClassForAgreesWithClassOnCPU(t *testing.T) {
 		for _, sigma := range []float64{0, 0.5, 2} {
 			e := estimate.Estimate{Estimated: true, CPUSeconds: cpu, Sigma: sigma}
 			got, over := ClassFor(classes, e, 0.9)
-			if want := estimate.Class(bounds, e.Quantile(0.9)); got != want || over != nil {
+			// The first class whose CPU bound holds the 90% quantile, else the last.
+			want, q := len(bounds)-1, e.Quantile(0.9)
+			for i, b := range bounds {
+				if !(b > 0) || q <= b {
+					want = i
+					break
+				}
+			}
+			if got != want || over != nil {
 				t.Errorf("cpu %g sigma %g: class %d over %v, want %d", cpu, sigma, got, over, want)
 			}
 		}
@@ -151,4 +159,44 @@ func TestCostPolicyOnMemory(t *testing.T) {
 			t.Errorf("%s", d)
 		}
 	})
+}
+
+// TestClassForOnCPU: an estimate of CPU alone (no memory, no elapsed
+// time) is placed by its CPU against the classes' CPU bounds.
+func TestClassForOnCPU(t *testing.T) {
+	small, medium, unbounded := []float64{1, 10}, []float64{1, 10, 0}, []float64{0}
+	for _, tc := range []struct {
+		name   string
+		bounds []float64
+		cpu    float64
+		want   int
+	}{
+		{"no classes: -1", nil, 5, -1},
+		{"below the first bound: the first class", small, 0.5, 0},
+		{"exactly on a bound: the class it bounds", small, 1, 0},
+		{"just above a bound: the next class", small, 1.0000001, 1},
+		{"exactly on the last bound: the last class", small, 10, 1},
+		{"above every bound: the last class takes it", small, 11, 1},
+		{"above every bound with an unbounded last class: that class", medium, 11, 2},
+		{"on a bound below an unbounded class: the class it bounds", medium, 10, 1},
+		{"+Inf: the last class", medium, math.Inf(1), 2},
+		{"zero CPU: the first class", small, 0, 0},
+		{"negative CPU: the first class", small, -1, 0},
+		{"NaN CPU: the last class, not a small one on a guess", small, math.NaN(), 1},
+		{"NaN CPU with an unbounded last class: that class", medium, math.NaN(), 2},
+		{"one unbounded class holds everything", unbounded, 1e9, 0},
+		{"one unbounded class holds NaN", unbounded, math.NaN(), 0},
+		{"a negative bound is unbounded", []float64{-1}, 5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var classes []CostClass
+			for _, b := range tc.bounds {
+				classes = append(classes, CostClass{MaxCPUSeconds: b})
+			}
+			got, over := ClassFor(classes, estimate.Estimate{Estimated: true, CPUSeconds: tc.cpu}, 0)
+			if got != tc.want || over != nil {
+				t.Errorf("ClassFor(%v, %g s) = %d, %v; want %d", tc.bounds, tc.cpu, got, over, tc.want)
+			}
+		})
+	}
 }
