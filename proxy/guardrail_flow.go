@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/proxy/guardrail"
 	"github.com/prestroid/prestroid/proxy/protocol"
 )
@@ -53,18 +51,4 @@ func (s *Server) guarded(ctx *fasthttp.RequestCtx, d *decision) bool {
 	rh.Set("X-Prestroid-Guardrail", v.Rule.Name)
 	rh.SetBytesV("X-Prestroid-Estimate", d.est.AppendHeader(nil))
 	return false
-}
-
-// clientTags are the request's client tags under dialect e's header name,
-// split and trimmed.
-func clientTags(h *fasthttp.RequestHeader, e dialect.Engine) []string {
-	var out []string
-	for _, v := range protocol.PeekAll(h, e, "Client-Tags") {
-		for _, t := range strings.Split(string(v), ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				out = append(out, t)
-			}
-		}
-	}
-	return out
 }

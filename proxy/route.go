@@ -173,6 +173,20 @@ func (s *Server) decide(ctx *fasthttp.RequestCtx) (*decision, error) {
 	return &decision{Decision: pd, cluster: c, est: in.Estimate, estimate: in.Outcome == routing.Estimated, identity: id, dialect: e}, nil
 }
 
+// clientTags are the request's client tags under dialect e's header name,
+// split and trimmed.
+func clientTags(h *fasthttp.RequestHeader, e dialect.Engine) []string {
+	var out []string
+	for _, v := range protocol.PeekAll(h, e, "Client-Tags") {
+		for _, t := range strings.Split(string(v), ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
 // policyInput is the plain value the policy sees: the clusters that serve
 // dialect e, in configuration order, def marked the default. The request
 // header is read under e's names here and nothing of it is kept.
@@ -183,13 +197,7 @@ func (s *Server) policyInput(h *fasthttp.RequestHeader, def *cluster, e dialect.
 		Clusters: make([]routing.ClusterState, 0, len(s.clusters)),
 	}
 	in.Group = s.opts.Admission.GroupOf(in.User, h)
-	for _, v := range protocol.PeekAll(h, e, "Client-Tags") {
-		for _, t := range strings.Split(string(v), ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				in.ClientTags = append(in.ClientTags, t)
-			}
-		}
-	}
+	in.ClientTags = clientTags(h, e)
 	for _, c := range s.clusters {
 		if c.serves(e) {
 			in.Clusters = append(in.Clusters, routing.ClusterState{Name: c.name, Class: c.class, Healthy: c.Healthy(), Load: c.Load(), Default: c == def})
