@@ -112,8 +112,11 @@ type Monitor struct {
 func (m *Monitor) Run(ctx context.Context, interval time.Duration) {
 	var checks sync.WaitGroup
 	defer checks.Wait()
-	stop := context.AfterFunc(ctx, m.conns.closeAll) // a pending probe fails at once
-	defer stop()
+	// Once the loop has seen ctx end, a pending probe fails at once. (Not
+	// context.AfterFunc with a deferred stop: the loop can see ctx.Done
+	// before the context runs its after-funcs, and stop then wins and
+	// the probe is left to its deadline.)
+	defer m.conns.closeAll()
 	for ctx.Err() == nil {
 		m.loop(ctx, interval, &checks)
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prestroid/prestroid/config"
 	"github.com/prestroid/prestroid/proxy/protocol"
 	"github.com/prestroid/prestroid/testing/e2e"
 )
@@ -249,10 +250,11 @@ routing:
 
 // countingRelay forwards every request to a real Trino and records the
 // clients' ("METHOD path"), so a test can count what reached a cluster on
-// a client's behalf. The estimator's own EXPLAINs (User-Agent
-// prestroid-estimator) are forwarded but not recorded: with the text stage
-// they run in the background, at any time after the statement that caused
-// them.
+// a client's behalf. The proxy's own requests are forwarded but not
+// recorded, as they run in the background at any time after the statement
+// that caused them: the estimator's EXPLAINs (User-Agent
+// prestroid-estimator) and the reads made as routing.monitor_user (the
+// cost accounting's GET /v1/query/{id} settling a failed query).
 type countingRelay struct {
 	*httptest.Server
 	mu   sync.Mutex
@@ -268,7 +270,7 @@ func newCountingRelay(t *testing.T, trino string) *countingRelay {
 	r := &countingRelay{}
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Header.Get("User-Agent") != "prestroid-estimator" {
+		if req.Header.Get("User-Agent") != "prestroid-estimator" && req.Header.Get("X-Trino-User") != config.DefaultMonitorUser {
 			r.mu.Lock()
 			r.seen = append(r.seen, req.Method+" "+req.URL.RequestURI())
 			r.mu.Unlock()
