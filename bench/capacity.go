@@ -69,6 +69,7 @@ type capPass struct {
 	path    string // capacity.Path*: the proxy cost goes there
 	feature string // capacity.Feature*: the Redis cost goes there
 	want    string // the Server-Timing path expected ("" any)
+	base    string // capacity.Path* the feature's measurement ran on ("": pass-through)
 }
 
 func (p capPass) measured() bool { return p.path != "" || p.feature != "" }
@@ -97,8 +98,10 @@ func capacityPhases(rounds int, redisURL string) []capPhase {
 			passes: []capPass{{rounds: 1}, {rounds: rounds, feature: capacity.FeatureAdmission}}},
 		{name: "redis_rate_limit", redis: true, config: "estimator: {disabled: true}\nadmission:\n  user_rate: 10000\n  group_rate: 100000\n  redis: " + redisURL + "\nusage: {disabled: true}\n",
 			passes: []capPass{{rounds: 1}, {rounds: rounds, feature: capacity.FeatureRateLimit}}},
-		{name: "redis_usage", redis: true, config: "estimator: {disabled: true}\nusage:\n  redis: " + redisURL + "\n",
-			passes: []capPass{{rounds: 1}, {rounds: rounds, feature: capacity.FeatureUsage}}},
+		// Usage writes more fields for an estimated statement: measured on
+		// the text stage (no EXPLAIN), whose CPU the model subtracts.
+		{name: "redis_usage", redis: true, config: "estimator:\n  explain: never\n  explain_rate: 0.0001\n  explain_burst: 1\n" + noCache + histOff + "usage:\n  redis: " + redisURL + "\n",
+			passes: []capPass{{rounds: 1}, {rounds: rounds, feature: capacity.FeatureUsage, base: capacity.PathText}}},
 		{name: "redis_history", redis: true, config: "estimator:\n  explain: always\n" + noCache + fmt.Sprintf(hist, ", redis: "+redisURL),
 			passes: []capPass{{rounds: 1, feature: capacity.FeatureHistoryFirst, want: "explain"}, {rounds: 2},
 				{rounds: rounds, feature: capacity.FeatureHistoryRepeat, want: "history"}}},
@@ -277,7 +280,7 @@ func runCapPhase(w io.Writer, o CapacityOptions, ph capPhase, stmts []capStateme
 			rc := redisCostOf(before, after, n)
 			rc.Statements = len(res)
 			printRedisCost(w, rc, "statement")
-			rc.ProxyCPUSeconds = cpu / n
+			rc.ProxyCPUSeconds, rc.BasePath = cpu/n, p.base
 			switch p.feature {
 			case "":
 			case featureAll:
@@ -311,10 +314,16 @@ func redisCostOf(before, after capSnapshot, n float64) capacity.RedisCost {
 	rc := capacity.RedisCost{Ops: map[string]float64{}, RoundTrips: float64(d.trips) / n, BytesIn: float64(d.in) / n, BytesOut: float64(d.out) / n,
 		Commands: (after.redisCmds - before.redisCmds) / n, CPUSeconds: (after.redisCPU - before.redisCPU) / n}
 	for k, v := range d.ops {
+		if connectionSetup[k] {
+			continue // once per new connection, not per statement
+		}
 		rc.Ops[k] = float64(v) / n
 	}
 	return rc
 }
+
+// connectionSetup are the commands go-redis sends on a new connection.
+var connectionSetup = map[string]bool{"HELLO": true, "CLIENT SETINFO": true, "CLIENT MAINT_NOTIFICATIONS": true}
 
 func printRedisCost(w io.Writer, rc capacity.RedisCost, per string) {
 	keys := make([]string, 0, len(rc.Ops))

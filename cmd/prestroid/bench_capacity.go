@@ -94,6 +94,7 @@ func benchCapacityModel(args []string) int {
 	redises := fs.String("redis", "", `features on Redis instances of their own: "history,usage" (two more) or "admission+rate_limit,history"; the rest share one`)
 	fs.IntVar(&s.ExplainConcurrency, "explain-concurrency", 16, "estimator.explain_concurrency: EXPLAINs in flight per cluster")
 	fs.IntVar(&s.Clusters, "clusters", 1, "clusters planning the EXPLAINs")
+	explainMs := fs.Float64("explain-ms", 0, "one EXPLAIN's wall time on the coordinator in ms (default: the measured one)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -115,6 +116,7 @@ func benchCapacityModel(args []string) int {
 		}
 		rs = append(rs, v)
 	}
+	s.ExplainWall = *explainMs / 1000
 	if *redises != "" {
 		s.Redises = strings.Split(*redises, ",")
 	}

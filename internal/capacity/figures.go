@@ -122,6 +122,10 @@ type RedisCost struct {
 	// measurement (for the features but the history, run without an
 	// estimator: the pass-through floor plus the feature's own cost).
 	ProxyCPUSeconds float64 `json:"proxy_cpu_seconds,omitempty"`
+	// BasePath is the decision path the feature's measurement ran on
+	// (its proxy CPU less that path's is the feature's own). Empty means
+	// PathPassthrough.
+	BasePath string `json:"base_path,omitempty"`
 }
 
 // Check is a measurement with every feature on at once, to hold the

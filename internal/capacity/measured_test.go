@@ -8,7 +8,8 @@ import (
 // The committed figures hold every path and feature the default scenario
 // needs, and the model run at a measured replica's own rate gives back
 // what was measured: one path alone at one core's rate is one core busy;
-// one feature alone at 1,000 statements/s is 1,000 × its ops and bytes.
+// one feature alone, on the path it was measured on, at 1,000
+// statements/s is 1,000 × its ops, bytes and proxy CPU.
 func TestMeasuredFiguresReproduce(t *testing.T) {
 	f, err := Measured()
 	if err != nil {
@@ -45,7 +46,11 @@ func TestMeasuredFiguresReproduce(t *testing.T) {
 		}
 		f0 := f
 		f0.RedisIdle = RedisCost{} // per statement only
-		a, err := f0.Model(Scenario{Rate: 1000, Mix: map[string]float64{PathPassthrough: 1}, Features: []string{feat}})
+		base := PathPassthrough    // the path the feature was measured on
+		if c.BasePath != "" {
+			base = c.BasePath
+		}
+		a, err := f0.Model(Scenario{Rate: 1000, Mix: map[string]float64{base: 1}, Features: []string{feat}})
 		if err != nil {
 			t.Fatal(err)
 		}

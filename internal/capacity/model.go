@@ -30,6 +30,10 @@ type Scenario struct {
 	// "admission+rate_limit"); the features no entry names share one more,
 	// "redis". Empty: every feature on one Redis.
 	Redises []string
+	// ExplainWall, when set, is one EXPLAIN's wall time on the
+	// coordinators instead of the measured one (the measuring Trino may
+	// have been busier, or idler, than yours).
+	ExplainWall float64
 	// ExplainConcurrency is estimator.explain_concurrency (EXPLAINs in
 	// flight per cluster) and Clusters the clusters planning them. Zero:
 	// 16 and 1.
@@ -51,8 +55,10 @@ type RedisLoad struct {
 	// Util is the share of the instance's single command thread used:
 	// Σ over commands of rate / that command's measured ceiling.
 	Util float64
-	// CPUUtil is the same from Redis' measured CPU per statement (a check
-	// on Util; the machine's noise is in it).
+	// CPUUtil is the same from Redis' main-thread CPU measured per
+	// statement in the replica runs: at their low rates each command
+	// pays an idle event loop's wake-up, so this is an upper bound far
+	// above Util, kept for comparison, not planned with.
 	CPUUtil float64
 	// SaturatesAt is the fleet rate (statements/s, this mix) at which
 	// Util reaches 1.
@@ -133,6 +139,20 @@ func (f Figures) historyCost(p string) RedisCost {
 	return f.Redis[FeatureHistoryFirst]
 }
 
+// explainSeconds is a path's EXPLAIN wall time per statement; a
+// background EXPLAIN's is not measured (the proxy times the hot path's),
+// so a path with EXPLAINs and no time takes the hot path's time per
+// EXPLAIN: the coordinator plans it the same way.
+func (f Figures) explainSeconds(c PathCost) float64 {
+	if c.ExplainSeconds > 0 || c.Explains == 0 {
+		return c.ExplainSeconds
+	}
+	if e := f.Paths[PathExplain]; e.Explains > 0 {
+		return c.Explains * e.ExplainSeconds / e.Explains
+	}
+	return 0
+}
+
 // perStatement is the fleet's mean cost of one statement.
 type perStatement struct {
 	cpu, explains, explainSec float64
@@ -166,7 +186,7 @@ func (f Figures) perStatement(s Scenario) (perStatement, error) {
 		}
 		ps.cpu += shares[i] * c.CPUSeconds
 		ps.explains += shares[i] * c.Explains
-		ps.explainSec += shares[i] * c.ExplainSeconds
+		ps.explainSec += shares[i] * f.explainSeconds(c)
 	}
 	for _, feat := range s.Features {
 		inst := s.instanceOf(feat)
@@ -186,9 +206,13 @@ func (f Figures) perStatement(s Scenario) (perStatement, error) {
 				return perStatement{}, fmt.Errorf("capacity: no measured figures for feature %q", feat)
 			}
 			costs, weights = []RedisCost{c}, []float64{1}
-			// The proxy's own CPU for the feature: its phase ran without
-			// an estimator, so beyond the pass-through floor.
-			ps.cpu += max(0, c.ProxyCPUSeconds-base)
+			// The proxy's own CPU for the feature: beyond the path its
+			// measurement ran on (the pass-through floor unless said).
+			b := base
+			if c.BasePath != "" {
+				b = f.Paths[c.BasePath].CPUSeconds
+			}
+			ps.cpu += max(0, c.ProxyCPUSeconds-b)
 		}
 		for j, c := range costs {
 			ps.redis[inst].add(c, weights[j])
@@ -215,6 +239,11 @@ func (r *RedisCost) add(c RedisCost, w float64) {
 // measured as one) holds.
 var inTransaction = map[string]bool{"MULTI": true, "HINCRBY": true, "HINCRBYFLOAT": true, "EXPIRE": true}
 
+// ExecBenchCommands are the commands inside the usage transaction whose
+// cost RedisCeiling["EXEC"] measures (bench capacity: 3 hashes × (1
+// HINCRBY, 4 HINCRBYFLOAT, 1 EXPIRE)).
+const ExecBenchCommands = 18
+
 // threadSeconds is the Redis command-thread time of the ops c holds,
 // from the measured ceilings: an op with a ceiling of its own ("EVALSHA
 // enter.lua") costs 1/ceiling; one without (the other admission
@@ -230,9 +259,19 @@ func (f Figures) threadSeconds(ops map[string]float64) float64 {
 	}
 	plain := f.RedisCeiling["GET"]
 	tx := f.RedisCeiling["EXEC"] > 0
-	var t float64
+	var t, inner float64
+	if tx {
+		for op, n := range ops {
+			if inTransaction[op] && op != "MULTI" {
+				inner += n
+			}
+		}
+		// The measured transaction held ExecBenchCommands commands; a
+		// larger one costs in proportion.
+		t += max(ops["EXEC"], inner/ExecBenchCommands) / f.RedisCeiling["EXEC"]
+	}
 	for op, n := range ops {
-		if tx && inTransaction[op] {
+		if tx && (inTransaction[op] || op == "EXEC") {
 			continue // in the EXEC's measured cost
 		}
 		c := f.RedisCeiling[op]
@@ -260,6 +299,9 @@ func (f Figures) Model(s Scenario) (Answer, error) {
 	a.CPUCores = s.Rate * ps.cpu
 	a.Replicas = max(1, int(math.Ceil(a.CPUCores/(s.CoresPerReplica*s.TargetUtil)-1e-9)))
 	a.ExplainsPerSec = s.Rate * ps.explains
+	if s.ExplainWall > 0 {
+		ps.explainSec = ps.explains * s.ExplainWall
+	}
 	a.ExplainsInFlight = s.Rate * ps.explainSec
 	slots := float64(s.ExplainConcurrency * s.Clusters)
 	a.ExplainUtil = a.ExplainsInFlight / slots

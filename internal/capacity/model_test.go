@@ -15,6 +15,7 @@ func synthetic() Figures {
 			PathExplain:     {CPUSeconds: 0.004, Explains: 1, ExplainSeconds: 0.1},
 			PathHistory:     {CPUSeconds: 0.0005},
 			PathCache:       {CPUSeconds: 0.0003},
+			PathTextLearn:   {CPUSeconds: 0.002, Explains: 1}, // in the background: not timed
 		},
 		Redis: map[string]RedisCost{
 			FeatureAdmission: {Ops: map[string]float64{"EVALSHA enter.lua": 1, "EVALSHA release.lua": 1}, RoundTrips: 2,
@@ -71,6 +72,21 @@ func TestModelArithmetic(t *testing.T) {
 	near(t, "BottleneckAt", a.BottleneckAt, 1/(1.0/10000+1.0/20000), 1e-6)
 }
 
+// A background EXPLAIN, untimed, holds a coordinator slot as long as a
+// hot-path one.
+func TestModelBackgroundExplainTakesTheHotPathsTime(t *testing.T) {
+	a, err := synthetic().Model(Scenario{Rate: 100, Mix: map[string]float64{PathTextLearn: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "ExplainsPerSec", a.ExplainsPerSec, 100, 1e-9)
+	near(t, "ExplainsInFlight", a.ExplainsInFlight, 10, 1e-9)
+	// A coordinator that plans in 20 ms instead.
+	a, _ = synthetic().Model(Scenario{Rate: 100, Mix: map[string]float64{PathTextLearn: 1}, ExplainWall: 0.02})
+	near(t, "ExplainsInFlight", a.ExplainsInFlight, 2, 1e-9)
+	near(t, "ExplainSaturatesAt", a.ExplainSaturatesAt, 800, 1e-9)
+}
+
 func TestModelMixIsNormalized(t *testing.T) {
 	f := synthetic()
 	a, _ := f.Model(Scenario{Rate: 500, Mix: map[string]float64{PathText: 2, PathHistory: 2}})
@@ -118,6 +134,9 @@ func TestModelUnmeasuredOps(t *testing.T) {
 	f.RedisCeiling["EXEC"] = 25000
 	got = f.threadSeconds(map[string]float64{"MULTI": 1, "HINCRBYFLOAT": 12, "HINCRBY": 3, "EXPIRE": 3, "EXEC": 1, "SET": 1})
 	near(t, "threadSeconds", got, 1.0/25000+1.0/100000, 1e-12)
+	// Twice the commands inside: twice the transaction's cost.
+	got = f.threadSeconds(map[string]float64{"MULTI": 1, "HINCRBYFLOAT": 24, "HINCRBY": 6, "EXPIRE": 6, "EXEC": 1})
+	near(t, "threadSeconds", got, 2.0/25000, 1e-12)
 }
 
 // The replicas' background ops (per replica per second) count against
@@ -152,7 +171,7 @@ func TestModelErrors(t *testing.T) {
 	for _, s := range []Scenario{
 		{Rate: 1, Mix: map[string]float64{}},
 		{Rate: 1, Mix: map[string]float64{PathText: -1, PathHistory: 2}},
-		{Rate: 1, Mix: map[string]float64{PathTextLearn: 1}},                              // not in the figures
+		{Rate: 1, Mix: map[string]float64{"bogus": 1}},                                    // not in the figures
 		{Rate: 1, Mix: map[string]float64{PathText: 1}, Features: []string{FeatureUsage}}, // not in the figures
 	} {
 		if _, err := f.Model(s); err == nil {

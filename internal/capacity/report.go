@@ -71,12 +71,12 @@ func Report(w io.Writer, f Figures, s Scenario, rates []float64) error {
 		fmt.Fprintf(w, "\n%s statements/s:\n", fmtRate(r))
 		fmt.Fprintf(w, "  proxies: %.1f cores busy -> %d replicas of %g cores at %.0f%%\n", a.CPUCores, a.Replicas, sc.CoresPerReplica, 100*sc.TargetUtil)
 		for _, l := range a.Redis {
-			fmt.Fprintf(w, "  %s (%s): %s ops/s (%s round trips/s, %s commands/s inside), %s in + %s out; command thread %.0f%% (Redis CPU measured: %.0f%%); saturates at %s statements/s%s\n",
+			fmt.Fprintf(w, "  %s (%s): %s ops/s (%s round trips/s, %s commands/s inside), %s in + %s out; command thread %.0f%%; saturates at %s statements/s%s\n",
 				l.Name, strings.Join(l.Features, ", "), fmtRate(l.OpsPerSec), fmtRate(l.RoundTripsPerSec), fmtRate(l.CommandsPerSec),
-				fmtBytes(l.BytesInPerSec), fmtBytes(l.BytesOutPerSec), 100*l.Util, 100*l.CPUUtil, fmtRate(l.SaturatesAt),
+				fmtBytes(l.BytesInPerSec), fmtBytes(l.BytesOutPerSec), 100*l.Util, fmtRate(l.SaturatesAt),
 				map[bool]string{true: " — OVER its planned " + fmt.Sprintf("%.0f%%", 100*sc.RedisTargetUtil), false: ""}[l.Util > sc.RedisTargetUtil])
 		}
-		fmt.Fprintf(w, "  coordinators: %s EXPLAINs/s, %.1f in flight (%.0f%% of %d×%d slots); slots full at %s statements/s\n",
+		fmt.Fprintf(w, "  coordinators: %s EXPLAINs/s, %.0f in flight (%.0f%% of %d×%d slots); slots full at %s statements/s\n",
 			fmtRate(a.ExplainsPerSec), a.ExplainsInFlight, 100*a.ExplainUtil, sc.ExplainConcurrency, sc.Clusters, fmtRate(a.ExplainSaturatesAt))
 		fmt.Fprintf(w, "  first bottleneck: %s, at %s statements/s\n", a.FirstBottleneck, fmtRate(a.BottleneckAt))
 	}
