@@ -31,7 +31,8 @@ type redisRelay struct {
 	in  atomic.Int64 // proxy -> Redis
 	out atomic.Int64 // Redis -> proxy
 	// trips counts the batches the proxy wrote (a pipeline or a
-	// transaction is one round trip).
+	// transaction is one round trip): a batch that reaches the relay in
+	// two reads counts twice, so an upper bound.
 	trips atomic.Int64
 	wg    sync.WaitGroup
 	done  chan struct{}
