@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/prestroid/prestroid/bench"
@@ -110,8 +111,8 @@ func benchCapacityModel(args []string) int {
 	}
 	var rs []float64
 	for _, r := range strings.Split(*rates, ",") {
-		var v float64
-		if _, e := fmt.Sscan(strings.TrimSpace(r), &v); e != nil || v <= 0 {
+		v, e := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if e != nil || v <= 0 {
 			err = fmt.Errorf("bad rate %q", r)
 		}
 		rs = append(rs, v)

@@ -334,6 +334,9 @@ func (f Figures) Model(s Scenario) (Answer, error) {
 		}
 		a.Redis = append(a.Redis, l)
 	}
+	if math.IsInf(a.BottleneckAt, 1) {
+		a.FirstBottleneck = "none" // nothing shared: only replicas, which scale out
+	}
 	return a, nil
 }
 

@@ -93,8 +93,8 @@ func TestModelMixIsNormalized(t *testing.T) {
 	b, _ := f.Model(Scenario{Rate: 500, Mix: map[string]float64{PathText: 0.5, PathHistory: 0.5}})
 	near(t, "CPUCores", a.CPUCores, b.CPUCores, 1e-12)
 	near(t, "CPUCores", a.CPUCores, 500*(0.001+0.0005)/2, 1e-9)
-	if len(a.Redis) != 0 || !math.IsInf(a.ExplainSaturatesAt, 1) {
-		t.Errorf("no feature, no EXPLAIN: Redis %v, EXPLAIN saturates at %v", a.Redis, a.ExplainSaturatesAt)
+	if len(a.Redis) != 0 || !math.IsInf(a.ExplainSaturatesAt, 1) || a.FirstBottleneck != "none" {
+		t.Errorf("no feature, no EXPLAIN: Redis %v, EXPLAIN saturates at %v, first bottleneck %q", a.Redis, a.ExplainSaturatesAt, a.FirstBottleneck)
 	}
 }
 
