@@ -65,7 +65,8 @@ type Figures struct {
 	// our clients send it ("GET", "EVALSHA ratelimit.lua", ...): the
 	// inverse of its main thread's CPU per op under redis-benchmark (50
 	// clients, no pipelining), so one dedicated core's ceiling, not this
-	// shared machine's wall rate.
+	// shared machine's wall rate. "EXEC" is the usage accounting's whole
+	// MULTI/EXEC transaction of ExecBenchCommands commands.
 	RedisCeiling map[string]float64 `json:"redis_ceiling"`
 }
 
