@@ -25,9 +25,9 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		return nil, nil
 	}
 	co := &s.opts.Cascade
-	r.basis = Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}
+	r.basis = Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN(), LnRows: math.NaN()}
 	r.b = &r.basis
-	r.b.Exact, r.b.Shape = historyKeys(r.sql, r.engine, r.fingerprint(), r.h)
+	r.b.Exact, r.b.Shape, r.b.Family = historyKeys(r.sql, r.engine, r.fingerprint(), r.h)
 	r.b.Engine = r.engine
 	r.exact = s.learn.readRuns(r.b.Exact)
 	if x := r.exact[estimate.TargetCPU]; x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
@@ -58,8 +58,8 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, rs runs, at
 // standIn is the pre-plan stage's history estimate (estimator.explain
 // when-uncertain or never): the statement's own runs (exact, as historyStage
 // read them) when they are too few (or too spread) to answer alone, else
-// its shape's (the same query with other literals), nil when there are
-// neither. Per target the runs hold, its Sigma is what the learned
+// its shape's (the same query with other literals), else its family's
+// (the shape in other sessions), nil when there are none. Per target the runs hold, its Sigma is what the learned
 // run-to-run noise predicts of the next run (runNoise) and, for other
 // literals (which may cost more), at least the shape's spread shrunk
 // toward ModelSigma by Shrink observations.
@@ -75,6 +75,9 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact runs) *estima
 	rs, prior := exact, 0.0
 	if rs[estimate.TargetCPU].Count == 0 {
 		rs, prior = s.learn.readRuns(b.Shape), co.ModelSigma
+		if rs[estimate.TargetCPU].Count == 0 && b.Family != "" {
+			rs = s.learn.readRuns(b.Family) // other sessions' runs
+		}
 		if rs[estimate.TargetCPU].Count == 0 {
 			return nil
 		}
@@ -112,7 +115,10 @@ func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, engine dialect
 	if b == nil {
 		return nil
 	}
-	for _, k := range []string{b.Exact, b.Shape} {
+	for _, k := range []string{b.Exact, b.Shape, b.Family} {
+		if k == "" {
+			continue
+		}
 		if rs := s.learn.readRuns(k); rs[estimate.TargetCPU].Count > 0 {
 			e := s.historyEstimate(kind, b, rs, math.Max(rs[estimate.TargetCPU].Spread(), s.opts.Cascade.ModelSigma))
 			e.ExplainSkipped = true
