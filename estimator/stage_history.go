@@ -58,8 +58,10 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, rs runs, at
 // standIn is the pre-plan stage's history estimate (estimator.explain
 // when-uncertain or never): the statement's own runs (exact, as historyStage
 // read them) when they are too few (or too spread) to answer alone, else
-// its shape's (the same query with other literals), else its family's
-// (the shape in other sessions), nil when there are none. Per target the runs hold, its Sigma is what the learned
+// its shape's (the same query with other literals), nil when there are
+// neither. Not its family's (other sessions): a run with other literals
+// answering alone may be far off (tpcds/q40 at sf10: 0.14 s and 2.8 s),
+// and the family's residuals already correct the text estimate. Per target the runs hold, its Sigma is what the learned
 // run-to-run noise predicts of the next run (runNoise) and, for other
 // literals (which may cost more), at least the shape's spread shrunk
 // toward ModelSigma by Shrink observations.
@@ -75,9 +77,6 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact runs) *estima
 	rs, prior := exact, 0.0
 	if rs[estimate.TargetCPU].Count == 0 {
 		rs, prior = s.learn.readRuns(b.Shape), co.ModelSigma
-		if rs[estimate.TargetCPU].Count == 0 && b.Family != "" {
-			rs = s.learn.readRuns(b.Family) // other sessions' runs
-		}
 		if rs[estimate.TargetCPU].Count == 0 {
 			return nil
 		}
