@@ -17,9 +17,11 @@ import (
 type basisWire struct {
 	Exact   []byte          `json:"x,omitempty"`
 	Shape   []byte          `json:"s,omitempty"`
+	Family  []byte          `json:"f,omitempty"`
 	LnModel *float64        `json:"m,omitempty"`
 	LnCost  *float64        `json:"c,omitempty"`
 	LnText  *float64        `json:"t,omitempty"`
+	LnRows  *float64        `json:"n,omitempty"`
 	Source  estimate.Source `json:"src"`
 	Pending string          `json:"p,omitempty"`
 	Engine  dialect.Engine  `json:"e,omitempty"` // "" for Trino: a Trino basis reads as it always did
@@ -61,6 +63,14 @@ func finite(v float64) *float64 {
 	return &v
 }
 
+// positive is finite for a number that is only known when positive.
+func positive(v float64) *float64 {
+	if !(v > 0) {
+		return nil
+	}
+	return finite(v)
+}
+
 func orNaN(p *float64) float64 {
 	if p == nil {
 		return math.NaN()
@@ -74,8 +84,8 @@ func MarshalBasis(b *Basis) []byte {
 	if b == nil {
 		return nil
 	}
-	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), LnModel: finite(b.LnModel),
-		LnCost: finite(b.LnCost), LnText: finite(b.LnText), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
+	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), Family: []byte(b.Family), LnModel: finite(b.LnModel),
+		LnCost: finite(b.LnCost), LnText: finite(b.LnText), LnRows: positive(b.LnRows), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
 		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy)}) // strings and finite numbers: cannot fail
 	return out
 }
@@ -90,7 +100,7 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
+	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), Family: string(w.Family), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), LnRows: orNaN(w.LnRows), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
 		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy)}
 }
 

@@ -311,9 +311,19 @@ const minSeconds = 0.001
 // were not computed).
 type Basis struct {
 	Exact, Shape string
+	// Family is the shape's key without the session properties (the
+	// same statement with other literals in any session): what the
+	// residuals of a shape never seen in this session fall back to.
+	// Empty in a Basis from before it (Unmarshal of an older replica's).
+	Family string
 	// LnModel is ln of the model's raw prediction; LnCost ln(1+Σ cpuCost);
 	// LnText ln of the text stage's raw median (of the CPU time).
 	LnModel, LnCost, LnText float64
+	// LnRows is ln(1+rows) of the largest table the statement names, as
+	// the text stage's table statistics knew it (0 or NaN: not every
+	// named table's size was known, or the text stage did not run): the
+	// x of the size line (keySize).
+	LnRows float64
 	// ModelBy and TextBy are the model's and the text stage's raw medians
 	// of the targets beyond the CPU time (peak memory, elapsed; indexed by
 	// estimate.Target, the TargetCPU slot unused: LnModel and LnText hold
@@ -342,9 +352,13 @@ const (
 	keyShape     = "s:" // a shape's ln CPU
 	keyResidual  = "r:" // a shape's ln actual − ln model
 	keyTextRes   = "t:" // a shape's ln actual − ln text median
+	keyFamily    = "f:" // a family's ln CPU: the shape in any session (historyKeys)
+	keyFamRes    = "R:" // a family's ln actual − ln model
+	keyFamText   = "T:" // a family's ln actual − ln text median
 	keyModel     = "g:model"
 	keyText      = "g:text"
 	keyOptimizer = "g:optimizer" // (ln(1+cpuCost), ln CPU); PrestoDB's: (ln(1+Σ rows), ln CPU) (planCost)
+	keySize      = "g:size"      // (ln(1+rows) of the largest named table, ln CPU): the size line (sizeLine)
 	keyRepeat    = "g:repeat"    // a repeat's (ln actual − the statement's mean before it), scaled (repeats.go)
 )
 
@@ -353,14 +367,18 @@ const (
 // schema and every session property (any may change the plan). The user is
 // not part of them: the same statement costs the same whoever runs it.
 func HistoryKeys(sql string, h http.Header) (exact, shape string) {
-	return historyKeys(sql, dialect.Trino, Fingerprint(sql), h)
+	exact, shape, _ = historyKeys(sql, dialect.Trino, Fingerprint(sql), h)
+	return exact, shape
 }
 
 // historyKeys is HistoryKeys of a statement whose Fingerprint is fp, run
 // on a coordinator of the engine: a PrestoDB statement's digest input
 // starts with the engine's mark (engineMark), so that it never shares a
-// history with the same text on Trino; Trino's keys are unchanged.
-func historyKeys(sql string, engine dialect.Engine, fp string, h http.Header) (exact, shape string) {
+// history with the same text on Trino; Trino's keys are unchanged. family
+// is the shape's key without the session properties (Basis.Family): its
+// digest input is the shape's with a leading familyMark, so that it
+// differs from the shape's key even when the session sets none.
+func historyKeys(sql string, engine dialect.Engine, fp string, h http.Header) (exact, shape, family string) {
 	ctx := []string{h.Get("X-Trino-Catalog"), h.Get("X-Trino-Schema")}
 	var props []string
 	for _, v := range h.Values("X-Trino-Session") {
@@ -376,20 +394,31 @@ func historyKeys(sql string, engine dialect.Engine, fp string, h http.Header) (e
 	// and props after a 0 byte.
 	buf := make([]byte, 0, max(len(norm), len(fp))+64)
 	mark := engineMark(engine)
-	key := func(prefix, text string) string {
+	key := func(prefix, text string, session bool) string {
 		buf = append(buf[:0], mark...)
 		if mark != "" {
 			buf = append(buf, 0)
 		}
+		if !session {
+			buf = append(buf, familyMark...)
+		}
 		buf = append(buf, text...)
-		for _, s := range append(ctx, props...) {
+		for _, s := range ctx {
 			buf = append(append(buf, 0), s...)
+		}
+		if session {
+			for _, s := range props {
+				buf = append(append(buf, 0), s...)
+			}
 		}
 		sum := sha256.Sum256(buf)
 		return prefix + string(sum[:])
 	}
-	return key(keyExact, norm), key(keyShape, fp)
+	return key(keyExact, norm, true), key(keyShape, fp, true), key(keyFamily, fp, false)
 }
+
+// familyMark starts the digest input of a family key (historyKeys).
+const familyMark = "family\x00"
 
 // UnplacedError is the cascade's failure when the model is unavailable or
 // failed and the optimizer calibration is not fitted yet: the caller fails
@@ -408,20 +437,44 @@ func (e *UnplacedError) Unwrap() error { return e.Err }
 
 // modelOffset is offset for the plan model's estimates of b's shape.
 func (s *Service) modelOffset(b *Basis, sigma0 float64) (off, sigma float64, shaped bool) {
-	return s.offset(globalKey(keyModel, b.Engine), shapeKey(keyResidual, b.Shape), sigma0)
+	return s.offset(globalKey(keyModel, b.Engine), b.residualKeys(keyResidual, keyFamRes, estimate.TargetCPU), sigma0)
 }
 
 // shapeKey is the history key of a shape (its keyShape key) under
 // another per-shape prefix (keyResidual, keyTextRes).
 func shapeKey(prefix, shape string) string { return prefix + shape[len(keyShape):] }
 
+// familyKey is the history key of a family (its keyFamily key) under
+// another per-family prefix (keyFamRes, keyFamText).
+func familyKey(prefix, family string) string { return prefix + family[len(keyFamily):] }
+
+// residualKeys are the keys of the residuals of target t that a stage's
+// estimate for b is corrected by (offset): the shape's under prefix
+// shape, then the family's under prefix family (none when b has no
+// family).
+func (b *Basis) residualKeys(shape, family string, t estimate.Target) residualKeys {
+	k := residualKeys{shape: targetKey(shapeKey(shape, b.Shape), t)}
+	if b.Family != "" {
+		k.family = targetKey(familyKey(family, b.Family), t)
+	}
+	return k
+}
+
+// residualKeys name a shape's residuals and its family's (empty: none).
+type residualKeys struct{ shape, family string }
+
 // offset is the learned correction of a stage's ln estimate: the global
 // offset under key global (shrunk toward 0, and 0 while it is within two
 // standard errors of 0), then the shape's residual under
-// key shape (shrunk toward the global offset), with the standard deviation
-// of each around it (prior: sigma0); shaped reports whether the shape had
-// residuals.
-func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float64, shaped bool) {
+// local.shape (shrunk toward the global offset) — or, while the shape has
+// none (a statement first seen in this session: other session
+// properties), its family's under local.family, the same statement's
+// residuals in the sessions it ran in — with the standard deviation
+// of each around it (prior: sigma0); shaped reports whether the shape or
+// its family had residuals. The family is a fallback, not a level the
+// shape is shrunk toward: a shape's own runs are also its family's, and
+// would count twice.
+func (s *Service) offset(global string, local residualKeys, sigma0 float64) (off, sigma float64, shaped bool) {
 	k := s.opts.Cascade.Shrink
 	sigma2 := sigma0 * sigma0
 	if g, ok := s.learn.get(global); ok {
@@ -437,7 +490,11 @@ func (s *Service) offset(global, shape string, sigma0 float64) (off, sigma float
 			off = n * g.Mean / (n + k)
 		}
 	}
-	if r, ok := s.learn.get(shape); ok {
+	r, ok := s.learn.get(local.shape)
+	if !ok && local.family != "" {
+		r, ok = s.learn.get(local.family)
+	}
+	if ok {
 		n := float64(r.Count)
 		off = (n*r.Mean + k*off) / (n + k)
 		sigma2 = (n*r.Var + k*sigma2) / (n + k)
@@ -634,17 +691,31 @@ func (l *learner) write(batch []observation) {
 			}
 			add(xk, y)
 			add(targetKey(b.Shape, t), y)
+			fam := b.Family != ""
+			if fam {
+				add(targetKey(b.Family, t), y)
+			}
 			if lm := b.lnModel(t); !math.IsNaN(lm) {
 				add(targetKey(shapeKey(keyResidual, b.Shape), t), y-lm)
+				if fam {
+					add(targetKey(familyKey(keyFamRes, b.Family), t), y-lm)
+				}
 				add(targetKey(globalKey(keyModel, b.Engine), t), y-lm)
 			}
 			if lt := b.lnText(t); !math.IsNaN(lt) {
 				add(targetKey(shapeKey(keyTextRes, b.Shape), t), y-lt)
+				if fam {
+					add(targetKey(familyKey(keyFamText, b.Family), t), y-lt)
+				}
 				add(targetKey(globalKey(keyText, b.Engine), t), y-lt)
 			}
 		}
 		if y := o.y[estimate.TargetCPU]; !math.IsNaN(b.LnCost) {
 			x, ca, key := b.LnCost, slowAlpha(a), globalKey(keyOptimizer, b.Engine)
+			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})
+		}
+		if y := o.y[estimate.TargetCPU]; b.LnRows > 0 {
+			x, ca, key := b.LnRows, slowAlpha(a), globalKey(keySize, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})
 		}
 		n++

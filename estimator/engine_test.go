@@ -70,7 +70,7 @@ func TestEngineSeparatesKeys(t *testing.T) {
 	t.Run("Trino's keys are what they were", func(t *testing.T) {
 		x, s := HistoryKeys(sql, alice)
 		for _, e := range []dialect.Engine{dialect.Trino, dialect.Unknown} {
-			if x2, s2 := historyKeys(sql, e, fp, alice); x2 != x || s2 != s {
+			if x2, s2, _ := historyKeys(sql, e, fp, alice); x2 != x || s2 != s {
 				t.Errorf("%s: history keys changed", e)
 			}
 			if estimateKey("m", e, fp, alice) != EstimateKey("m", sql, alice) {
@@ -83,7 +83,7 @@ func TestEngineSeparatesKeys(t *testing.T) {
 	})
 	t.Run("the same statement on PrestoDB has keys of its own", func(t *testing.T) {
 		x, s := HistoryKeys(sql, alice)
-		px, ps := historyKeys(sql, dialect.Presto, fp, alice)
+		px, ps, _ := historyKeys(sql, dialect.Presto, fp, alice)
 		if px == x || ps == s || px[:len(keyExact)] != keyExact || ps[:len(keyShape)] != keyShape {
 			t.Errorf("history keys not separated or misprefixed")
 		}

@@ -177,7 +177,7 @@ func (s *Service) correct(e *estimate.Estimate, b *Basis, sigma0 float64) {
 		return
 	}
 	b.Source = estimate.SourceModel
-	s.correctTargets(e, b, keyModel, keyResidual, &b.ModelBy, false)
+	s.correctTargets(e, b, keyModel, keyResidual, keyFamRes, &b.ModelBy, false)
 	if !(e.CPUSeconds > 0) {
 		return
 	}

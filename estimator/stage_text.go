@@ -84,7 +84,11 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		return nil, nil
 	}
 	if r.m != nil || s.textHook != nil {
-		if r.text, r.textFar = s.textEstimate(r.m, r.kind, r.sql, r.h, r.planners, r.engine); r.text != nil {
+		var lnRows float64
+		if r.text, r.textFar, lnRows = s.textEstimate(r.m, r.kind, r.sql, r.h, r.planners, r.engine); r.text != nil {
+			if r.b != nil {
+				r.b.LnRows = lnRows
+			}
 			s.correctText(r.text, r.b)
 		}
 	}
@@ -99,7 +103,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		if sigmaAfter[t] == 0 {
 			v := s.modelPrior(r.manifest(), r.engine)
 			if r.b != nil {
-				_, v, _ = s.offset(targetKey(globalKey(keyModel, r.b.Engine), t), targetKey(shapeKey(keyResidual, r.b.Shape), t), v)
+				_, v, _ = s.offset(targetKey(globalKey(keyModel, r.b.Engine), t), r.b.residualKeys(keyResidual, keyFamRes, t), v)
 			}
 			sigmaAfter[t] = v
 			if v == 0 {
@@ -199,33 +203,39 @@ const farLnRows = 1.0
 // statement names (ServiceOptions.TableStats, asked of the first planner);
 // far reports that the statement is outside what it was trained on: a
 // named table whose size is not known yet, or one larger than any of its
-// training set by more than farLnRows.
-func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header, planners []string, engine dialect.Engine) (e *estimate.Estimate, far bool) {
+// training set by more than farLnRows. lnRows is ln(1+rows) of the
+// largest named table when the sizes of all are known (Basis.LnRows), else 0.
+func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql string, h http.Header, planners []string, engine dialect.Engine) (e *estimate.Estimate, far bool, lnRows float64) {
 	var tp bundle.TextPrediction
+	var stats []featurize.TableStats
 	id := ""
 	if s.textHook != nil {
 		if s.textHookReads > 0 {
-			_, far = s.tableStats(sql, TextContext(h), h, planners, engine, s.textHookReads)
+			stats, far = s.tableStats(sql, TextContext(h), h, planners, engine, s.textHookReads)
 		}
 		tp.Quantiles, tp.Values[estimate.TargetCPU] = s.textHook(sql)
 	} else {
 		if m == nil {
-			return nil, false
+			return nil, false, 0
 		}
 		tc := TextContext(h)
 		if reads, maxLnRows := m.TextReadsTables(); reads {
 			tc.Tables, far = s.tableStats(sql, tc, h, planners, engine, maxLnRows)
+			stats = tc.Tables
 		}
 		var ok bool
 		var err error
 		if tp, ok, err = m.TextPredict(sql, tc); !ok || err != nil {
-			return nil, false
+			return nil, false, 0
 		}
 		id = m.ID()
 	}
 	qs := tp.Quantiles
 	if len(qs) == 0 || len(qs) != len(tp.Values[estimate.TargetCPU]) {
-		return nil, false
+		return nil, false, 0
+	}
+	if allKnown(stats) {
+		lnRows = featurize.MaxLnRows(stats)
 	}
 	cpu := textQuantity(qs, tp.Values[estimate.TargetCPU], minSeconds)
 	e = &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceText, Model: id,
@@ -239,7 +249,17 @@ func (s *Service) textEstimate(m *bundle.Model, kind plan.StatementKind, sql str
 			}
 		}
 	}
-	return e, far
+	return e, far, lnRows
+}
+
+// allKnown reports whether the catalog's statistics know every table.
+func allKnown(stats []featurize.TableStats) bool {
+	for _, t := range stats {
+		if !t.Known {
+			return false
+		}
+	}
+	return true
 }
 
 // textQuantity is the log-normal of a text model's quantiles qs of one
@@ -309,21 +329,52 @@ func (s *Service) tableStats(sql string, tc featurize.TextContext, h http.Header
 // this deployment to its raw estimate e: the global offset, then the
 // shape's residual (as correct does for the model), and records the raw
 // median in b (when not nil) so that the query's outcome teaches both.
-// Without the shape's residuals e keeps at least the model's own spread.
-// The same for each target beyond CPU the text model predicts
-// (correctTargets).
+// Without the shape's residuals (or its family's) e keeps at least the
+// model's own spread, and its CPU time is weighed with the size line's
+// (sizeLine) by precision: the text model's error on a statement this
+// deployment never ran is wide, and what the deployment's statements over
+// tables of that size cost is evidence it does not have. The σ is the
+// narrower of the two, not their combined one (the errors are not
+// independent). The same corrections, without the size line, for each
+// target beyond CPU the text model predicts (correctTargets).
 func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
 	if b == nil {
 		return
 	}
-	s.correctTargets(e, b, keyText, keyTextRes, &b.TextBy, true)
+	s.correctTargets(e, b, keyText, keyTextRes, keyFamText, &b.TextBy, true)
 	lnRaw, sigma0 := math.Log(e.CPUSeconds), e.Sigma
 	b.LnText = lnRaw
-	off, sigma, shaped := s.offset(globalKey(keyText, b.Engine), shapeKey(keyTextRes, b.Shape), sigma0)
+	off, sigma, shaped := s.offset(globalKey(keyText, b.Engine), b.residualKeys(keyTextRes, keyFamText, estimate.TargetCPU), sigma0)
+	ln := lnRaw + off
 	if !shaped {
 		sigma = max(sigma, sigma0)
+		if ys, ss, ok := s.sizeLine(b); ok {
+			wt, ws := 1/(sigma*sigma), 1/(ss*ss)
+			ln, sigma = (wt*ln+ws*ys)/(wt+ws), min(sigma, ss)
+		}
 	}
-	e.CPUSeconds, e.Sigma = math.Exp(lnRaw+off), max(sigma, sigmaFloor)
+	e.CPUSeconds, e.Sigma = math.Exp(ln), max(sigma, sigmaFloor)
+}
+
+// sizeLine is the size line's ln CPU seconds for b and the spread of
+// its residuals: the least-squares line of ln CPU over ln(1+rows) of the
+// largest table each statement named (Basis.LnRows), fitted on this
+// deployment's completed statements of b's engine (as the optimizer
+// calibration is, from MinCalibration of them on); ok is false without
+// b's size or while the line is not fitted.
+func (s *Service) sizeLine(b *Basis) (ln, sigma float64, ok bool) {
+	if !(b.LnRows > 0) || s.learn == nil {
+		return 0, 0, false
+	}
+	c, ok := s.learn.get(globalKey(keySize, b.Engine))
+	if !ok || c.Count < uint64(max(s.opts.Cascade.MinCalibration, 2)) {
+		return 0, 0, false
+	}
+	a, slope, sd, ok := c.Line()
+	if !ok {
+		return 0, 0, false
+	}
+	return a + slope*b.LnRows, max(sd, sigmaFloor), true
 }
 
 // decides reports whether the estimate e, made before the plan, may route

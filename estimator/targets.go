@@ -79,14 +79,15 @@ var beyondCPU = estimate.Targets[1:]
 
 // correctTargets applies what the history learned of a stage (the model:
 // keyModel and keyResidual; the text model: keyText and keyTextRes) to
-// the targets beyond CPU that the stage's raw estimate e sets, as correct
+// the targets beyond CPU that the stage's raw estimate e sets (family: the
+// prefix of the family's residuals, offset's fallback), as correct
 // and correctText do for the CPU time: the global offset (shrunk toward
 // 0), then the shape's residual (shrunk toward it), the σ the stage gave
 // as the prior of their spread. raw records each raw median in b
 // (Basis.ModelBy or TextBy) so that the query's outcome teaches them.
 // atLeastPrior keeps at least the stage's own σ until the shape has
 // residuals (the text stage's rule).
-func (s *Service) correctTargets(e *estimate.Estimate, b *Basis, global, residual string, raw *[numTargets]float64, atLeastPrior bool) {
+func (s *Service) correctTargets(e *estimate.Estimate, b *Basis, global, residual, family string, raw *[numTargets]float64, atLeastPrior bool) {
 	if b == nil {
 		return
 	}
@@ -96,7 +97,7 @@ func (s *Service) correctTargets(e *estimate.Estimate, b *Basis, global, residua
 			continue
 		}
 		raw[t] = q.Median
-		off, sigma, shaped := s.offset(targetKey(globalKey(global, b.Engine), t), targetKey(shapeKey(residual, b.Shape), t), q.Sigma)
+		off, sigma, shaped := s.offset(targetKey(globalKey(global, b.Engine), t), b.residualKeys(residual, family, t), q.Sigma)
 		if atLeastPrior && !shaped {
 			sigma = max(sigma, q.Sigma)
 		}
