@@ -2,7 +2,8 @@
 // iceberg catalog on the local file system (the harness's TRINO_CATALOGS),
 // TPC-DS tables copied into it by the real binary (`prestroid
 // materialize`), and queries on them through the real proxy with its real
-// model; and the same binary's ORC copies into the hive catalog beside it.
+// model; and the same binary's ORC copy of a partitioned table into the
+// hive catalog beside it.
 // See package e2e.
 package parquet
 
@@ -94,7 +95,7 @@ func TestEstimatesOnParquetTablesThroughTheProxy(t *testing.T) {
 	t.Run("materialize writes hive tables in ORC, partitioned in slices", func(t *testing.T) {
 		orc := func(format string) (string, error) {
 			out, err := exec.Command(bin, "materialize", "--server", lake, "--catalog", "hive", "--format", format,
-				"--families", "tpcds", "--scales", "tiny", "--tables", "item,inventory").CombinedOutput()
+				"--families", "tpcds", "--scales", "tiny", "--tables", "inventory").CombinedOutput()
 			return string(out), err
 		}
 		start := time.Now()
@@ -125,12 +126,13 @@ func TestEstimatesOnParquetTablesThroughTheProxy(t *testing.T) {
 		if !strings.Contains(ddl, "format = 'ORC'") || !strings.Contains(ddl, "partitioned_by = ARRAY['inv_date_sk']") {
 			t.Errorf("inventory is not ORC partitioned by date:\n%s", ddl)
 		}
+		var marker string
+		if err := direct.QueryRow("SELECT comment FROM system.metadata.table_comments WHERE catalog_name = 'hive' AND schema_name = 'tpcds_tiny' AND table_name = 'inventory'").Scan(&marker); err != nil || !strings.HasSuffix(marker, " format=ORC") {
+			t.Errorf("inventory's marker %q (%v): want one that records ORC, written after ANALYZE", marker, err)
+		}
 		var stages int
 		if err := direct.QueryRow("SELECT count(*) FROM hive.information_schema.tables WHERE table_schema = 'tpcds_tiny' AND table_name LIKE 'prestroid_stage_%'").Scan(&stages); err != nil || stages != 0 {
 			t.Errorf("%d staging tables left (%v)", stages, err)
-		}
-		if ndv := distinctValues(t, direct, "hive.tpcds_tiny.item", "i_category"); ndv < 5 || ndv > 20 {
-			t.Errorf("i_category: %g distinct values after ANALYZE, want about 10", ndv)
 		}
 		// A complete table is never reused for another format.
 		if out, err := orc("parquet"); err == nil || !strings.Contains(out, "was written in ORC, not PARQUET") {
