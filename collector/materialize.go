@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,9 +15,10 @@ import (
 
 // Materialized TPC tables: the TPC-H and TPC-DS schemas copied by CTAS from
 // the connectors (which generate rows on every scan) into a lake catalog
-// (hive or iceberg on the harness's local file system, Parquet), partitioned
-// and ANALYZEd, so that the collector measures scans of real files with the
-// optimizer's real statistics.
+// (hive or iceberg on the harness's local file system; Parquet, the
+// catalogs' default there, or ORC), partitioned and ANALYZEd, so that the
+// collector measures scans of real files with the optimizer's real
+// statistics.
 //
 // A copy of family F at scale S is schema F_S of the catalog, dots in the
 // scale made underscores (tpcds_sf1, tpch_sf0_1, tpcds_tiny). A table is
@@ -30,12 +32,24 @@ import (
 // reported, never silently mixed with the new layout.
 const MaterializeVersion = 1
 
-var markerRE = regexp.MustCompile(`^prestroid-materialize v(\d+) rows=(\d+)$`)
+// markerRE matches the marker; its optional third group is the file
+// format the table was written in (absent: the catalog's default, which
+// every table marked before the format was recorded was written in).
+var markerRE = regexp.MustCompile(`^prestroid-materialize v(\d+) rows=(\d+)(?: format=([A-Z]+))?$`)
 
-// MaterializeMarker is the table comment of a complete table.
-func MaterializeMarker(rows int64) string {
-	return fmt.Sprintf("prestroid-materialize v%d rows=%d", MaterializeVersion, rows)
+// MaterializeMarker is the table comment of a complete table written in
+// format ("ORC", "PARQUET"; empty: the catalog's default, not recorded).
+func MaterializeMarker(rows int64, format string) string {
+	m := fmt.Sprintf("prestroid-materialize v%d rows=%d", MaterializeVersion, rows)
+	if format != "" {
+		m += " format=" + format
+	}
+	return m
 }
+
+// Formats are the file formats Materializer.Format may name: those both
+// lake connectors write.
+var Formats = []string{"ORC", "PARQUET"}
 
 // SchemaName is the schema of family's tables at scale in a lake catalog:
 // "tpcds_sf1", "tpch_tiny", "tpcds_sf0_1".
@@ -83,6 +97,12 @@ type Materializer struct {
 	Catalog string
 	// Tables restricts the copy to these table names (all if empty).
 	Tables []string
+	// Format is the file format of the copies, one of Formats, upper
+	// case (the table property `format` of both connectors). Empty: the
+	// catalog's own default (hive.storage-format, iceberg.file-format;
+	// PARQUET on the harness). A complete table written in another format
+	// than the one asked for is an error (ErrOtherFormat), never reused.
+	Format string
 	// Progress receives a line per table (nil: none).
 	Progress io.Writer
 
@@ -106,10 +126,17 @@ type TableResult struct {
 // ErrStaleLayout is returned for a table marked by another layout version.
 var ErrStaleLayout = errors.New("collector: table materialized with another layout version")
 
+// ErrOtherFormat is returned for a complete table marked with another file
+// format than Materializer.Format asks for.
+var ErrOtherFormat = errors.New("collector: table materialized in another file format")
+
 // Materialize copies every table of each family ("tpch", "tpcds") at each
 // scale ("tiny", "sf1", "sf0.1"), skipping complete tables, and returns one
 // result per table in order. It stops at the first error.
 func (m *Materializer) Materialize(ctx context.Context, families, scales []string) ([]TableResult, error) {
+	if m.Format != "" && !slices.Contains(Formats, m.Format) {
+		return nil, fmt.Errorf("collector: materialize: format %q (want one of %s)", m.Format, strings.Join(Formats, ", "))
+	}
 	if err := m.lookupConnector(ctx); err != nil {
 		return nil, err
 	}
@@ -302,23 +329,50 @@ func (m *Materializer) table(ctx context.Context, fam, scale, table string) (Tab
 	if err != nil {
 		return r, err
 	}
+	if props.key != "" && m.connector == "hive" {
+		// A staging table left behind means its copy into the target did
+		// not finish: the target (if any) is partial.
+		_, staged, err := m.comment(ctx, schema, stageName(table))
+		if err != nil {
+			return r, err
+		}
+		if staged && exists {
+			if _, err := m.DB.ExecContext(ctx, "DROP TABLE "+target); err != nil {
+				return r, fmt.Errorf("collector: materialize: drop the partial %s: %w", r.Target, err)
+			}
+			exists = false
+		}
+	}
 	if exists {
 		if mm := markerRE.FindStringSubmatch(cmt); mm != nil {
 			if v, _ := strconv.Atoi(mm[1]); v != MaterializeVersion {
 				return r, fmt.Errorf("%w: %s is v%s, this is v%d: drop it (or the schema) to rebuild", ErrStaleLayout, r.Target, mm[1], MaterializeVersion)
+			}
+			if m.Format != "" && mm[3] != m.Format {
+				was := mm[3]
+				if was == "" {
+					was = "the catalog's default"
+				}
+				return r, fmt.Errorf("%w: %s was written in %s, not %s: use another catalog, or drop it (or the schema) to rebuild", ErrOtherFormat, r.Target, was, m.Format)
 			}
 			r.Rows, _ = strconv.ParseInt(mm[2], 10, 64)
 			r.Skipped = true
 			return r, m.size(ctx, schema, table, &r)
 		}
 	} else {
-		q := fmt.Sprintf("CREATE TABLE %s%s AS SELECT %s FROM %s", target, props.with, selectList, source)
 		if m.Progress != nil {
 			fmt.Fprintf(m.Progress, "%s: CTAS from %s (%s)...\n", r.Target, r.Source, time.Now().UTC().Format(time.TimeOnly))
 		}
 		t0 := time.Now()
-		if _, err := m.DB.ExecContext(ctx, q); err != nil {
-			return r, fmt.Errorf("collector: materialize: %s: %w", r.Target, err)
+		if props.key != "" && m.connector == "hive" {
+			if err := m.staged(ctx, schema, table, source, selectList, props); err != nil {
+				return r, fmt.Errorf("collector: materialize: %s: %w", r.Target, err)
+			}
+		} else {
+			q := fmt.Sprintf("CREATE TABLE %s%s AS SELECT %s FROM %s", target, props.with, selectList, source)
+			if _, err := m.DB.ExecContext(ctx, q); err != nil {
+				return r, fmt.Errorf("collector: materialize: %s: %w", r.Target, err)
+			}
 		}
 		r.CTAS = time.Since(t0)
 	}
@@ -330,22 +384,101 @@ func (m *Materializer) table(ctx context.Context, fam, scale, table string) (Tab
 	if err := m.DB.QueryRowContext(ctx, "SELECT count(*) FROM "+target).Scan(&r.Rows); err != nil {
 		return r, fmt.Errorf("collector: materialize: count %s: %w", r.Target, err)
 	}
-	if _, err := m.DB.ExecContext(ctx, fmt.Sprintf("COMMENT ON TABLE %s IS '%s'", target, MaterializeMarker(r.Rows))); err != nil {
+	if _, err := m.DB.ExecContext(ctx, fmt.Sprintf("COMMENT ON TABLE %s IS '%s'", target, MaterializeMarker(r.Rows, m.Format))); err != nil {
 		return r, fmt.Errorf("collector: materialize: mark %s: %w", r.Target, err)
 	}
 	return r, m.size(ctx, schema, table, &r)
 }
 
+// stagePartitions is how many partitions one INSERT of a staged copy
+// writes at most. Trino's hive writer keeps one file writer open per
+// partition, about 1 MB each in ORC with the harness's ZSTD (a CTAS of
+// tpcds.tiny.catalog_sales into 1,830 date partitions ran out of a 2 GB
+// query memory limit in the table writer), so the copy goes in slices of
+// the key's range.
+const stagePartitions = 200
+
+// stageName is the unpartitioned staging copy of table in its schema.
+func stageName(table string) string { return "prestroid_stage_" + table }
+
+// staged writes a partitioned hive table without opening every partition
+// at once: the source is copied (CTAS, unpartitioned, in the target's
+// format) into a staging table, the target is created empty, then filled
+// by INSERTs of at most stagePartitions partition values each (and one for
+// a NULL key), and the staging table dropped. A run stopped before the
+// drop leaves the staging table, which tells the next run that the target
+// is partial (see table).
+func (m *Materializer) staged(ctx context.Context, schema, table, source, selectList string, props tableProps) error {
+	target := fmt.Sprintf("%s.%s.%s", m.Catalog, quoteIdent(schema), table)
+	stage := fmt.Sprintf("%s.%s.%s", m.Catalog, quoteIdent(schema), stageName(table))
+	_, staged, err := m.comment(ctx, schema, stageName(table))
+	if err != nil {
+		return err
+	}
+	if !staged { // a stage left by a stopped run is complete (CTAS commits atomically)
+		stageWith := ""
+		if m.Format != "" {
+			stageWith = fmt.Sprintf(" WITH (format = '%s')", m.Format)
+		}
+		if _, err := m.DB.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s%s AS SELECT %s FROM %s", stage, stageWith, selectList, source)); err != nil {
+			return fmt.Errorf("stage: %w", err)
+		}
+	}
+	if _, err := m.DB.ExecContext(ctx, fmt.Sprintf("CREATE TABLE %s%s AS SELECT * FROM %s WITH NO DATA", target, props.with, stage)); err != nil {
+		return err
+	}
+	key := quoteIdent(props.key)
+	rows, err := m.DB.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT %s FROM %s WHERE %s IS NOT NULL ORDER BY 1", key, stage, key))
+	if err != nil {
+		return fmt.Errorf("partition values: %w", err)
+	}
+	var keys []int64
+	for rows.Next() {
+		var k int64
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return err
+		}
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, where := range stageSlices(key, keys, stagePartitions) {
+		if _, err := m.DB.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM %s WHERE %s", target, stage, where)); err != nil {
+			return fmt.Errorf("insert %s: %w", where, err)
+		}
+	}
+	if _, err := m.DB.ExecContext(ctx, "DROP TABLE "+stage); err != nil {
+		return fmt.Errorf("drop the stage: %w", err)
+	}
+	return nil
+}
+
+// stageSlices are the WHERE clauses of a staged copy's INSERTs: ranges of
+// at most n of the sorted distinct keys, then the NULL key.
+func stageSlices(key string, keys []int64, n int) []string {
+	var out []string
+	for i := 0; i < len(keys); i += n {
+		j := min(i+n, len(keys)) - 1
+		out = append(out, fmt.Sprintf("%s BETWEEN %d AND %d", key, keys[i], keys[j]))
+	}
+	return append(out, key+" IS NULL")
+}
+
 type tableProps struct {
 	with     string // " WITH (...)" or ""
 	describe string // e.g. "partitioned by ss_sold_date_sk"
+	key      string // hive: the partition column, written by a staged copy (staged); empty otherwise
 }
 
 // layout is the CTAS select list and table properties of a table. Iceberg
 // has no char(n): the connectors' char values are padded, and a plain cast
 // keeps the padding (then 'Books' no longer equals i_category), so char
 // columns become rtrim(CAST(c AS varchar)), which compares as char does.
-// Hive keeps every type, and wants its partition column last.
+// Hive keeps every type, and wants its partition column last. Format, if
+// set, is the table property `format` of either connector.
 func (m *Materializer) layout(fam, table string, cols []column) (string, tableProps) {
 	key := partitionKeys[fam+"."+table]
 	var props tableProps
@@ -361,23 +494,34 @@ func (m *Materializer) layout(fam, table string, cols []column) (string, tablePr
 		}
 		sel = append(sel, expr)
 	}
+	var with []string
+	if m.Format != "" {
+		with = append(with, fmt.Sprintf("format = '%s'", m.Format))
+	}
 	switch {
 	case key == "":
 	case m.connector == "hive" && fam == "tpcds":
-		props = tableProps{fmt.Sprintf(" WITH (partitioned_by = ARRAY['%s'])", key), "partitioned by " + key}
+		props.key = key
+		with = append(with, fmt.Sprintf("partitioned_by = ARRAY['%s']", key))
+		props.describe = "partitioned by " + key
 	case m.connector == "iceberg" && fam == "tpcds":
 		spec := fmt.Sprintf("truncate(%s, 30)", key)
-		props = tableProps{fmt.Sprintf(" WITH (partitioning = ARRAY['%s'])", spec), "partitioned by " + spec}
+		with = append(with, fmt.Sprintf("partitioning = ARRAY['%s']", spec))
+		props.describe = "partitioned by " + spec
 	case m.connector == "iceberg" && fam == "tpch":
 		spec := fmt.Sprintf("month(%s)", key)
-		props = tableProps{fmt.Sprintf(" WITH (partitioning = ARRAY['%s'])", spec), "partitioned by " + spec}
+		with = append(with, fmt.Sprintf("partitioning = ARRAY['%s']", spec))
+		props.describe = "partitioned by " + spec
+	}
+	if len(with) > 0 {
+		props.with = " WITH (" + strings.Join(with, ", ") + ")"
 	}
 	return strings.Join(append(sel, last...), ", "), props
 }
 
 // size fills the table's data file count and bytes: iceberg's $files
 // table; for hive the distinct files behind the rows ($path, $file_size),
-// which reads only the Parquet footers.
+// which reads only the files' footers.
 func (m *Materializer) size(ctx context.Context, schema, table string, r *TableResult) error {
 	var q string
 	if m.connector == "iceberg" {

@@ -151,6 +151,14 @@ type Config struct {
 	// statistics of the tables it names. Empty: the v1 encoding (text
 	// alone).
 	TableStats string
+	// WarmLabels makes the text step prefer warm labels: a cold run
+	// (Query.Warmth) of a shape that also ran warm in the data weighs
+	// ColdWeight in the loss (0: left out), every other query 1. False
+	// (the zero value): every query weighs 1, as before the flag. The
+	// step's report gives test and validation metrics for warm, cold and
+	// unknown runs apart either way.
+	WarmLabels bool
+	ColdWeight float64
 	// TargetsNoEval makes the targets step only train and attach the
 	// heads: no baselines, no scale hold-out (the daily retraining's
 	// mode; the evaluation is for the models README).

@@ -45,6 +45,15 @@ type Query struct {
 	Schema  string `json:"schema,omitempty"`
 	// Session is the query's explicit session properties.
 	Session map[string]string `json:"session,omitempty"`
+	// Warmth is how the JVM that ran the query stood to its shape
+	// (collector.Warmth): WarmthWarm (the shape had run on it before),
+	// WarmthCold (its first run there: bytecode generation and JIT
+	// warm-up in its CPU time), empty where the record does not say
+	// (records from before the flag, live traffic). WarmShape names the
+	// JVM and the shape (node, start, shape hash), so that a cold run's
+	// warm siblings can be found (WarmSiblings).
+	Warmth    string `json:"warmth,omitempty"`
+	WarmShape string `json:"warm_shape,omitempty"`
 	// TrinoCPUCost is the sum of the optimizer's cpuCost estimates over
 	// every plan node (NaN estimates skipped); CostKnown counts the
 	// estimates that were known.
@@ -65,6 +74,25 @@ type Query struct {
 	Joins  []Join         `json:"joins"`
 
 	root *featurize.OTPNode
+}
+
+// Query.Warmth's values.
+const (
+	WarmthWarm = "warm"
+	WarmthCold = "cold"
+)
+
+// WarmSiblings reports, per WarmShape, whether some query of qs ran warm
+// with it: a cold run of such a shape has warm runs beside it whose CPU
+// time is the one a long-running coordinator would see.
+func WarmSiblings(qs []*Query) map[string]bool {
+	out := map[string]bool{}
+	for _, q := range qs {
+		if q.Warmth == WarmthWarm && q.WarmShape != "" {
+			out[q.WarmShape] = true
+		}
+	}
+	return out
 }
 
 // Root is the query's O-T-P tree (not part of the JSON form).
@@ -91,6 +119,9 @@ type LoadStats struct {
 	// ScaleSplit is the held-out scale of a scale split (ApplyScaleSplit);
 	// empty: the template-level split.
 	ScaleSplit string `json:"scale_split,omitempty"`
+	// Warmth counts the usable queries by Query.Warmth ("warm", "cold",
+	// "unknown").
+	Warmth map[string]int `json:"warmth,omitempty"`
 	// Engines are the engines the usable queries ran on, sorted: the
 	// bundle's manifest says them (training.engines), and the cascade
 	// trusts the model less on a cluster of another engine.
@@ -116,7 +147,7 @@ func LoadQueries(paths []string, splitPath string) ([]*Query, *LoadStats, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &LoadStats{Files: files, Dropped: map[string]int{}, PerSplit: map[string]int{}}
+	st := &LoadStats{Files: files, Dropped: map[string]int{}, PerSplit: map[string]int{}, Warmth: map[string]int{}}
 	h := sha256.New()
 	seen := map[string]bool{}
 	var out []*Query
@@ -141,6 +172,11 @@ func LoadQueries(paths []string, splitPath string) ([]*Query, *LoadStats, error)
 			q.File = filepath.Base(f)
 			out = append(out, q)
 			st.PerSplit[q.Split]++
+			if q.Warmth == "" {
+				st.Warmth["unknown"]++
+			} else {
+				st.Warmth[q.Warmth]++
+			}
 			return nil
 		})
 		if errors.Is(err, collector.ErrTruncated) {
@@ -233,6 +269,13 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 		PlanNodes: p.Nodes, OTPNodes: stats.Nodes, MaxDepth: stats.MaxDepth,
 		Ops: map[string]int{}, Tables: []string{}, Preds: [][]string{}, Joins: []Join{},
 		root: root,
+	}
+	if w := r.Warmth; w != nil {
+		q.Warmth = WarmthCold
+		if w.Warm {
+			q.Warmth = WarmthWarm
+		}
+		q.WarmShape = w.Node + "@" + w.StartedAt.UTC().Format("20060102T150405Z") + "/" + w.Shape
 	}
 	p.Root.Walk(func(n *plan.PlanNode) {
 		for _, e := range n.Estimates {

@@ -30,7 +30,7 @@ func TestWriteTextMatricesWithTableStats(t *testing.T) {
 	}
 	dir := t.TempDir()
 	dim := 64 + featurize.TextStatsDim
-	tm, err := WriteTextMatrices(dir, qs, dim, stats)
+	tm, err := WriteTextMatrices(dir, qs, dim, stats, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

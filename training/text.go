@@ -39,13 +39,19 @@ func Text(cfg *Config) error {
 		}
 		dim += featurize.TextStatsDim
 	}
-	tm, err := WriteTextMatrices(cfg.Workdir, qs, dim, stats)
+	var weight func(*Query) float32
+	if cfg.WarmLabels {
+		weight = coldWeight(qs, cfg.ColdWeight)
+	}
+	tm, err := WriteTextMatrices(cfg.Workdir, qs, dim, stats, weight)
 	if err != nil {
 		return err
 	}
 	counts := tm.Counts
 	fmt.Fprintf(cfg.log(), "text: %d features (%s); train %d, val %d, test %d queries\n",
 		dim, tm.Featurizer, counts["train"], counts["val"], counts["test"])
+	fmt.Fprintf(cfg.log(), "text: runs warm %d, cold %d (%d of them of a shape that also ran warm%s), unknown %d\n",
+		tm.Warm, tm.Cold, tm.ColdOfWarm, weightNote(cfg), tm.UnknownWarmth)
 	if stats != nil {
 		fmt.Fprintf(cfg.log(), "text: %d of %d statements name tables of known size; in training %d with sizes withheld, %d without their session's schema; largest ln(1+rows) %.2f\n",
 			tm.WithStats, tm.WithTables, tm.Withheld, tm.Blind, tm.MaxLnRows)
@@ -58,6 +64,37 @@ func Text(cfg *Config) error {
 		args = append(args, "--hidden", strconv.Itoa(cfg.TextHidden))
 	}
 	return cfg.runPython(args...)
+}
+
+func weightNote(cfg *Config) string {
+	if !cfg.WarmLabels {
+		return ""
+	}
+	return fmt.Sprintf(": weight %g", cfg.ColdWeight)
+}
+
+// coldWeight is the --warm-labels weight of a query: w for a cold run of
+// a shape with warm runs in qs, 1 for every other.
+func coldWeight(qs []*Query, w float64) func(*Query) float32 {
+	warm := WarmSiblings(qs)
+	return func(q *Query) float32 {
+		if q.Warmth == WarmthCold && warm[q.WarmShape] {
+			return float32(w)
+		}
+		return 1
+	}
+}
+
+// warmthCode is a query's warmth in text_{split}.npz's "warm": 1 warm, 0
+// cold, -1 unknown.
+func warmthCode(q *Query) float32 {
+	switch q.Warmth {
+	case WarmthWarm:
+		return 1
+	case WarmthCold:
+		return 0
+	}
+	return -1
 }
 
 // TextContext is the query's featurize.TextContext.
@@ -76,6 +113,9 @@ type TextMatrices struct {
 	// catalog and schema names (blindShare).
 	WithTables, WithStats, Withheld, Blind int
 	MaxLnRows                              float64
+	// Runs by warmth over every split: warm, cold (ColdOfWarm of them of
+	// a shape that also ran warm) and unknown.
+	Warm, Cold, ColdOfWarm, UnknownWarmth int
 }
 
 // The text encodings' names (bundle.TextFeaturizer, TextStatsFeaturizer;
@@ -85,14 +125,16 @@ const (
 	textFeaturizerV2 = "hashed-tokens-tablestats-v2"
 )
 
-// WriteTextMatrices writes text_{split}.npz, text_{split}.keys.txt and,
+// WriteTextMatrices writes text_{split}.npz (x, y, "warm": 1 warm, 0 cold,
+// -1 unknown, and with weight "w", each query's weight in the loss),
+// text_{split}.keys.txt and,
 // with table statistics, text_{split}.tables.jsonl (each row's tables, for
 // the golden cases) into dir for each split that has queries. Without
 // stats the encoding is featurize.EncodeText (dim features); with them
 // featurize.EncodeTextStats (dim includes featurize.TextStatsDim), each
 // statement with the statistics of the tables it names, except a share of
 // the training statements shown with every size unknown (dropStats).
-func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) (*TextMatrices, error) {
+func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile, weight func(*Query) float32) (*TextMatrices, error) {
 	bySplit := map[string][]*Query{}
 	for _, q := range qs {
 		bySplit[q.Split] = append(bySplit[q.Split], q)
@@ -101,6 +143,20 @@ func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) 
 	if stats != nil {
 		tm.Featurizer = textFeaturizerV2
 	}
+	warmSiblings := WarmSiblings(qs)
+	for _, q := range qs {
+		switch q.Warmth {
+		case WarmthWarm:
+			tm.Warm++
+		case WarmthCold:
+			tm.Cold++
+			if warmSiblings[q.WarmShape] {
+				tm.ColdOfWarm++
+			}
+		default:
+			tm.UnknownWarmth++
+		}
+	}
 	for _, split := range []string{"train", "val", "test"} {
 		part := bySplit[split]
 		if len(part) == 0 {
@@ -108,8 +164,17 @@ func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) 
 		}
 		x := make([]float32, len(part)*dim)
 		y := make([]float32, len(part))
+		warm := make([]float32, len(part))
+		var weights []float32
+		if weight != nil {
+			weights = make([]float32, len(part))
+		}
 		var tables [][]featurize.TableStats
 		for i, q := range part {
+			warm[i] = warmthCode(q)
+			if weights != nil {
+				weights[i] = weight(q)
+			}
 			if stats == nil {
 				featurize.EncodeText(x[i*dim:(i+1)*dim], q.SQL, q.TextContext())
 				y[i] = float32(q.LnCPU)
@@ -144,6 +209,14 @@ func WriteTextMatrices(dir string, qs []*Query, dim int, stats *TableStatsFile) 
 			}
 			if err := z.Add("y", []int{len(part)}, y); err != nil {
 				return err
+			}
+			if err := z.Add("warm", []int{len(part)}, warm); err != nil {
+				return err
+			}
+			if weights != nil {
+				if err := z.Add("w", []int{len(part)}, weights); err != nil {
+					return err
+				}
 			}
 			return z.Close()
 		})

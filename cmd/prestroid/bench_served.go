@@ -46,7 +46,7 @@ type servedFlags struct {
 	variants, repeats                              int
 	seed                                           int64
 	sessionShare                                   float64
-	maxDuration                                    time.Duration
+	maxDuration, estimateTimeout                   time.Duration
 	runsOut, out, serveLog                         string
 	progress                                       bool
 }
@@ -73,6 +73,7 @@ func servedFlagSet(f *servedFlags) *flag.FlagSet {
 	fs.Int64Var(&f.seed, "seed", 1, "seed of the variants (as collect's) and of the orders")
 	fs.Float64Var(&f.sessionShare, "session-share", 0.5, "share of variants run with a varied session (as collect's)")
 	fs.DurationVar(&f.maxDuration, "max-duration", 0, "stop after this long and report on what ran (0: none)")
+	fs.DurationVar(&f.estimateTimeout, "estimate-timeout", 0, "routing.estimate_timeout of the proxy: one estimate's budget, EXPLAIN included (0: the shipped default)")
 	fs.StringVar(&f.runsOut, "runs-out", "", "write one JSON line per execution to this file")
 	fs.StringVar(&f.out, "out", "", "write the report's every figure as JSON to this file")
 	fs.StringVar(&f.serveLog, "serve-log", "", "the proxy's stderr (default: beside --out, else --runs-out, else bench-served.serve.log)")
@@ -203,7 +204,7 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	}
 	rep.Settings = map[string]any{"binary": f.binary, "trino": f.trino, "engine": eng.String(), "classes": bounds, "explain": f.explain,
 		"model": f.model, "parts": wl.Parts, "templates": wl.Templates, "scales": wl.Scales, "catalog": f.catalog,
-		"variants": f.variants, "repeats": f.repeats, "seed": f.seed, "session_share": f.sessionShare,
+		"variants": f.variants, "repeats": f.repeats, "estimate_timeout": f.estimateTimeout.String(), "seed": f.seed, "session_share": f.sessionShare,
 		"not_run": skipped, "config": string(cfg)}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
@@ -230,7 +231,8 @@ func servedConfig(f *servedFlags, bounds []float64, port int) ([]byte, error) {
 		Listen   string    `yaml:"listen"`
 		Clusters []cluster `yaml:"clusters"`
 		Routing  struct {
-			Classes []class `yaml:"classes"`
+			Classes         []class `yaml:"classes"`
+			EstimateTimeout string  `yaml:"estimate_timeout,omitempty"`
 		} `yaml:"routing"`
 		Estimator struct {
 			Explain string `yaml:"explain,omitempty"`
@@ -248,6 +250,9 @@ func servedConfig(f *servedFlags, bounds []float64, port int) ([]byte, error) {
 		c.Clusters = append(c.Clusters, cluster{Name: cl.Name, URL: f.trino, Class: cl.Name})
 	}
 	c.Estimator.Explain, c.Estimator.Model, c.Estimator.ORTLib = f.explain, f.model, f.ortLib
+	if f.estimateTimeout > 0 {
+		c.Routing.EstimateTimeout = f.estimateTimeout.String()
+	}
 	b, err := yaml.Marshal(&c)
 	if err != nil {
 		return nil, err

@@ -97,6 +97,13 @@ func TestBenchServedConfigIsOneClusterPerClassAndTheShippedDefaults(t *testing.T
 	if cfg.Estimator.Explain != "never" || cfg.Estimator.Model != "/m" || cfg.Estimator.ORTLib != "/lib/ort.so" || len(cfg.Routing.Classes) != 2 {
 		t.Errorf("flags not in the configuration: explain %q model %q ort %q, %d classes", cfg.Estimator.Explain, cfg.Estimator.Model, cfg.Estimator.ORTLib, len(cfg.Routing.Classes))
 	}
+	if time.Duration(cfg.Routing.EstimateTimeout) != config.DefaultEstimateTimeout {
+		t.Errorf("estimate timeout %v without --estimate-timeout, want the shipped %v", time.Duration(cfg.Routing.EstimateTimeout), config.DefaultEstimateTimeout)
+	}
+	f = &servedFlags{trino: "http://t:1", estimateTimeout: 10 * time.Second}
+	if cfg = loadServed(t, f, []float64{5}); time.Duration(cfg.Routing.EstimateTimeout) != 10*time.Second {
+		t.Errorf("--estimate-timeout 10s: the proxy's budget is %v", time.Duration(cfg.Routing.EstimateTimeout))
+	}
 }
 
 func TestBenchServedKeepsConfigOverridesOutOfTheProxysEnvironment(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register("materialize", "copy the TPC-H/TPC-DS schemas into a Parquet catalog (CTAS, partitions, ANALYZE; resumable)", runMaterialize)
+	register("materialize", "copy the TPC-H/TPC-DS schemas into a hive or iceberg catalog, Parquet or ORC (CTAS, partitions, ANALYZE; resumable)", runMaterialize)
 }
 
 func runMaterialize(args []string) int {
@@ -27,6 +27,7 @@ func runMaterialize(args []string) int {
 	families := fs.String("families", "tpch,tpcds", "comma-separated benchmark families")
 	scales := fs.String("scales", "tiny", "comma-separated connector scales (tiny, sf0.1, sf1, sf10, ...), in order")
 	tables := fs.String("tables", "", "comma-separated table names to copy (all if empty)")
+	format := fs.String("format", "", "file format of the copies: ORC or PARQUET (empty: the catalog's default, PARQUET on the harness)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -39,7 +40,7 @@ func runMaterialize(args []string) int {
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
-	m := &collector.Materializer{DB: db, Catalog: *catalog, Tables: splitList(*tables), Progress: os.Stdout}
+	m := &collector.Materializer{DB: db, Catalog: *catalog, Tables: splitList(*tables), Format: strings.ToUpper(*format), Progress: os.Stdout}
 	t0 := time.Now()
 	res, err := m.Materialize(ctx, splitList(*families), splitList(*scales))
 	var rows, bytes int64

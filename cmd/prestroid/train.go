@@ -80,6 +80,8 @@ func trainFlagSet(c *training.Config, data *multiFlag, steps *string) *flag.Flag
 	fs.IntVar(&c.TextDim, "text-dim", d.TextDim, "the text step's hashed feature size (0: the featurizer's default)")
 	fs.IntVar(&c.TextHidden, "text-hidden", d.TextHidden, "the text step's first hidden layer size (0: the trainer's default)")
 	fs.StringVar(&c.TableStats, "table-stats", d.TableStats, "table statistics file (prestroid table-stats): the text step then reads the sizes of the tables a statement names (the v2 text encoding)")
+	fs.BoolVar(&c.WarmLabels, "warm-labels", d.WarmLabels, "the text step weighs a cold run of a shape that also ran warm in the data (the collector's warmth flag) --cold-weight in its loss")
+	fs.Float64Var(&c.ColdWeight, "cold-weight", d.ColdWeight, "with --warm-labels: the weight of such a cold run (0: left out)")
 	fs.IntVar(&c.FullChunk, "full-chunk", d.FullChunk, "queries per full-tree .npz file")
 	fs.IntVar(&c.Threads, "threads", d.Threads, "CPU threads for PyTorch (train and cv steps)")
 	fs.StringVar(&c.CVName, "cv-name", d.CVName, "the cv step's name for this configuration: WORKDIR/cv_NAME.json (default N-K-Pf)")

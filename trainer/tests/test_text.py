@@ -56,3 +56,17 @@ def test_routing_view_counts_intervals_on_one_side():
     assert v["decided"] == 0.75
     assert abs(v["decided_right"] - 2 / 3) < 1e-9
     assert v["actual_above"] == 0.5
+
+
+def test_weighted_pinball_ignores_zero_weight_rows_and_by_warmth_splits():
+    from trainer.text import by_warmth
+    y = torch.tensor([1.0, 2.0])
+    pred = torch.tensor([[1.0, 1.0, 1.0], [3.0, 3.0, 3.0]])   # the second row one unit over
+    assert float(pinball(pred, y, torch.tensor([1.0, 0.0]))) == 0.0
+    assert abs(float(pinball(pred, y, torch.tensor([1.0, 1.0]))) - float(pinball(pred, y))) < 1e-6
+    part = {"y": np.log(np.array([1.0, 1.0, 2.0, 2.0])), "warm": np.array([1, 1, 0, 0], np.float32)}
+    q = np.repeat(np.log(np.array([[1.0], [1.0], [1.0], [1.0]])), 3, axis=1)
+    m = by_warmth(part, q, 0.0, 1.0)
+    assert set(m) == {"warm", "cold"} and m["warm"]["n"] == 2 and m["cold"]["n"] == 2
+    assert m["warm"]["qerror_p50"] == 1.0 and abs(m["cold"]["qerror_p50"] - 2.0) < 1e-9
+    assert m["cold"]["median_ln_ratio"] < 0 < 1 + m["warm"]["median_ln_ratio"]

@@ -4,8 +4,10 @@ microsecond stage (route at once when the interval lies inside one class).
 
 Input: the hashed token vectors Go writes (`prestroid train --steps text`,
 featurize.EncodeText): WORKDIR/text_{train,val,test}.npz with x float32
-(n, dim) and y float32 (n,) ln CPU seconds, text_{split}.keys.txt, and
-queries.jsonl for the golden cases' SQL.
+(n, dim) and y float32 (n,) ln CPU seconds, optionally warm (n,) (1: the
+shape had run on that Trino JVM before, 0: its first run there, -1:
+unknown) and w (n,) each row's weight in the loss (`--warm-labels`),
+text_{split}.keys.txt, and queries.jsonl for the golden cases' SQL.
 
     python -m trainer.text --workdir W --out models/default
 
@@ -82,11 +84,15 @@ def calibrate(y, q, coverage):
     return max(0.0, float(np.quantile(s, level, method="higher")))
 
 
-def pinball(pred, y):
-    """Mean pinball loss over QUANTILES; pred (B, 3), y (B,)."""
+def pinball(pred, y, w=None):
+    """Mean pinball loss over QUANTILES; pred (B, 3), y (B,); w (B,) row
+    weights (None: all 1), the mean then weighted."""
     q = torch.tensor(QUANTILES, dtype=pred.dtype, device=pred.device)
     d = y.unsqueeze(1) - pred
-    return torch.mean(torch.maximum(q * d, (q - 1) * d))
+    per = torch.maximum(q * d, (q - 1) * d).mean(dim=1)
+    if w is None:
+        return per.mean()
+    return (per * w).sum() / torch.clamp(w.sum(), min=1e-12)
 
 
 def load(workdir, split):
@@ -95,11 +101,13 @@ def load(workdir, split):
         return None
     with np.load(path) as z:
         x, y = z["x"].astype(np.float32), z["y"].astype(np.float32)
+        warm = z["warm"].astype(np.float32) if "warm" in z.files else np.full(len(y), -1, np.float32)
+        w = z["w"].astype(np.float32) if "w" in z.files else None
     with open(os.path.join(workdir, f"text_{split}.keys.txt")) as f:
         keys = [line.strip() for line in f if line.strip()]
     if len(keys) != len(y):
         raise ValueError(f"{path}: {len(y)} rows, {len(keys)} keys")
-    return {"x": x, "y": y, "keys": keys}
+    return {"x": x, "y": y, "keys": keys, "warm": warm, "w": w}
 
 
 def predict(model, x, batch=1024):
@@ -118,7 +126,11 @@ def fit(train, val, dim, seed, epochs, patience, lr, batch, hidden, dropout):
     model = TextQuantiles(dim, hidden, dropout)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-5)
     xt, yt = torch.from_numpy(train["x"]), torch.from_numpy(train["y"])
+    wt = torch.from_numpy(train["w"]) if train.get("w") is not None else None
     vx, vy = (torch.from_numpy(val["x"]), torch.from_numpy(val["y"])) if val else (xt, yt)
+    vw = wt
+    if val:
+        vw = torch.from_numpy(val["w"]) if val.get("w") is not None else None
     best, best_loss, since, history = None, float("inf"), 0, []
     rng = np.random.default_rng(seed)
     for epoch in range(epochs):
@@ -127,14 +139,14 @@ def fit(train, val, dim, seed, epochs, patience, lr, batch, hidden, dropout):
         total = 0.0
         for lo in range(0, len(perm), batch):
             idx = torch.from_numpy(perm[lo:lo + batch])
-            loss = pinball(model(xt[idx]), yt[idx])
+            loss = pinball(model(xt[idx]), yt[idx], None if wt is None else wt[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
             total += float(loss.detach()) * len(idx)
         model.eval()
         with torch.no_grad():
-            vl = float(pinball(model(vx), vy))
+            vl = float(pinball(model(vx), vy, vw))
         history.append({"epoch": epoch + 1, "train": total / len(yt), "val": vl})
         if vl < best_loss - 1e-6:
             best, best_loss, since = copy.deepcopy(model.state_dict()), vl, 0
@@ -176,6 +188,23 @@ def interval_metrics(y, q):
     width = np.exp(q[:, 2] - q[:, 0])
     return {"coverage_10_90": float(inside.mean()), "width_ratio_p50": float(np.median(width)),
             "width_ratio_p90": float(np.percentile(width, 90))}
+
+
+def by_warmth(part, q, lo, hi):
+    """The metrics of the rows of part that ran warm, cold and of unknown
+    warmth apart (part["warm"]: 1, 0, -1), each with its count."""
+    out = {}
+    for name, code in (("warm", 1), ("cold", 0), ("unknown", -1)):
+        sel = part["warm"] == code
+        if sel.sum() < 2:
+            continue
+        m = metrics(part["y"][sel], q[sel, 1], lo, hi)
+        m.update(interval_metrics(part["y"][sel], q[sel]))
+        m["n"] = int(sel.sum())
+        # the q50's median bias, ln(estimate / actual): > 0 too high
+        m["median_ln_ratio"] = float(np.median(q[sel, 1] - part["y"][sel]))
+        out[name] = m
+    return out
 
 
 def export(model, dim, path):
@@ -260,6 +289,9 @@ def main(argv=None):
     secs = time.time() - t0
     lo, hi = float(train["y"].min()), float(max(train["y"].max(), train["y"].min() + 1))
     report = {"epochs": len(history), "seconds": secs, "best_val_pinball": best_val, "history": history}
+    if train.get("w") is not None:
+        report["train_weights"] = {"rows": int(len(train["w"])), "sum": float(train["w"].sum()),
+                                   "below_one": int((train["w"] < 1).sum())}
     margin = 0.0
     if a.coverage > 0 and val is not None and len(val["y"]):
         raw = predict(model, val["x"])
@@ -276,6 +308,7 @@ def main(argv=None):
         m = metrics(part["y"], q[:, 1], lo, hi)
         m.update(interval_metrics(part["y"], q))
         m["routing"] = routing_view(part["y"], q)
+        m["by_warmth"] = by_warmth(part, q, lo, hi)
         mets[name] = m
         if name == "test":
             with open(os.path.join(a.workdir, "predictions_test_text.json"), "w") as f:

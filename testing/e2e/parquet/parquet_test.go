@@ -2,7 +2,9 @@
 // iceberg catalog on the local file system (the harness's TRINO_CATALOGS),
 // TPC-DS tables copied into it by the real binary (`prestroid
 // materialize`), and queries on them through the real proxy with its real
-// model. See package e2e.
+// model; and the same binary's ORC copy of a partitioned table into the
+// hive catalog beside it.
+// See package e2e.
 package parquet
 
 import (
@@ -48,7 +50,7 @@ func TestEstimatesOnParquetTablesThroughTheProxy(t *testing.T) {
 	if os.Getenv("PRESTROID_ORT_LIB") == "" {
 		t.Skip("PRESTROID_ORT_LIB not set (make test installs ONNX Runtime with `make ort` and sets it)")
 	}
-	lake, _ := e2e.StartTrinoInstanceEnv(t, "iceberg", "", nil, []string{"TRINO_CATALOGS=iceberg"})
+	lake, _ := e2e.StartTrinoInstanceEnv(t, "iceberg", "", nil, []string{"TRINO_CATALOGS=iceberg,hive"})
 	direct := e2e.OpenDB(t, lake, "")
 
 	t.Run("materialize copies, partitions and analyzes the tables", func(t *testing.T) {
@@ -85,6 +87,56 @@ func TestEstimatesOnParquetTablesThroughTheProxy(t *testing.T) {
 		again := materialize(t, bin, lake)
 		if n := strings.Count(again, "complete before"); n != 3 {
 			t.Errorf("second run: %d of 3 tables skipped as complete:\n%s", n, again)
+		}
+	})
+	// Hive in ORC: inventory has 261 date partitions at tiny, more than
+	// one INSERT of a staged copy writes (collector's stagePartitions), so
+	// this copy goes through the staging table and its slices.
+	t.Run("materialize writes hive tables in ORC, partitioned in slices", func(t *testing.T) {
+		orc := func(format string) (string, error) {
+			out, err := exec.Command(bin, "materialize", "--server", lake, "--catalog", "hive", "--format", format,
+				"--families", "tpcds", "--scales", "tiny", "--tables", "inventory").CombinedOutput()
+			return string(out), err
+		}
+		start := time.Now()
+		out, err := orc("orc")
+		if err != nil {
+			t.Fatalf("prestroid materialize --catalog hive --format orc: %v\n%s", err, out)
+		}
+		t.Logf("materialize in %s:\n%s", time.Since(start).Round(100*time.Millisecond), out)
+		var want int64
+		if err := direct.QueryRow("SELECT count(*) FROM tpcds.tiny.inventory").Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		line := regexp.MustCompile(`hive\.tpcds_tiny\.inventory <- tpcds\.tiny\.inventory: (\d+) rows, (\d+) files, .*partitioned by inv_date_sk; ctas`).FindStringSubmatch(out)
+		if line == nil {
+			t.Fatalf("no inventory line with its partitioning and a CTAS in:\n%s", out)
+		}
+		if line[1] != strconv.FormatInt(want, 10) {
+			t.Errorf("inventory copied with %s rows, the connector has %d", line[1], want)
+		}
+		var parts int
+		if err := direct.QueryRow(`SELECT count(*) FROM hive.tpcds_tiny."inventory$partitions"`).Scan(&parts); err != nil || parts <= 200 {
+			t.Errorf("inventory in %d partitions (%v): want every date of the source, more than one slice", parts, err)
+		}
+		var ddl string
+		if err := direct.QueryRow("SHOW CREATE TABLE hive.tpcds_tiny.inventory").Scan(&ddl); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(ddl, "format = 'ORC'") || !strings.Contains(ddl, "partitioned_by = ARRAY['inv_date_sk']") {
+			t.Errorf("inventory is not ORC partitioned by date:\n%s", ddl)
+		}
+		var marker string
+		if err := direct.QueryRow("SELECT comment FROM system.metadata.table_comments WHERE catalog_name = 'hive' AND schema_name = 'tpcds_tiny' AND table_name = 'inventory'").Scan(&marker); err != nil || !strings.HasSuffix(marker, " format=ORC") {
+			t.Errorf("inventory's marker %q (%v): want one that records ORC, written after ANALYZE", marker, err)
+		}
+		var stages int
+		if err := direct.QueryRow("SELECT count(*) FROM hive.information_schema.tables WHERE table_schema = 'tpcds_tiny' AND table_name LIKE 'prestroid_stage_%'").Scan(&stages); err != nil || stages != 0 {
+			t.Errorf("%d staging tables left (%v)", stages, err)
+		}
+		// A complete table is never reused for another format.
+		if out, err := orc("parquet"); err == nil || !strings.Contains(out, "was written in ORC, not PARQUET") {
+			t.Errorf("materialize --format parquet over the ORC copies: %v\n%s", err, out)
 		}
 	})
 	if t.Failed() {
