@@ -119,6 +119,11 @@ func Replay(w io.Writer, o ReplayOptions) error {
 			ts = append(ts, t)
 		}
 	}
+	for _, name := range o.Templates {
+		if !slices.ContainsFunc(ts, func(t collector.Template) bool { return t.Name == name }) {
+			return fmt.Errorf("bench replay: no template %s of %v in %s", name, o.Families, o.Workloads)
+		}
+	}
 	if len(ts) == 0 {
 		return fmt.Errorf("bench replay: no templates of %v in %s", o.Families, o.Workloads)
 	}
