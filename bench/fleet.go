@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,6 +41,10 @@ type FleetMix struct {
 	// Refresh is the share of a dashboard's statements that come with new
 	// literals. Zero means 0.5.
 	Refresh float64
+	// AdhocFamilies, when set, are the template families the ad-hoc
+	// statements are drawn from, and the dashboards and jobs from the
+	// others (e.g. TPC-DS's larger, slower set for the ad-hoc ones).
+	AdhocFamilies []string
 }
 
 // Kinds of a fleet replay's statements (replayRun.kind).
@@ -135,6 +141,27 @@ func fleetPlan(ts []collector.Template, m FleetMix, n int, seed uint64) ([]plann
 	}
 	ts = append([]collector.Template(nil), ts...)
 	rng.Shuffle(len(ts), func(i, j int) { ts[i], ts[j] = ts[j], ts[i] })
+	if len(m.AdhocFamilies) > 0 {
+		// The others' first, in the shuffled order: the dashboards' and
+		// the jobs' shapes; then the ad-hoc families'.
+		slices.SortStableFunc(ts, func(a, b collector.Template) int {
+			return cmp.Compare(b2i(slices.Contains(m.AdhocFamilies, a.Family)), b2i(slices.Contains(m.AdhocFamilies, b.Family)))
+		})
+		others := 0
+		for _, t := range ts {
+			if !slices.Contains(m.AdhocFamilies, t.Family) {
+				others++
+			}
+		}
+		if shapes+jobs > others || na > len(ts)-others {
+			return nil, fmt.Errorf("bench replay: the mix needs %d dashboard shapes and %d jobs outside %v (%d templates there) and %d ad-hoc templates of %v (%d there)",
+				shapes, jobs, m.AdhocFamilies, others, na, m.AdhocFamilies, len(ts)-others)
+		}
+		for i := shapes + jobs; i < others; i++ { // unused
+			ts[i].Name = ""
+		}
+		ts = slices.DeleteFunc(ts, func(t collector.Template) bool { return t.Name == "" })
+	}
 	kinds := make([]string, 0, n)
 	for _, kc := range []struct {
 		k string
@@ -180,4 +207,11 @@ func fleetPlan(ts []collector.Template, m FleetMix, n int, seed uint64) ([]plann
 		}
 	}
 	return out, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -105,3 +105,68 @@ func TestFleetPlan(t *testing.T) {
 		t.Errorf("too few templates: %v", err)
 	}
 }
+
+// The fleet's report: EXPLAINs per 1,000 per tenth and at steady state
+// from each statement's own counts, served q-error against always on one
+// actual per statement, the cache's answers with new literals, targets.
+func TestReportFleet(t *testing.T) {
+	const n = 20
+	var always, wu []replayRun
+	for i := range n {
+		kind := []string{kindDashboard, kindDashboardRepeat, kindETL, kindAdhoc}[i%4]
+		a := replayRun{idx: i, kind: kind, est: 0.5, actual: 0.5, class: 0, explains: map[string]float64{"hot": 1}}
+		u := replayRun{idx: i, kind: kind, est: 0.5, actual: 0.5, class: 0, explains: map[string]float64{}}
+		switch {
+		case kind == kindAdhoc:
+			u.explains["learn"] = 1
+		case kind == kindDashboard && i >= n/2:
+			u.cached, u.est = true, 1 // the estimate of other literals: q-error 2
+		}
+		always, wu = append(always, a), append(wu, u)
+	}
+	var b strings.Builder
+	reportFleet(&b, []string{"always", "when-uncertain"}, [][]replayRun{always, wu}, n, []float64{1})
+	out := b.String()
+	for _, want := range []string{
+		// Always explains every statement; when-uncertain the ad-hoc ones
+		// (idx 3, 7, ...: one in each second tenth), 3 of the last 10.
+		"always                         1000   1000   1000   1000   1000   1000   1000   1000   1000   1000",
+		"when-uncertain                    0    500      0    500      0    500      0    500      0    500",
+		"when-uncertain                   300               0             300",
+		"when-uncertain               dashboard-repeat      5        0        0      0%",
+		"when-uncertain               new               2     2.00     2.00     0.0%", // dashboards 12 and 16
+		"  always                     q p50  1.00  p95  1.00  wrong   0.0%  from the cache 0",
+		"steady  300/1k MISSED",
+		"repeats by another user: 0 EXPLAINs ok",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// --adhoc-families: the ad-hoc statements from those families, the
+// dashboards and jobs from the others.
+func TestFleetPlanAdhocFamilies(t *testing.T) {
+	var ts []collector.Template
+	for i := range 17 {
+		ts = append(ts, collector.Template{Name: fmt.Sprintf("tpch/q%02d", i), Family: "tpch"})
+	}
+	for i := range 88 {
+		ts = append(ts, collector.Template{Name: fmt.Sprintf("tpcds/q%02d", i), Family: "tpcds"})
+	}
+	mix := FleetMix{Dashboards: 0.6, ETL: 0.25, Adhoc: 0.15, DashboardShapes: 12, ETLJobs: 4, AdhocFamilies: []string{"tpcds"}}
+	p, err := fleetPlan(ts, mix, 300, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range p {
+		if (s.kind == kindAdhoc) != (s.t.Family == "tpcds") {
+			t.Fatalf("%d: %s is %s", i, s.kind, s.t.Name)
+		}
+	}
+	mix.DashboardShapes = 16
+	if _, err := fleetPlan(ts, mix, 300, 1); err == nil {
+		t.Error("16 shapes and 4 jobs from 17 TPC-H templates: no error")
+	}
+}

@@ -46,6 +46,7 @@ func benchReplay(args []string) int {
 	jobs := fs.Int("etl-jobs", 8, "--mix: scheduled statements that repeat exactly")
 	fleetUsers := fs.Int("fleet-users", 50, "--mix: users who open the dashboards")
 	refresh := fs.Float64("refresh", 0.5, "--mix: share of a dashboard's statements with new literals (the rest repeat its current ones as another user)")
+	adhocFam := fs.String("adhoc-families", "", "--mix: template families the ad-hoc statements come from, the dashboards and jobs from the others (empty: all from all)")
 	storage := fs.String("storage", "", "catalog of materialized TPC schemas to run on (e.g. iceberg: Parquet partitioned by date; empty: the TPC connectors)")
 	templates := fs.String("templates", "", "only these templates, comma-separated (e.g. tpch/q06,tpch/q14; empty: all of --families)")
 	cacheKeys := fs.String("cache-keys", "", "estimator.cache_shape_only values to run side by side, one proxy each per --explain setting: range (false, the default: keyed on the range literals too), shape (true: the shape alone, as before) (empty: the default alone)")
@@ -78,6 +79,9 @@ func benchReplay(args []string) int {
 			return 2
 		}
 		m.DashboardShapes, m.ETLJobs, m.Users, m.Refresh = *shapes, *jobs, *fleetUsers, *refresh
+		if *adhocFam != "" {
+			m.AdhocFamilies = strings.Split(*adhocFam, ",")
+		}
 		o.Fleet = &m
 	}
 	if *runsOut != "" {
