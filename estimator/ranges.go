@@ -19,23 +19,17 @@ import (
 // range moved gets its own estimate instead of the one made for the first
 // range of its shape, for as long as the cache's TTL.
 func rangeLiterals(sql string) string {
-	var toks []sqllex.Token
-	sc := sqllex.NewScanner(sqllex.Statement, sql)
-	for t := sc.Next(); t.Kind != sqllex.EOF; t = sc.Next() {
-		toks = append(toks, t)
-	}
 	var b strings.Builder
-	lit := func(t sqllex.Token) {
-		b.WriteString(t.Text)
-		b.WriteByte(0)
-	}
 	in := false          // inside the operand of a range comparison
 	between := false     // the next AND at the operand's depth is BETWEEN's
 	depth, start := 0, 0 // parenthesis depth now, and where the operand began
-	for i, t := range toks {
-		if rangeOp(toks, i) {
-			if !in && i > 0 && (toks[i-1].Kind == sqllex.String || toks[i-1].Kind == sqllex.Number) {
-				lit(toks[i-1]) // DATE '1994-01-01' <= shipdate
+	var last sqllex.Token
+	sc := sqllex.NewScanner(sqllex.Statement, sql)
+	for t := sc.Next(); t.Kind != sqllex.EOF; last, t = t, sc.Next() {
+		if rangeOp(sql, t) {
+			if !in && (last.Kind == sqllex.String || last.Kind == sqllex.Number) {
+				b.WriteString(last.Text) // DATE '1994-01-01' <= shipdate
+				b.WriteByte(0)
 			}
 			in, between, start = true, between || t.Is("between"), depth
 			continue
@@ -49,7 +43,8 @@ func rangeLiterals(sql string) string {
 			}
 		case !in:
 		case t.Kind == sqllex.String || t.Kind == sqllex.Number:
-			lit(t)
+			b.WriteString(t.Text)
+			b.WriteByte(0)
 		case t.Is("and") && depth == start && between:
 			between = false
 		case depth == start && (t.Text == "," || t.Text == ";" || t.Kind == sqllex.Word && endsOperand[strings.ToLower(t.Text)]):
@@ -59,24 +54,21 @@ func rangeLiterals(sql string) string {
 	return b.String()
 }
 
-// rangeOp reports whether toks[i] is a range comparison: BETWEEN, or <
-// or > (the Statement dialect's operators are one byte: <= is < then =)
-// that is not part of <>.
-func rangeOp(toks []sqllex.Token, i int) bool {
-	t := toks[i]
-	if t.Is("between") {
+// rangeOp reports whether t, a token of sql, is a range comparison:
+// BETWEEN, or < or > (the Statement dialect's operators are one byte: <=
+// is < then =) that is not part of <>.
+func rangeOp(sql string, t sqllex.Token) bool {
+	switch {
+	case t.Is("between"):
 		return true
-	}
-	if t.Kind != sqllex.Punct || (t.Text != "<" && t.Text != ">") {
+	case t.Kind != sqllex.Punct:
 		return false
+	case t.Text == "<":
+		return t.Pos+1 >= len(sql) || sql[t.Pos+1] != '>'
+	case t.Text == ">":
+		return t.Pos == 0 || sql[t.Pos-1] != '<'
 	}
-	adjacent := func(j int) bool {
-		return j >= 0 && j < len(toks) && toks[j].Kind == sqllex.Punct && (toks[j].Pos == t.Pos+1 || toks[j].Pos+1 == t.Pos)
-	}
-	if t.Text == "<" && adjacent(i+1) && toks[i+1].Text == ">" {
-		return false
-	}
-	return !(t.Text == ">" && adjacent(i-1) && toks[i-1].Text == "<")
+	return false
 }
 
 // endsOperand are the keywords that end a range comparison's operand at
