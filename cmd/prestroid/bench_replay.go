@@ -41,7 +41,7 @@ func benchReplay(args []string) int {
 	cacheTTL := fs.Duration("cache-ttl", -1, "estimator.cache_ttl of the proxies (negative: no estimate cache, repeats answered by the history)")
 	learn := fs.String("learn", "", "estimator.learn_min_runs values to run side by side, comma-separated, one proxy each per --explain setting (-1: every background EXPLAIN runs, as before the rule; empty: the default alone)")
 	explainRate := fs.Float64("explain-rate", 0, "estimator.explain_rate of the proxies (0: no ceiling)")
-	mix := fs.String("mix", "", "draw the statements as a fleet runs them, in these shares (e.g. dashboards=0.6,etl=0.25,adhoc=0.15; --new and --users are then unused), and add the fleet's report (docs/benchmarks.md)")
+	mix := fs.String("mix", "", "draw the statements as a fleet runs them, in these shares (e.g. dashboards=0.6,etl=0.25,adhoc=0.15; --new and --users are then unused), and add the fleet's report (docs/operations.md)")
 	shapes := fs.Int("dashboard-shapes", 24, "--mix: templates the dashboards show")
 	jobs := fs.Int("etl-jobs", 8, "--mix: scheduled statements that repeat exactly")
 	fleetUsers := fs.Int("fleet-users", 50, "--mix: users who open the dashboards")
