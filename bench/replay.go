@@ -50,8 +50,19 @@ type ReplayOptions struct {
 	Runs io.Writer
 	// Users sends statement i as user bench-replay-(i mod Users), as a
 	// fleet of users repeating each other's statements. Zero or one means
-	// one user, bench-replay.
+	// one user, bench-replay. A Fleet names its own users.
 	Users int
+	// Fleet, when set, draws the statements as a fleet runs them
+	// (FleetMix: dashboards, scheduled ETL, ad-hoc) instead of New's
+	// share of new templates, and adds the fleet's report (reportFleet).
+	Fleet *FleetMix
+	// Storage places the statements in a catalog of materialized copies
+	// of the TPC schemas (collector.Place: e.g. "iceberg", Parquet tables
+	// partitioned by date); empty, the TPC connectors.
+	Storage string
+	// Templates limits the templates to these names (e.g. "tpch/q06");
+	// empty, all of Families.
+	Templates []string
 }
 
 // ReplaySetting is one estimating proxy of a replay.
@@ -77,6 +88,14 @@ type replayRun struct {
 	class              int     // the class of the cluster it went to (-1: not a class's)
 	decide             time.Duration
 	explained          bool
+	user               string
+	cached             bool               // served from the estimate cache
+	explains           map[string]float64 // the proxy's EXPLAINs by reason while it decided (prestroid_explains_by_reason_total)
+}
+
+// explainCount is the EXPLAIN round trips of r (hot, learn, drift).
+func (r replayRun) explainCount() float64 {
+	return r.explains["hot"] + r.explains["learn"] + r.explains["drift"]
 }
 
 // Replay runs a recurring workload through the estimating proxies from a
@@ -96,8 +115,13 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	}
 	var ts []collector.Template
 	for _, t := range all {
-		if len(o.Families) == 0 || slices.Contains(o.Families, t.Family) {
+		if (len(o.Families) == 0 || slices.Contains(o.Families, t.Family)) && (len(o.Templates) == 0 || slices.Contains(o.Templates, t.Name)) {
 			ts = append(ts, t)
+		}
+	}
+	for _, name := range o.Templates {
+		if !slices.ContainsFunc(ts, func(t collector.Template) bool { return t.Name == name }) {
+			return fmt.Errorf("bench replay: no template %s of %v in %s", name, o.Families, o.Workloads)
 		}
 	}
 	if len(ts) == 0 {
@@ -106,27 +130,36 @@ func Replay(w io.Writer, o ReplayOptions) error {
 	if len(o.Settings) == 0 {
 		return fmt.Errorf("bench replay: no proxy to replay through")
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, 17))
-	rng.Shuffle(len(ts), func(i, j int) { ts[i], ts[j] = ts[j], ts[i] })
-	type stmt struct {
-		t collector.Template
-		v int
+	var plan []planned
+	if o.Fleet != nil {
+		if plan, err = fleetPlan(ts, *o.Fleet, o.N, o.Seed); err != nil {
+			return err
+		}
+	} else {
+		plan = replayPlan(ts, o)
 	}
-	var seen []stmt
-	variants := map[string]int{}
-	next := 0
 	client := &http.Client{Timeout: 10 * time.Minute}
 	runs := make([][]replayRun, len(o.Settings))
 	var names []string
 	for _, st := range o.Settings {
 		names = append(names, st.Name)
 	}
-	fmt.Fprintf(w, "replay: %d statements through %d proxies (%s) from a cold history, %.0f%% new templates (%d available), class bounds %v s, seed %d\n",
-		o.N, len(o.Settings), strings.Join(names, ", "), 100*o.New, len(ts), o.Bounds, o.Seed)
+	if o.Fleet != nil {
+		fmt.Fprintf(w, "replay: %d statements of a fleet (%s) through %d proxies (%s) from a cold history, %d templates, class bounds %v s, seed %d\n",
+			o.N, o.Fleet.withDefaults(), len(o.Settings), strings.Join(names, ", "), len(ts), o.Bounds, o.Seed)
+	} else {
+		fmt.Fprintf(w, "replay: %d statements through %d proxies (%s) from a cold history, %.0f%% new templates (%d available), class bounds %v s, seed %d\n",
+			o.N, len(o.Settings), strings.Join(names, ", "), 100*o.New, len(ts), o.Bounds, o.Seed)
+	}
 	start := time.Now()
 	// Each proxy's EXPLAIN counts at the half-way point, for the last
-	// half's (the steady state's) EXPLAINs per statement.
+	// half's (the steady state's) EXPLAINs per statement, and after each
+	// statement, for the EXPLAINs its decision started.
 	half, halfAt := make([]map[string]float64, len(o.Settings)), o.N/2
+	before := make([]map[string]float64, len(o.Settings))
+	for j, st := range o.Settings {
+		before[j], _ = explainsByReason(st.ProxyURL)
+	}
 	for i := 0; i < o.N; i++ {
 		if i == halfAt {
 			for j, st := range o.Settings {
@@ -138,33 +171,26 @@ func Replay(w io.Writer, o ReplayOptions) error {
 			o.N = i
 			break
 		}
-		var s stmt
-		kind := "new"
-		switch {
-		case next < len(ts) && (len(seen) == 0 || rng.Float64() < o.New):
-			s = stmt{ts[next], 0}
-			next++
-		case rng.IntN(2) == 0:
-			s, kind = seen[rng.IntN(len(seen))], "exact"
-		default:
-			t := seen[rng.IntN(len(seen))].t
-			variants[t.Name]++
-			s, kind = stmt{t, variants[t.Name]}, "literals"
-		}
-		seen = append(seen, s)
-		it := collector.TemplateVariant(s.t, o.Scale, s.v, int64(o.Seed), 0, o.Domains)
+		s := plan[i]
+		it := collector.TemplateVariantOn(o.Storage, s.t, o.Scale, s.v, int64(o.Seed), 0, o.Domains)
 		for k := range o.Settings {
 			j := (i + k) % len(o.Settings)
-			user := "bench-replay"
-			if o.Users > 1 {
-				user += "-" + strconv.Itoa(i%o.Users)
+			r, err := replayOne(client, o.Settings[j].ProxyURL, dialect.Trino, s.user, it)
+			after, merr := explainsByReason(o.Settings[j].ProxyURL)
+			if merr == nil {
+				r.explains = map[string]float64{}
+				for k, v := range after {
+					if d := v - before[j][k]; d != 0 {
+						r.explains[k] = d
+					}
+				}
+				before[j] = after
 			}
-			r, err := replayOne(client, o.Settings[j].ProxyURL, dialect.Trino, user, it)
 			if err != nil {
 				fmt.Fprintf(w, "  %s: skipped %s v%d: %v\n", o.Settings[j].Name, s.t.Name, s.v, err)
 				continue
 			}
-			r.idx, r.kind, r.template, r.variant = i, kind, s.t.Name, s.v
+			r.idx, r.kind, r.template, r.variant, r.user = i, s.kind, s.t.Name, s.v, s.user
 			runs[j] = append(runs[j], r)
 			if o.Runs != nil {
 				writeRun(o.Runs, o.Settings[j].Name, r)
@@ -199,7 +225,45 @@ func Replay(w io.Writer, o ReplayOptions) error {
 		half = nil
 	}
 	reportExplains(w, o.Settings, o.N, o.N-halfAt, half)
+	if o.Fleet != nil {
+		reportFleet(w, names, runs, o.N, o.Bounds)
+	}
 	return nil
+}
+
+// replayPlan draws the statements of a replay without a Fleet: a share
+// o.New of templates never run before (until none is left), the rest a
+// repeat of one already run, half exactly, half with new literals; user
+// bench-replay, or bench-replay-(i mod o.Users).
+func replayPlan(ts []collector.Template, o ReplayOptions) []planned {
+	rng := rand.New(rand.NewPCG(o.Seed, 17))
+	ts = append([]collector.Template(nil), ts...)
+	rng.Shuffle(len(ts), func(i, j int) { ts[i], ts[j] = ts[j], ts[i] })
+	var seen, out []planned
+	variants := map[string]int{}
+	next := 0
+	for i := 0; i < o.N; i++ {
+		var s planned
+		switch {
+		case next < len(ts) && (len(seen) == 0 || rng.Float64() < o.New):
+			s = planned{kind: "new", t: ts[next]}
+			next++
+		case rng.IntN(2) == 0:
+			s = seen[rng.IntN(len(seen))]
+			s.kind = "exact"
+		default:
+			t := seen[rng.IntN(len(seen))].t
+			variants[t.Name]++
+			s = planned{kind: "literals", t: t, v: variants[t.Name]}
+		}
+		seen = append(seen, s)
+		s.user = "bench-replay"
+		if o.Users > 1 {
+			s.user += "-" + strconv.Itoa(i%o.Users)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // reportExplains prints each proxy's EXPLAINs per 1,000 statements, by
@@ -295,7 +359,8 @@ func writeRun(w io.Writer, setting string, r replayRun) {
 	b, _ := json.Marshal(map[string]any{"setting": setting, "idx": r.idx, "kind": r.kind,
 		"template": r.template, "variant": r.variant, "source": r.source, "est": r.est, "model": r.model,
 		"optimizer": r.optimizer, "actual": r.actual, "class": r.class,
-		"decide_ms": float64(r.decide.Microseconds()) / 1000, "explained": r.explained})
+		"decide_ms": float64(r.decide.Microseconds()) / 1000, "explained": r.explained,
+		"user": r.user, "cached": r.cached, "explains": r.explains})
 	w.Write(append(b, '\n'))
 }
 
@@ -359,6 +424,7 @@ func replayOne(c *http.Client, base string, eng dialect.Engine, user string, it 
 		}
 	}
 	r.explained = serverTiming(h.Get("Server-Timing"), "explain") > 0
+	r.cached = strings.Contains(est, "; cached")
 	for p.NextURI != "" {
 		g, _ := http.NewRequest("GET", p.NextURI, nil)
 		g.Header.Set("X-Trino-User", user)
@@ -488,7 +554,7 @@ func reportReplay(w io.Writer, runs []replayRun, n int, plain baselines, bounds 
 	for _, src := range []string{"cheap", "history", "text", "model+residual", "model", "optimizer"} {
 		groups = append(groups, group{src, func(_ int, r replayRun) bool { return r.source == src }})
 	}
-	for _, k := range []string{"new", "exact", "literals"} {
+	for _, k := range []string{"new", "exact", "literals", kindDashboard, kindDashboardRepeat, kindETL, kindAdhoc} {
 		groups = append(groups, group{"kind " + k, func(_ int, r replayRun) bool { return r.kind == k }})
 	}
 	fmt.Fprintf(w, "%-16s %5s %9s %9s %7s %7s %9s %9s %5s %7s %7s %7s %7s %7s\n", "", "n", "dec p50", "dec p99", "q p50", "q p95",

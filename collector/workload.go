@@ -263,6 +263,13 @@ func TemplateVariant(t Template, scale string, v int, seed int64, sessionShare f
 	return templateVariant("", t, scale, v, seed, sessionShare, dom)
 }
 
+// TemplateVariantOn is TemplateVariant on storage: the catalog of the
+// materialized copies of the TPC schemas (Place; "" is the TPC
+// connectors'), with the same literals and session.
+func TemplateVariantOn(storage string, t Template, scale string, v int, seed int64, sessionShare float64, dom *Domains) Item {
+	return templateVariant(storage, t, scale, v, seed, sessionShare, dom)
+}
+
 // templateVariant makes variant v of template t at a scale on storage
 // (Place); the literals and session drawn do not depend on storage.
 func templateVariant(storage string, t Template, scale string, v int, seed int64, sessionShare float64, dom *Domains) Item {

@@ -57,6 +57,13 @@ type Estimator struct {
 	// runs it (another user's repeat runs no EXPLAIN). Zero means
 	// 60s; negative turns the estimate cache off.
 	CacheTTL Duration `yaml:"cache_ttl"`
+	// CacheShapeOnly keys the estimate cache on the statement's shape
+	// alone, as before: a statement whose range literals (the operands
+	// of <, <=, >, >=, BETWEEN) moved is then served the estimate made
+	// for the first range of its shape until cache_ttl. False (the
+	// default) keys on the range literals too: on a table partitioned or
+	// sorted by the column, a moved range reads other data.
+	CacheShapeOnly bool `yaml:"cache_shape_only"`
 	// CacheEntries bounds the estimate cache. Zero means 100000.
 	CacheEntries int `yaml:"cache_entries"`
 	// PlanCacheBytes bounds the cache of the EXPLAIN plans behind cached

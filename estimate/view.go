@@ -99,5 +99,8 @@ func (e Estimate) AppendHeader(b []byte) []byte {
 	if e.ExplainSkipped {
 		b = append(b, "; explain-skipped"...)
 	}
+	if e.Cached {
+		b = append(b, "; cached"...)
+	}
 	return b
 }

@@ -20,6 +20,7 @@ func TestAppendHeader(t *testing.T) {
 		want string
 	}{
 		{Estimate{CPUSeconds: 1.25, Sigma: 0.05, Source: SourceHistory, ExplainSkipped: true}, "history; cpu=1.25; lo=1.172; hi=1.333; explain-skipped"},
+		{Estimate{CPUSeconds: 2, Source: SourceModelResidual, Cached: true}, "model+residual; cpu=2; lo=2; hi=2; cached"},
 		{Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: SourceModel}, "model; cpu=2; lo=2; hi=2; model=0.5"},
 		{Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, Source: SourceModel}, "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7"},
 	} {

@@ -88,6 +88,8 @@ type request struct {
 	kind plan.StatementKind
 	// fp is the statement's Fingerprint, "" until fingerprint computes it.
 	fp string
+	// cfp is the estimate cache's part of the statement (cacheFP).
+	cfp string
 	// b is what the history learns from the query's outcome (historyStage;
 	// it points at basis): nil without a history, or for EXECUTE, whose
 	// text does not say what runs. exact is the statement's own history
@@ -125,6 +127,16 @@ func (r *request) fingerprint() string {
 		r.fp = Fingerprint(r.sql)
 	}
 	return r.fp
+}
+
+// cacheFP is the statement's part of the estimate cache's key (and the
+// plan cache's): its fingerprint with its range literals
+// (cacheFingerprint), computed once.
+func (r *request) cacheFP(s *Service) string {
+	if r.cfp == "" {
+		r.cfp = cacheFingerprint(r.sql, r.fingerprint(), s.opts.CacheShapeOnly)
+	}
+	return r.cfp
 }
 
 // explained stamps e with the hot-path EXPLAIN it was made from.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -111,9 +112,19 @@ func TestBackgroundExplainsOnlyWhatTeaches(t *testing.T) {
 		b := basisOf(estimateSQL(t, s, []string{srv.URL}, shape(100)))
 		drift := 0
 		const n = 4000
-		for range n {
-			if s.learnReason(b) == reasonDrift {
+		for i := range n {
+			bi := *b // another statement of the shape
+			bi.Exact = b.Exact + strconv.Itoa(i)
+			if s.learnReason(&bi) == reasonDrift {
 				drift++
+			}
+		}
+		// A repeat within the hour shares its first run's draw.
+		for i := range 200 {
+			bi := *b
+			bi.Exact = b.Exact + strconv.Itoa(i)
+			if first := s.learnReason(&bi); s.learnReason(&bi) != first {
+				t.Fatalf("statement %d: a repeat drew otherwise than its first run (%v)", i, first)
 			}
 		}
 		if p := float64(drift) / n; math.Abs(p-0.25) > 0.03 { // ±4.4 standard errors

@@ -39,9 +39,11 @@ var plannerIrrelevant = map[string]bool{
 // EstimateKey is the estimate cache key of sql run in the session described
 // by h (catalog, schema, session properties, roles, prepared statements,
 // extra credentials...; not the user nor the Authorization header:
-// plannerIrrelevant) under model modelID: a SHA-256 digest.
+// plannerIrrelevant) under model modelID: a SHA-256 digest. The statement
+// enters it by its Fingerprint and its range literals (cacheFingerprint):
+// other literals in equalities share the key, a moved range does not.
 func EstimateKey(modelID, sql string, h http.Header) string {
-	return estimateKey(modelID, dialect.Trino, Fingerprint(sql), h)
+	return estimateKey(modelID, dialect.Trino, cacheFingerprint(sql, Fingerprint(sql), false), h)
 }
 
 // estimateKey is EstimateKey of a statement whose Fingerprint is fp, on a

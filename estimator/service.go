@@ -52,6 +52,11 @@ type ServiceOptions struct {
 	// that a cache hit still carries its plan (for the feedback log). Nil
 	// means cache hits have no plan. cache.NewPlans gives one.
 	PlanCache PlanCache
+	// CacheShapeOnly keys both caches on the statement's shape alone (its
+	// Fingerprint), as before they keyed on its range literals too
+	// (cacheFingerprint): a statement whose date range moved is then
+	// served the estimate made for the first range, until the TTL.
+	CacheShapeOnly bool
 	// Logger receives reload messages. Nil means slog.Default().
 	Logger *slog.Logger
 	// History is where the cascade learns from completed queries

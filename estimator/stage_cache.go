@@ -7,7 +7,8 @@ import (
 // cacheStage takes the model for the stages after it (request.m, held
 // until the cascade ends) and answers from the estimate cache: the same
 // model's raw estimate of the statement's shape in the same session
-// (estimateKey), corrected by what the history has learned since
+// (estimateKey) with the same range literals (cacheFingerprint: a moved
+// date range reads other partitions), corrected by what the history has learned since
 // (correct), with the plan cache's plan. Without a model (request.merr)
 // the cascade fails here unless the history can learn from an EXPLAIN
 // (a Basis): with no model and no calibration to fall back on, no EXPLAIN
@@ -30,7 +31,7 @@ func (cacheStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	if id == "" || s.opts.Cache == nil {
 		return nil, nil
 	}
-	r.key = estimateKey(id, r.engine, r.fingerprint(), r.h)
+	r.key = estimateKey(id, r.engine, r.cacheFP(s), r.h)
 	e, ok := s.opts.Cache.Get(r.key)
 	if !ok {
 		return nil, nil

@@ -32,7 +32,7 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	r.exact = s.learn.readRuns(r.b.Exact)
 	if x := r.exact[estimate.TargetCPU]; x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
 		e := s.historyEstimate(r.kind, r.b, r.exact, 0)
-		s.cachedPlan(e, r.engine, r.fingerprint(), r.h)
+		s.cachedPlan(e, r.engine, r.cacheFP(s), r.h)
 		return e, nil
 	}
 	return nil, nil

@@ -41,6 +41,15 @@ func benchReplay(args []string) int {
 	cacheTTL := fs.Duration("cache-ttl", -1, "estimator.cache_ttl of the proxies (negative: no estimate cache, repeats answered by the history)")
 	learn := fs.String("learn", "", "estimator.learn_min_runs values to run side by side, comma-separated, one proxy each per --explain setting (-1: every background EXPLAIN runs, as before the rule; empty: the default alone)")
 	explainRate := fs.Float64("explain-rate", 0, "estimator.explain_rate of the proxies (0: no ceiling)")
+	mix := fs.String("mix", "", "draw the statements as a fleet runs them, in these shares (e.g. dashboards=0.6,etl=0.25,adhoc=0.15; --new and --users are then unused), and add the fleet's report (docs/operations.md)")
+	shapes := fs.Int("dashboard-shapes", 24, "--mix: templates the dashboards show")
+	jobs := fs.Int("etl-jobs", 8, "--mix: scheduled statements that repeat exactly")
+	fleetUsers := fs.Int("fleet-users", 50, "--mix: users who open the dashboards")
+	refresh := fs.Float64("refresh", 0.5, "--mix: share of a dashboard's statements with new literals (the rest repeat its current ones as another user)")
+	adhocFam := fs.String("adhoc-families", "", "--mix: template families the ad-hoc statements come from, the dashboards and jobs from the others (empty: all from all)")
+	storage := fs.String("storage", "", "catalog of materialized TPC schemas to run on (e.g. iceberg: Parquet partitioned by date; empty: the TPC connectors)")
+	templates := fs.String("templates", "", "only these templates, comma-separated (e.g. tpch/q06,tpch/q14; empty: all of --families)")
+	cacheKeys := fs.String("cache-keys", "", "estimator.cache_shape_only values to run side by side, one proxy each per --explain setting: range (false, the default: keyed on the range literals too), shape (true: the shape alone, as before) (empty: the default alone)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -58,7 +67,23 @@ func benchReplay(args []string) int {
 		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
 		return 2
 	}
-	o := bench.ReplayOptions{Workloads: *workloads, Families: fam, Scale: *scale, Domains: dom, N: *n, New: *share, Seed: *seed, Bounds: bounds, MaxDuration: *maxDur, Users: *users}
+	o := bench.ReplayOptions{Workloads: *workloads, Families: fam, Scale: *scale, Domains: dom, N: *n, New: *share, Seed: *seed, Bounds: bounds, MaxDuration: *maxDur, Users: *users,
+		Storage: *storage}
+	if *templates != "" {
+		o.Templates = strings.Split(*templates, ",")
+	}
+	if *mix != "" {
+		m, err := bench.ParseFleetMix(*mix)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
+			return 2
+		}
+		m.DashboardShapes, m.ETLJobs, m.Users, m.Refresh = *shapes, *jobs, *fleetUsers, *refresh
+		if *adhocFam != "" {
+			m.AdhocFamilies = strings.Split(*adhocFam, ",")
+		}
+		o.Fleet = &m
+	}
 	if *runsOut != "" {
 		f, err := os.Create(*runsOut)
 		if err != nil {
@@ -81,6 +106,16 @@ func benchReplay(args []string) int {
 		learns = append(learns, v)
 	}
 	tune := replayTuning{cacheTTL: *cacheTTL, learn: learns, explainRate: *explainRate}
+	for _, f := range strings.Split(*cacheKeys, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "":
+		case "range", "shape":
+			tune.cacheKeys = append(tune.cacheKeys, f)
+		default:
+			fmt.Fprintf(os.Stderr, "prestroid bench replay: --cache-keys %q: want range and/or shape\n", *cacheKeys)
+			return 2
+		}
+	}
 	if err := runBenchReplay(*trino, *model, *ortLib, strings.Split(*explain, ","), tune, o); err != nil {
 		fmt.Fprintln(os.Stderr, "prestroid bench replay:", err)
 		return 1
@@ -97,33 +132,43 @@ func runBenchReplay(trino, model, ortLib string, settings []string, tune replayT
 	if len(learns) == 0 {
 		learns = []int{0} // the default
 	}
+	keys := tune.cacheKeys
+	if len(keys) == 0 {
+		keys = []string{"range"} // the default
+	}
 	for _, mode := range settings {
 		mode = strings.TrimSpace(mode)
 		for _, learn := range learns {
-			name := mode
-			if len(tune.learn) > 0 {
-				name += " learn=" + strconv.Itoa(learn)
-			}
-			base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) {
-				cfg.Estimator.CacheTTL = config.Duration(tune.cacheTTL)
-				cfg.Estimator.Explain = mode
-				cfg.Estimator.LearnMinRuns = learn
-				cfg.Estimator.ExplainRate = tune.explainRate
-				cfg.Routing.Classes, cfg.Clusters = nil, nil
-				for i := 0; i <= len(ro.Bounds); i++ {
-					c := config.CostClass{Name: bench.ClassName(i)}
-					if i < len(ro.Bounds) {
-						c.MaxCPUSeconds = ro.Bounds[i]
-					}
-					cfg.Routing.Classes = append(cfg.Routing.Classes, c)
-					cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: c.Name, URL: trino, Class: c.Name})
+			for _, key := range keys {
+				name := mode
+				if len(tune.learn) > 0 {
+					name += " learn=" + strconv.Itoa(learn)
 				}
-			})
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
+				if len(tune.cacheKeys) > 0 {
+					name += " cache=" + key
+				}
+				base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) {
+					cfg.Estimator.CacheTTL = config.Duration(tune.cacheTTL)
+					cfg.Estimator.CacheShapeOnly = key == "shape"
+					cfg.Estimator.Explain = mode
+					cfg.Estimator.LearnMinRuns = learn
+					cfg.Estimator.ExplainRate = tune.explainRate
+					cfg.Routing.Classes, cfg.Clusters = nil, nil
+					for i := 0; i <= len(ro.Bounds); i++ {
+						c := config.CostClass{Name: bench.ClassName(i)}
+						if i < len(ro.Bounds) {
+							c.MaxCPUSeconds = ro.Bounds[i]
+						}
+						cfg.Routing.Classes = append(cfg.Routing.Classes, c)
+						cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: c.Name, URL: trino, Class: c.Name})
+					}
+				})
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				defer stop()
+				ro.Settings = append(ro.Settings, bench.ReplaySetting{Name: name, ProxyURL: base})
 			}
-			defer stop()
-			ro.Settings = append(ro.Settings, bench.ReplaySetting{Name: name, ProxyURL: base})
 		}
 	}
 	return bench.Replay(os.Stdout, ro)
@@ -133,11 +178,13 @@ func runBenchReplay(trino, model, ortLib string, settings []string, tune replayT
 // estimator.explain: the estimate cache's TTL (by default none: repeats
 // are answered by the cascade's history, or explained, which is what is
 // measured), the learn_min_runs values to compare (each its own proxy),
-// the EXPLAIN ceiling.
+// the EXPLAIN ceiling, the estimate cache's keys to compare (range, shape:
+// estimator.cache_shape_only false and true; each its own proxy).
 type replayTuning struct {
 	cacheTTL    time.Duration
 	learn       []int
 	explainRate float64
+	cacheKeys   []string
 }
 
 // parseClassBounds reads --classes: the routing classes' CPU-second

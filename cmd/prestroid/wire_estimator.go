@@ -322,7 +322,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, g []config.Guardr
 		ExplainTimeout: time.Duration(e.ExplainTimeout), MaxBatch: e.MaxBatch,
 		MaxWait: time.Duration(e.MaxWait), Workers: e.Workers, Logger: logger,
 		Explain: &plan.ExplainClient{HTTP: plan.NewHTTPClient(upstreamTLS)},
-		Cascade: cascadeOptions(e, r, g),
+		Cascade: cascadeOptions(e, r, g), CacheShapeOnly: e.CacheShapeOnly,
 	}
 	if so.History, err = newHistory(e.History, logger); err != nil {
 		if m != nil {
