@@ -99,7 +99,7 @@ func post(t *testing.T, url string, h map[string]string, body string, out any) i
 	return resp.StatusCode
 }
 
-const lineitemSQL = "SELECT returnflag, sum(quantity) FROM lineitem WHERE shipdate <= DATE '1998-09-01' GROUP BY 1"
+const lineitemSQL = "SELECT returnflag, sum(quantity) FROM lineitem WHERE shipdate <= DATE '1998-09-01' AND linestatus = 'F' GROUP BY 1"
 
 func TestEstimateEndpointsOnTrino(t *testing.T) {
 	lib, trino := needORTAndTrino(t)
@@ -114,12 +114,18 @@ func TestEstimateEndpointsOnTrino(t *testing.T) {
 		if !e.Estimated || e.CPUSeconds <= 0 || e.Model != "fixture-untrained-subtree-15-9-16" || e.ExplainMS <= 0 || e.Cached {
 			t.Errorf("%+v", e)
 		}
-		// The same query with other literals hits the estimate cache.
+		// The same query with another literal in an equality hits the
+		// estimate cache; a moved range is estimated for itself.
 		time.Sleep(50 * time.Millisecond)
 		var again estimate.JSON
-		post(t, p+"/v1/estimate", nil, strings.Replace(body, "1998-09-01", "1997-01-01", 1), &again)
+		post(t, p+"/v1/estimate", nil, strings.Replace(body, "linestatus = 'F'", "linestatus = 'O'", 1), &again)
 		if !again.Cached || again.CPUSeconds != e.CPUSeconds {
-			t.Errorf("repeat: %+v", again)
+			t.Errorf("repeat with another equality literal: %+v", again)
+		}
+		var moved estimate.JSON
+		post(t, p+"/v1/estimate", nil, strings.Replace(body, "1998-09-01", "1997-01-01", 1), &moved)
+		if !moved.Estimated || moved.Cached {
+			t.Errorf("repeat with a moved range: %+v", moved)
 		}
 	})
 	t.Run("a query Trino rejects is a clear error", func(t *testing.T) {
