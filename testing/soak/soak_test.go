@@ -329,6 +329,7 @@ admission:
 	}
 	users := []string{"soak-u0", "soak-u1", "soak-u2", "soak-u3"}
 	work := func(c client) {
+		backoff := time.Second
 		for {
 			first, n := claim(c.batch())
 			if n == 0 {
@@ -343,8 +344,13 @@ admission:
 			from := time.Now()
 			rs := runWith(c, lb.URL, users[first%len(users)], sqls, set.timeout)
 			record(c.name(), ids, from, rs)
+			// A failing client backs off before its next query (1 s,
+			// doubling to 8 s while it keeps failing).
 			if slices.ContainsFunc(rs, func(r result) bool { return !r.ok }) {
-				time.Sleep(time.Second) // a failing client backs off before its next query
+				time.Sleep(backoff)
+				backoff = min(2*backoff, 8*time.Second)
+			} else {
+				backoff = time.Second
 			}
 		}
 	}
