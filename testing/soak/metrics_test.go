@@ -18,6 +18,7 @@ type sample struct {
 	fds, goroutines  int
 	rss              float64 // bytes
 	inflight, queued int
+	storeErrors      float64 // prestroid_admission_store_errors_total
 }
 
 func (s sample) String() string {
@@ -58,6 +59,9 @@ func sampleOf(base string) (sample, error) {
 			s.inflight = int(v)
 		case "prestroid_queue_length":
 			s.queued = int(v)
+		case "prestroid_admission_store_errors_total":
+			s.storeErrors = v
+			continue // not one of the five every sample needs
 		default:
 			continue
 		}
