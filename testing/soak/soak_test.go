@@ -38,7 +38,7 @@ import (
 var (
 	flagFull     = flag.Bool("soak.full", false, "the full soak: its own Trino (restarted once), 10,000 queries or -soak.duration, a 30 s Redis stop")
 	flagQueries  = flag.Int("soak.queries", 0, "queries to run (0: 10000 full, 300 short)")
-	flagDuration = flag.Duration("soak.duration", 0, "stop issuing queries after this (0: 20m full, 20s short)")
+	flagDuration = flag.Duration("soak.duration", 0, "stop issuing queries after this (0: 20m full, 15s short)")
 	flagPort     = flag.String("soak.trino-port", "8131", "the full soak's own Trino's port")
 	flagSeed     = flag.Uint64("soak.seed", 0, "the mix's seed (0: random, logged)")
 )
@@ -65,8 +65,8 @@ func versions() settings {
 			settle: 2 * time.Minute}
 		return override(s)
 	}
-	return override(settings{queries: 300, duration: 20 * time.Second, timeout: 90 * time.Second, goWorkers: 4, pyWorkers: 1,
-		cliWorkers: 1, cliBatch: 15, redisStop: 5 * time.Second, replicaDown: 3 * time.Second, settle: 30 * time.Second})
+	return override(settings{queries: 300, duration: 15 * time.Second, timeout: 90 * time.Second, goWorkers: 4, pyWorkers: 1,
+		cliWorkers: 1, cliBatch: 5, redisStop: 5 * time.Second, replicaDown: 3 * time.Second, settle: 30 * time.Second})
 }
 
 func override(s settings) settings {
