@@ -65,6 +65,12 @@ func catalogue(t *testing.T, full bool) []stmt {
 	)
 	keep := map[string]bool{"tpcds/q03": true, "tpcds/q42": true, "tpcds/q52": true, "tpcds/q55": true}
 	for _, w := range e2e.LoadWorkloads(t, e2e.ConnectorTables("tiny"), "0.01") {
+		// TPC-H q15 compares a double sum for equality with its maximum:
+		// by the order Trino adds in, it returns 1 row or none, directly
+		// as through the proxy (the first full soak saw both).
+		if w.Name == "tpch/q15" {
+			continue
+		}
 		if w.Name[:5] == "tpch/" || keep[w.Name] {
 			out = append(out, stmt{w.Name, w.SQL, "medium"})
 		}
