@@ -175,8 +175,7 @@ func newRedisStore(o Options, m Metrics, log *slog.Logger) (*redisStore, error) 
 		// it finished (nor that its client went away): what this replica
 		// no longer sees lapses as a Redis slot does, a lease after its
 		// last page or poll here, instead of holding this replica's
-		// share for idle_release or 5 minutes. The queued poll's long
-		// wait (1 s) keeps a live client within it.
+		// share for idle_release or 5 minutes.
 		lo.IdleRelease = r.Lease
 		lo.abandon = max(r.Lease, localMinAbandon)
 		s.local = newMemStore(lo)
@@ -214,9 +213,10 @@ func (s *redisStore) run(ctx context.Context, sc *redis.Script, args ...any) (an
 }
 
 // localMinAbandon is the least wait before the local fallback fails a
-// queued query nobody polls here (a lease shorter than a few long polls
-// would fail live clients).
-const localMinAbandon = 5 * time.Second
+// queued query nobody polls here: behind a balancer a live client's polls
+// may all go to the other replica for a while (each waiting out a Redis
+// timeout there); at 5 s the full soak saw one live CLI query abandoned.
+const localMinAbandon = 30 * time.Second
 
 // maxPending bounds the releases kept for Redis' return.
 const maxPending = 100000

@@ -227,7 +227,7 @@ func TestSharedAdmissionReleaseLostInAnOutage(t *testing.T) {
 // While Redis is away the local fallback holds what this replica admitted
 // or queued; behind a load balancer their polls may go to the other
 // replica, so what this one stops seeing lapses after a lease (a queued
-// query after max(lease, 5 s)), not after idle_release or 5 minutes.
+// query after max(lease, 30 s)), not after idle_release or 5 minutes.
 func TestSharedAdmissionLocalFallbackLapses(t *testing.T) {
 	rs := redistest.Start(t)
 	ctx := context.Background()
