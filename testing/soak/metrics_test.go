@@ -19,10 +19,12 @@ type sample struct {
 	rss              float64 // bytes
 	inflight, queued int
 	storeErrors      float64 // prestroid_admission_store_errors_total
+	heap             float64 // go_memstats_heap_inuse_bytes (reported, not judged: it tells retained heap from RSS)
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("%d fds, %d goroutines, RSS %.1f MiB, %d in flight, %d queued", s.fds, s.goroutines, s.rss/(1<<20), s.inflight, s.queued)
+	return fmt.Sprintf("%d fds, %d goroutines, RSS %.1f MiB (Go heap in use %.1f MiB), %d in flight, %d queued",
+		s.fds, s.goroutines, s.rss/(1<<20), s.heap/(1<<20), s.inflight, s.queued)
 }
 
 var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -59,6 +61,9 @@ func sampleOf(base string) (sample, error) {
 			s.inflight = int(v)
 		case "prestroid_queue_length":
 			s.queued = int(v)
+		case "go_memstats_heap_inuse_bytes":
+			s.heap = v
+			continue
 		case "prestroid_admission_store_errors_total":
 			s.storeErrors = v
 			continue // not one of the five every sample needs
