@@ -187,7 +187,7 @@ TEST_PARALLEL ?= 4
 # minute or more: it runs alone, after the other packages, so that it slows
 # no other test's queries.
 TEST_ALONE := testing/e2e/load
-TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults ./testing/e2e/gateway
+TEST_FIRST := ./testing/e2e/clients ./testing/trainer ./testing/e2e/spooling ./testing/e2e/routing ./testing/e2e/security ./testing/e2e/parquet ./testing/e2e/faults ./testing/e2e/gateway ./testing/soak
 # Extra go test flags, e.g. make test-e2e TEST_FLAGS='-run Spooling -v'.
 TEST_FLAGS ?=
 
@@ -210,6 +210,20 @@ test-e2e: workloads build venv ort redis chromium trino-gateway
 	TRINO_PORT=$(TRINO_PORT) $(TRINO) up
 	PRESTO_PORT=$(PRESTO_PORT) $(PRESTO) up
 	$(TEST_ENV) $(GO) test -count=1 -timeout 50m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) ./testing/e2e/clients ./testing/e2e/...
+
+# The full soak with faults (testing/soak, docs/testing.md "Soak"): 10,000
+# queries or 20 minutes, whichever ends first, from the Go, Python and CLI
+# clients through two replicas sharing Redis, while a replica is killed
+# (-9) and started again, Redis is stopped for 30 s and the soak's own
+# Trino (on SOAK_TRINO_PORT, 2G heap) is killed and started again; about
+# 25 minutes in all. make test runs its short version (the suite's Trino,
+# no Trino restart, a 5 s Redis stop). SOAK_FLAGS adds flags, e.g.
+# SOAK_FLAGS='-soak.queries=2000 -soak.duration=5m'.
+SOAK_TRINO_PORT ?= 8131
+SOAK_FLAGS ?=
+.PHONY: soak
+soak: workloads build venv ort redis
+	$(TEST_ENV) $(GO) test -count=1 -timeout 45m -run TestSoak -v ./testing/soak -soak.full -soak.trino-port=$(SOAK_TRINO_PORT) $(SOAK_FLAGS)
 
 # Local Trino plus the proxy on 127.0.0.1:8080; Ctrl-C stops both.
 run: build ort

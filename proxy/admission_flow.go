@@ -269,10 +269,12 @@ func (s *Server) maxWait() time.Duration {
 }
 
 // lostQueued answers a poll for a queued query this proxy does not know:
-// it was queued in a proxy process that has since restarted.
+// it was queued in a proxy process that has since restarted, or in
+// another replica's own queue while that one could not reach the shared
+// Redis (admission.redis_down: local), and this poll came here.
 func (s *Server) lostQueued(ctx *fasthttp.RequestCtx) {
 	s.trinoError(ctx, "PRESTROID_QUEUE_LOST", "EXTERNAL",
-		"prestroid: this query was waiting in a proxy's admission queue that no longer holds it (the proxy restarted); it never reached Trino; submit it again")
+		"prestroid: this query was waiting in a proxy's admission queue that no longer holds it (the proxy restarted, or queued it on its own while Redis was unreachable); it never reached Trino; submit it again")
 }
 
 // submit forwards an admitted query.

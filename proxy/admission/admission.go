@@ -72,6 +72,11 @@ type Options struct {
 	// page for this long (a client that went away; admission.idle_release);
 	// zero frees it at the next sweep.
 	IdleRelease time.Duration
+	// abandon fails a queued query whose client has not polled it for this
+	// long; zero means abandonAfter (Trino's query.client.timeout). The
+	// Redis store's local fallback sets it to the lease (see
+	// newRedisStore).
+	abandon time.Duration
 	// Redis, when set, holds the budgets and the queue in Redis, shared by
 	// every replica configured with the same Redis and Redis.Prefix. Nil
 	// means this process's memory.

@@ -392,8 +392,8 @@ func (a *memStore) Sweep(_ context.Context, now time.Time) error {
 		switch {
 		case now.Sub(t.enqueued) > a.o.MaxWait:
 			t.failed = fmt.Sprintf("waited more than %s in the proxy's admission queue", a.o.MaxWait)
-		case now.Sub(t.lastPoll) > abandonAfter:
-			t.failed = "abandoned: no poll for 5 minutes"
+		case now.Sub(t.lastPoll) > a.abandon():
+			t.failed = fmt.Sprintf("abandoned: no poll for %s", a.abandon())
 		default:
 			continue
 		}
@@ -414,6 +414,13 @@ func (a *memStore) Sweep(_ context.Context, now time.Time) error {
 // abandonAfter fails a queued query whose client stopped polling (Trino's
 // query.client.timeout).
 const abandonAfter = 5 * time.Minute
+
+func (a *memStore) abandon() time.Duration {
+	if a.o.abandon > 0 {
+		return a.o.abandon
+	}
+	return abandonAfter
+}
 
 func (a *memStore) Lengths(context.Context) (int, int, error) {
 	a.mu.Lock()

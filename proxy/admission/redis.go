@@ -109,6 +109,12 @@ type redisStore struct {
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // queued ids long-polled here
 	held    map[string]time.Time       // "t:"+id or "u:"+upstream id -> last seen here
+	// pending are the releases ("t:"+id or "u:"+upstream id -> when) that
+	// failed while Redis was unreachable, sent again by the renewal loop
+	// once it is back: another replica that saw the query's earlier pages
+	// renews its slot until it learns the slot is gone, so a release lost
+	// with the outage would hold the slot for idle_release.
+	pending map[string]time.Time
 
 	sub  *redis.PubSub
 	stop context.CancelFunc
@@ -146,7 +152,7 @@ func newRedisStore(o Options, m Metrics, log *slog.Logger) (*redisStore, error) 
 		limits: []any{o.MaxQueries, f(o.MaxCPUSeconds), o.UserMaxQueries, f(o.UserMaxCPUSeconds), o.GroupMaxQueries,
 			f(o.GroupMaxCPUSeconds), o.QueueSize, r.Lease.Milliseconds(), ttl.Milliseconds(), o.MaxWait.Milliseconds(),
 			f(o.MaxPeakMemory), f(o.UserMaxPeakMemory), f(o.GroupMaxPeakMemory)},
-		waiters: map[string][]chan struct{}{}, held: map[string]time.Time{}}
+		waiters: map[string][]chan struct{}{}, held: map[string]time.Time{}, pending: map[string]time.Time{}}
 	switch r.Down {
 	case "", RedisDownLocal:
 		lo := o
@@ -164,6 +170,14 @@ func newRedisStore(o Options, m Metrics, log *slog.Logger) (*redisStore, error) 
 			lo.ClassMaxPeakMemory[c] = v / float64(r.Replicas)
 		}
 		lo.QueueSize = share(o.QueueSize)
+		// Behind a load balancer a query this replica holds locally may
+		// be polled through another replica, which cannot tell this one
+		// it finished (nor that its client went away): what this replica
+		// no longer sees lapses as a Redis slot does, a lease after its
+		// last page or poll here, instead of holding this replica's
+		// share for idle_release or 5 minutes.
+		lo.IdleRelease = r.Lease
+		lo.abandon = max(r.Lease, localMinAbandon)
 		s.local = newMemStore(lo)
 		s.fallback = "admitting with this replica's share of the budgets (redis_down: local)"
 	case RedisDownOpen:
@@ -197,6 +211,15 @@ func (s *redisStore) run(ctx context.Context, sc *redis.Script, args ...any) (an
 	}
 	return v, nil
 }
+
+// localMinAbandon is the least wait before the local fallback fails a
+// queued query nobody polls here: behind a balancer a live client's polls
+// may all go to the other replica for a while (each waiting out a Redis
+// timeout there); at 5 s the full soak saw one live CLI query abandoned.
+const localMinAbandon = 30 * time.Second
+
+// maxPending bounds the releases kept for Redis' return.
+const maxPending = 100000
 
 // retryDown is how long calls skip Redis after a failure.
 const retryDown = 2 * time.Second
@@ -402,7 +425,21 @@ func (s *redisStore) Finish(ctx context.Context, upstreamID string) error {
 	delete(s.held, "u:"+upstreamID)
 	s.mu.Unlock()
 	_, err := s.run(ctx, scRelease, "u", upstreamID)
+	s.keep("u:"+upstreamID, err)
 	return err
+}
+
+// keep notes a release that failed (err set) for the renewal loop to send
+// again.
+func (s *redisStore) keep(item string, err error) {
+	if err == nil {
+		return
+	}
+	s.mu.Lock()
+	if len(s.pending) < maxPending {
+		s.pending[item] = time.Now()
+	}
+	s.mu.Unlock()
 }
 
 func (s *redisStore) Release(ctx context.Context, id string) error {
@@ -413,6 +450,7 @@ func (s *redisStore) Release(ctx context.Context, id string) error {
 	delete(s.held, "t:"+id)
 	s.mu.Unlock()
 	_, err := s.run(ctx, scRelease, "t", id)
+	s.keep("t:"+id, err)
 	return err
 }
 
@@ -509,6 +547,9 @@ func (s *redisStore) renewLoop(ctx context.Context) {
 }
 
 func (s *redisStore) renew(ctx context.Context, now time.Time) {
+	if !s.releasePending(ctx, now) {
+		return // Redis still away
+	}
 	s.mu.Lock()
 	items := make([]any, 0, len(s.held))
 	for k, seen := range s.held {
@@ -537,6 +578,34 @@ func (s *redisStore) renew(ctx context.Context, now time.Time) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// releasePending sends the releases that failed during an outage again,
+// dropping those older than idle_release (every replica has stopped
+// renewing their slots by then); false while Redis is still unreachable.
+func (s *redisStore) releasePending(ctx context.Context, now time.Time) bool {
+	s.mu.Lock()
+	items := make([]string, 0, len(s.pending))
+	for k, at := range s.pending {
+		if now.Sub(at) > s.o.IdleRelease {
+			delete(s.pending, k)
+			continue
+		}
+		items = append(items, k)
+	}
+	s.mu.Unlock()
+	for _, item := range items {
+		c, cancel := context.WithTimeout(ctx, storeTimeout)
+		_, err := s.run(c, scRelease, item[:1], item[2:])
+		cancel()
+		if err != nil {
+			return false
+		}
+		s.mu.Lock()
+		delete(s.pending, item)
+		s.mu.Unlock()
+	}
+	return true
 }
 
 func (s *redisStore) Kind() string { return "redis" }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -176,4 +177,85 @@ func TestSharedAdmissionRedisPassword(t *testing.T) {
 			t.Errorf("the log shows the password: %s", logs.String())
 		}
 	})
+}
+
+// A query polled through two replicas behind a load balancer, whose last
+// page passed through one of them while Redis was stopped: that replica's
+// release failed, the other replica still renews the slot it saw earlier,
+// so the release must be sent again once Redis is back, not wait for
+// idle_release (the soak found the slot held for its 6 minutes).
+func TestSharedAdmissionReleaseLostInAnOutage(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	const lease = time.Second
+	o := shared(rs, lease, Options{MaxQueries: 2, IdleRelease: 10 * time.Minute})
+	a, b := storeFor(t, o).(*redisStore), storeFor(t, o).(*redisStore)
+	a.keys, b.keys = []string{"lost:"}, []string{"lost:"}
+	e := mkEntry("alice", 0)
+	if now, err := a.Enter(ctx, e); !now || err != nil {
+		t.Fatalf("enter: %v %v", now, err)
+	}
+	const up = "20260101_000000_00001_lost"
+	a.Bind(ctx, e.ID, up)
+	a.Touch(up) // a saw its first pages, b its last
+	b.Touch(up)
+	// b's Redis fails (a stopped Redis would run the command it was sent
+	// once resumed; a tripped store sends nothing, as a refused connection).
+	b.trip(errors.New("test: Redis unreachable"))
+	if err := b.Finish(ctx, up); err == nil {
+		t.Fatal("a release with Redis unreachable succeeded")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	start := time.Now()
+	for {
+		n, err := rdb.ZCard(ctx, "lost:slots").Result()
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Since(start) > retryDown+5*lease {
+			t.Fatalf("the slot is still held %s after the failed release (%d slots, %v): a renews it, b's release was lost", time.Since(start).Round(time.Millisecond), n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("slot released %s after the failed release (Redis skipped for %s after a failure)", time.Since(start).Round(10*time.Millisecond), retryDown)
+	if use, _ := rdb.HGet(ctx, "lost:use", "n").Int(); use != 0 {
+		t.Errorf("%d queries still charged to the budget", use)
+	}
+}
+
+// While Redis is away the local fallback holds what this replica admitted
+// or queued; behind a load balancer their polls may go to the other
+// replica, so what this one stops seeing lapses after a lease (a queued
+// query after max(lease, 30 s)), not after idle_release or 5 minutes.
+func TestSharedAdmissionLocalFallbackLapses(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	const lease = 2 * time.Second
+	st := storeFor(t, shared(rs, lease, Options{MaxQueries: 2, IdleRelease: 10 * time.Minute})).(*redisStore)
+	rs.Stop()
+	admitted, queued := mkEntry("alice", 0), mkEntry("bob", 0)
+	if now, err := st.Enter(ctx, admitted); !now || err != nil {
+		t.Fatalf("first query: %v %v", now, err)
+	}
+	st.Bind(ctx, admitted.ID, "up-"+admitted.ID)
+	if now, err := st.Enter(ctx, queued); now || err != nil {
+		t.Fatalf("second query not queued locally: %v %v", now, err)
+	}
+	if q, in, _ := st.Lengths(ctx); q != 1 || in != 1 {
+		t.Fatalf("lengths: queued %d in flight %d, want 1 and 1", q, in)
+	}
+	// Neither is seen here again (their client polls the other replica).
+	_ = st.Sweep(ctx, time.Now().Add(lease/2))
+	if q, in, _ := st.Lengths(ctx); q != 1 || in != 1 {
+		t.Fatalf("within the lease: queued %d in flight %d, want 1 and 1", q, in)
+	}
+	// The first sweep frees the admitted query's slot, which admits the
+	// queued one (its client would take it within a poll) and abandons
+	// nothing; unseen, that one lapses at the next.
+	_ = st.Sweep(ctx, time.Now().Add(localMinAbandon+time.Second))
+	_ = st.Sweep(ctx, time.Now().Add(localMinAbandon+time.Second))
+	if q, in, _ := st.Lengths(ctx); q != 0 || in != 0 {
+		t.Errorf("a lease after the last sight: queued %d in flight %d, want 0 and 0", q, in)
+	}
 }

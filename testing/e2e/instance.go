@@ -18,13 +18,21 @@ type Killable struct {
 	URL  string
 	Port string
 	Dir  string // the instance's directory (pid, server.log)
+	Heap string // TRINO_HEAP; empty means 1G
 	root string
 }
 
 // StartKillable starts a harness Trino (1G heap) on a free port.
 func StartKillable(t testing.TB, what string) *Killable {
 	t.Helper()
-	k := &Killable{root: RepoRoot(t), Port: FreePort(t)}
+	return StartKillableOn(t, what, FreePort(t), "")
+}
+
+// StartKillableOn starts a harness Trino on port with heap (TRINO_HEAP;
+// empty: 1G), for a caller that must keep to a range of ports.
+func StartKillableOn(t testing.TB, what, port, heap string) *Killable {
+	t.Helper()
+	k := &Killable{root: RepoRoot(t), Port: port, Heap: heap}
 	k.URL = "http://127.0.0.1:" + k.Port
 	cache := os.Getenv("PRESTROID_CACHE")
 	if cache == "" {
@@ -51,7 +59,11 @@ func StartKillable(t testing.TB, what string) *Killable {
 func (k *Killable) harness(verb string) ([]byte, error) {
 	cmd := exec.Command(filepath.Join(k.root, "testing/trino/trino.sh"), verb)
 	cmd.Dir = k.root
-	cmd.Env = append(os.Environ(), "TRINO_PORT="+k.Port, "TRINO_HEAP=1G", "TRINO_START_TIMEOUT=420")
+	heap := k.Heap
+	if heap == "" {
+		heap = "1G"
+	}
+	cmd.Env = append(os.Environ(), "TRINO_PORT="+k.Port, "TRINO_HEAP="+heap, "TRINO_START_TIMEOUT=420")
 	return cmd.CombinedOutput()
 }
 

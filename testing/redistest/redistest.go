@@ -104,9 +104,24 @@ func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.cmd.Process.Signal(syscall.SIGKILL) // a paused process dies too
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Pause stops the server with SIGSTOP: it keeps its data and its
+// connections, and answers nothing (clients wait out their timeouts) until
+// Resume.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return fmt.Errorf("redistest: %s not running", s.Addr)
+	}
+	return s.cmd.Process.Signal(sig)
 }
 
 // Restart starts the server again on the same port (after Stop), empty.
