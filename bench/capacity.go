@@ -595,7 +595,7 @@ func (r *replicaProc) stop() {
 // startReplica runs o.Bin with the configuration body in front of
 // o.Trino, and waits for its /metrics.
 func startReplica(o CapacityOptions, body string) (*replicaProc, error) {
-	port, err := freeTCPPort()
+	port, err := FreeTCPPort()
 	if err != nil {
 		return nil, err
 	}
@@ -640,7 +640,8 @@ routing:
 	}
 }
 
-func freeTCPPort() (int, error) {
+// FreeTCPPort is a loopback port free now, for a server started next.
+func FreeTCPPort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -663,7 +664,7 @@ func (r *redisProc) stop() {
 }
 
 func startRedisServer(bin string) (*redisProc, error) {
-	port, err := freeTCPPort()
+	port, err := FreeTCPPort()
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -162,7 +161,7 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	port, err := freePort()
+	port, err := bench.FreeTCPPort()
 	if err != nil {
 		return err
 	}
@@ -292,15 +291,6 @@ func servedEnv(env []string, ortInConfig bool) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // serveProcess is a running `prestroid serve`.
