@@ -550,16 +550,11 @@ func (s *redisStore) renew(ctx context.Context, now time.Time) {
 	if !s.releasePending(ctx, now) {
 		return // Redis still away
 	}
-	s.mu.Lock()
-	items := make([]any, 0, len(s.held))
-	for k, seen := range s.held {
-		if now.Sub(seen) > s.o.IdleRelease {
-			delete(s.held, k)
-			continue
-		}
-		items = append(items, k)
+	held := s.fresh(s.held, now)
+	items := make([]any, len(held))
+	for i, k := range held {
+		items[i] = k
 	}
-	s.mu.Unlock()
 	// Renew in batches: a script runs alone in Redis, so keep each short.
 	for len(items) > 0 {
 		n := int(math.Min(float64(len(items)), 500))
@@ -580,21 +575,27 @@ func (s *redisStore) renew(ctx context.Context, now time.Time) {
 	}
 }
 
+// fresh drops from m (held or pending, under s.mu) what was last seen
+// more than idle_release before now, and returns the keys left.
+func (s *redisStore) fresh(m map[string]time.Time, now time.Time) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(m))
+	for k, at := range m {
+		if now.Sub(at) > s.o.IdleRelease {
+			delete(m, k)
+			continue
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 // releasePending sends the releases that failed during an outage again,
 // dropping those older than idle_release (every replica has stopped
 // renewing their slots by then); false while Redis is still unreachable.
 func (s *redisStore) releasePending(ctx context.Context, now time.Time) bool {
-	s.mu.Lock()
-	items := make([]string, 0, len(s.pending))
-	for k, at := range s.pending {
-		if now.Sub(at) > s.o.IdleRelease {
-			delete(s.pending, k)
-			continue
-		}
-		items = append(items, k)
-	}
-	s.mu.Unlock()
-	for _, item := range items {
+	for _, item := range s.fresh(s.pending, now) {
 		c, cancel := context.WithTimeout(ctx, storeTimeout)
 		_, err := s.run(c, scRelease, item[:1], item[2:])
 		cancel()
