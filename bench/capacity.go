@@ -579,17 +579,23 @@ func timingPath(st string) string {
 	return "none"
 }
 
-// replicaProc is one running `prestroid serve`.
-type replicaProc struct {
-	cmd  *exec.Cmd
-	base string
-	dir  string
+// proc is a process the benchmark started and the directory it made for
+// it; stop kills it and removes the directory.
+type proc struct {
+	cmd *exec.Cmd
+	dir string
 }
 
-func (r *replicaProc) stop() {
-	r.cmd.Process.Kill()
-	r.cmd.Wait()
-	os.RemoveAll(r.dir)
+func (p *proc) stop() {
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	os.RemoveAll(p.dir)
+}
+
+// replicaProc is one running `prestroid serve`.
+type replicaProc struct {
+	proc
+	base string
 }
 
 // startReplica runs o.Bin with the configuration body in front of
@@ -624,7 +630,7 @@ routing:
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	r := &replicaProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir}
+	r := &replicaProc{proc: proc{cmd: cmd, dir: dir}, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(r.base + "/metrics")
@@ -650,17 +656,11 @@ func FreeTCPPort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// redisProc is a redis-server started for the benchmark (persistence off).
+// redisProc is a redis-server started for the benchmark (persistence
+// off): a process with its directory, as a replica is.
 type redisProc struct {
-	cmd  *exec.Cmd
+	proc
 	addr string
-	dir  string
-}
-
-func (r *redisProc) stop() {
-	r.cmd.Process.Kill()
-	r.cmd.Wait()
-	os.RemoveAll(r.dir)
 }
 
 func startRedisServer(bin string) (*redisProc, error) {
@@ -678,7 +678,7 @@ func startRedisServer(bin string) (*redisProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", bin, err)
 	}
-	r := &redisProc{cmd: cmd, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+	r := &redisProc{proc: proc{cmd: cmd, dir: dir}, addr: "127.0.0.1:" + strconv.Itoa(port)}
 	c := redis.NewClient(&redis.Options{Addr: r.addr})
 	defer c.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; {
