@@ -105,6 +105,11 @@ func capacityPhases(rounds int, redisURL string) []capPhase {
 		{name: "redis_history", redis: true, config: "estimator:\n  explain: always\n" + noCache + fmt.Sprintf(hist, ", redis: "+redisURL),
 			passes: []capPass{{rounds: 1, feature: capacity.FeatureHistoryFirst, want: "explain"}, {rounds: 2},
 				{rounds: rounds, feature: capacity.FeatureHistoryRepeat, want: "history"}}},
+		// A first sight the text stage answers, with the history in Redis
+		// (its reads before the plan; background EXPLAINs held off by the
+		// ceiling, learnReason still reads).
+		{name: "redis_history_text", redis: true, config: "estimator:\n  explain: never\n  explain_rate: 0.0001\n  explain_burst: 1\n" + noCache + fmt.Sprintf(hist, ", redis: "+redisURL),
+			passes: []capPass{{rounds: 1, feature: capacity.FeatureHistoryText, want: "text", base: capacity.PathText}}},
 		{name: "redis_all", redis: true, idle: 10 * time.Second,
 			config: "estimator:\n  explain: always\n" + noCache + fmt.Sprintf(hist, ", redis: "+redisURL) +
 				"admission:\n  max_queries: 1000\n  user_max_queries: 100\n  group_max_queries: 500\n  max_cpu_seconds: 100000\n  user_rate: 10000\n  group_rate: 100000\n  redis: " + redisURL + "\n",

@@ -72,12 +72,19 @@ type HistoryStoreStats struct {
 	Errors, Dropped uint64
 	// Down is true while the store is treated as unreachable.
 	Down bool
+	// HandoffsLeft, Taken and Missed count the queries whose learning
+	// record this replica left for the replica that sees their last page,
+	// took from another replica (and learned from), and looked for in vain.
+	HandoffsLeft, HandoffsTaken, HandoffsMissed uint64
 }
 
-// CacheStats are one named cache's counters.
+// CacheStats are one named cache's counters and size.
 type CacheStats struct {
 	Name                    string // e.g. "estimate", "predicate"
 	Hits, Misses, Evictions uint64
+	// Entries and Bytes are what the cache holds now; Bytes is about
+	// what they take in memory (each cache says how it counts).
+	Entries, Bytes int64
 }
 
 // QError is max(pred/actual, actual/pred) of a predicted and an actual

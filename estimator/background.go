@@ -23,8 +23,13 @@ import (
 // feedback record (Settle's Background.Plan).
 
 // maxPending bounds the background results kept for the queries that have
-// not completed yet (each may hold a plan); past it no background EXPLAIN
-// starts (counted as skipped).
+// not completed yet (each may hold a plan). Past it the finished result
+// that has waited longest is dropped (its query, if it ever completes
+// here, learns without the model's number); only while every entry is
+// still running does no background EXPLAIN start (counted as skipped).
+// Behind a load balancer about half of a replica's results wait for a
+// query whose last page another replica sees: refusing new ones once
+// 1,024 had piled up stopped the replica's learning for up to an hour.
 const maxPending = 1024
 
 // pendingTTL is how long a finished background result waits for its
@@ -77,7 +82,16 @@ func (p *pendingSet) add() (string, *pendingEntry) {
 			}
 		}
 		if len(p.m) >= maxPending {
-			return "", nil
+			oldest, at := "", now
+			for k, e := range p.m {
+				if !e.at.IsZero() && e.at.Before(at) {
+					oldest, at = k, e.at
+				}
+			}
+			if oldest == "" {
+				return "", nil // every entry is still running
+			}
+			delete(p.m, oldest)
 		}
 	}
 	tok := p.prefix + strconv.FormatUint(p.seq.Add(1), 36)
@@ -108,6 +122,13 @@ func (p *pendingSet) has(tok string) bool {
 	_, ok := p.m[tok]
 	return ok
 }
+
+// DropPlans makes background results keep no plan (Background.Plan nil)
+// when drop is true: set it when no sink records plans (no feedback log).
+// A result waits up to pendingTTL (an hour) for its query's outcome, and
+// the outcome of a query whose last page passed through another replica
+// never comes here, so a plan kept for nobody is held that long.
+func (s *Service) DropPlans(drop bool) { s.dropPlans.Store(drop) }
 
 // BackgroundStats count the background EXPLAINs: run to the end (Done),
 // failed (EXPLAIN or model), and Skipped (no EXPLAIN slot free, or too
@@ -157,8 +178,8 @@ func (s *Service) stopBackground() {
 // the same statement in the same session (key) is being explained in the
 // background for another user (counted as skipped_known), nor over the
 // planner's ceiling (skipped_ceiling).
-func (s *Service) explainBehind(m *bundle.Model, planners []string, engine dialect.Engine, sql string, h http.Header, kind plan.StatementKind, key string, b *Basis) {
-	reason := s.learnReason(b)
+func (s *Service) explainBehind(m *bundle.Model, planners []string, engine dialect.Engine, sql string, h http.Header, kind plan.StatementKind, key string, b *Basis, v *reads) {
+	reason := s.learnReason(v, b)
 	if reason == reasonSkippedKnown {
 		s.count(reasonSkippedKnown)
 		return
@@ -240,7 +261,10 @@ func (s *Service) runBehind(m *bundle.Model, planner string, engine dialect.Engi
 		r.Err = err
 		return r
 	}
-	r.Plan, r.Explain = res.PlanJSON, res.Wall
+	r.Explain = res.Wall
+	if !s.dropPlans.Load() {
+		r.Plan = res.PlanJSON
+	}
 	if c, err := plan.OptimizerCost(engine, res.PlanJSON); err == nil {
 		r.lnCost = math.Log1p(c)
 	}

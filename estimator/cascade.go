@@ -97,6 +97,9 @@ type request struct {
 	b     *Basis
 	basis Basis
 	exact runs
+	// reads are the statement's history reads, batched (reads.go): set
+	// with b.
+	reads *reads
 	// m is the model, held until the cascade ends (cacheStage): nil when
 	// the scoreHook stands in for it (tests), or with merr saying why.
 	// merr is also the model's failure on the plan (modelStage).
@@ -371,7 +374,8 @@ const (
 	keyText      = "g:text"
 	keyOptimizer = "g:optimizer" // (ln(1+cpuCost), ln CPU); PrestoDB's: (ln(1+Σ rows), ln CPU) (planCost)
 	keySize      = "g:size"      // (ln(1+rows) of the largest named table, ln CPU): the size line (sizeLine)
-	keyRepeat    = "g:repeat"    // a repeat's (ln actual − the statement's mean before it), scaled (repeats.go)
+	keyRepeat    = "g:repeat"    // a repeat's |ln actual − the statement's corrected mean before it|, scaled (repeats.go)
+	keyCold      = "g:cold"      // a statement's second run's ln CPU − its first's: the first run's drift (repeats.go)
 )
 
 // HistoryKeys are the history keys of sql run in the session h: the exact
@@ -448,8 +452,8 @@ func (e *UnplacedError) Error() string {
 func (e *UnplacedError) Unwrap() error { return e.Err }
 
 // modelOffset is offset for the plan model's estimates of b's shape.
-func (s *Service) modelOffset(b *Basis, sigma0 float64) (off, sigma float64, shaped bool) {
-	return s.offset(globalKey(keyModel, b.Engine), b.residualKeys(keyResidual, keyFamRes, estimate.TargetCPU), sigma0)
+func (s *Service) modelOffset(v *reads, b *Basis, sigma0 float64) (off, sigma float64, shaped bool) {
+	return s.offset(v, globalKey(keyModel, b.Engine), b.residualKeys(keyResidual, keyFamRes, estimate.TargetCPU), sigma0)
 }
 
 // shapeKey is the history key of a shape (its keyShape key) under
@@ -485,35 +489,70 @@ type residualKeys struct{ shape, family string }
 // of each around it (prior: sigma0); shaped reports whether the shape or
 // its family had residuals. The family is a fallback, not a level the
 // shape is shrunk toward: a shape's own runs are also its family's, and
-// would count twice.
-func (s *Service) offset(global string, local residualKeys, sigma0 float64) (off, sigma float64, shaped bool) {
+// would count twice. It reads the history through v.
+//
+// Each level's sigma is the spread of the residuals around the offset it
+// applies (pooledSpread), not around their own mean: an offset held at 0
+// or shrunk toward the level above leaves the residuals' mean partly
+// uncorrected, and the served interval must cover that too. At a shape's
+// level after one run (Shrink 1), with shapes spread around the global
+// offset as much as runs around their shape's (each half of the global
+// spread σ²), the next run's residual is off the shrunk offset by ¾σ² in
+// expectation; the spread around the shape's mean alone gave ½σ², the
+// pooled spread ½σ² plus a quarter of the squared distance between the
+// shape's residual and the global offset, ¾σ² on average.
+func (s *Service) offset(v *reads, global string, local residualKeys, sigma0 float64) (off, sigma float64, shaped bool) {
 	k := s.opts.Cascade.Shrink
 	sigma2 := sigma0 * sigma0
-	if g, ok := s.learn.get(global); ok {
+	if g, ok := v.get(global); ok {
 		n := float64(g.Count)
-		sigma2 = (n*max(g.Var, 0) + k*sigma2) / (n + k)
+		spread2 := (n*max(g.Var, 0) + k*sigma2) / (n + k)
 		// The global offset corrects every new shape, so it applies only
 		// once it stands out of its own noise: its mean beyond two
-		// standard errors (the spread shrunk toward sigma0, over √n). A
-		// model trained on this cluster then stays the plain model rather
-		// than following the residuals' noise; a real offset of another
-		// machine passes at once.
-		if math.Abs(g.Mean) > 2*math.Sqrt(sigma2/n) {
+		// standard errors (the spread shrunk toward sigma0, times the
+		// variance factor of the recency-weighted mean: 1/n for a plain
+		// mean, globalAlpha). A model trained on this cluster then stays
+		// the plain model rather than following the residuals' noise; a
+		// real offset of another machine passes at once.
+		if math.Abs(g.Mean) > 2*math.Sqrt(spread2*meanVariance(g.Count, globalAlpha(s.opts.Cascade.Alpha))) {
 			off = n * g.Mean / (n + k)
 		}
+		sigma2 = pooledSpread(n, g.Mean, g.Var, k, 0, sigma2, off)
 	}
-	r, ok := s.learn.get(local.shape)
+	r, ok := v.get(local.shape)
 	if !ok && local.family != "" {
-		r, ok = s.learn.get(local.family)
+		r, ok = v.get(local.family)
 	}
 	if ok {
 		n := float64(r.Count)
-		off = (n*r.Mean + k*off) / (n + k)
-		sigma2 = (n*r.Var + k*sigma2) / (n + k)
-		shaped = true
+		o := (n*r.Mean + k*off) / (n + k)
+		sigma2 = pooledSpread(n, r.Mean, r.Var, k, off, sigma2, o)
+		off, shaped = o, true
 	}
 	return off, math.Sqrt(sigma2), shaped
 }
+
+// pooledSpread is the mean square around off of n residuals (mean m,
+// variance v) pooled with k pseudo-residuals of the prior (mean pm,
+// variance pv): each group's variance plus its mean's squared distance
+// from off, weighted by its count. With off their pooled mean (the shrunk
+// offset) it is the variance of the pooled sample; with off held at 0
+// while the residuals' mean is not, it grows by that mean's square.
+func pooledSpread(n, m, v, k, pm, pv, off float64) float64 {
+	if n+k <= 0 {
+		return pv
+	}
+	return (n*(max(v, 0)+(m-off)*(m-off)) + k*(pv+(pm-off)*(pm-off))) / (n + k)
+}
+
+// globalAlpha is the recency weight of the global offsets (keyModel,
+// keyText): like the optimizer calibration and the repeats they describe
+// the deployment, not one statement, and are fed by every statement
+// (slowAlpha). At the history's own alpha the global offset and its
+// spread would rest on the last ~9 statements explained, whichever scale
+// they ran at, and every new shape's number and interval would move with
+// their luck.
+func globalAlpha(alpha float64) float64 { return slowAlpha(alpha) }
 
 // Observe learns from a completed query: for each target whose actual
 // value a is known (the CPU time always; peak memory and elapsed time
@@ -611,6 +650,9 @@ type learner struct {
 	// replica's, within floorTTL).
 	floor    [numTargets]atomic.Pointer[cachedFloor]
 	floorGen atomic.Uint64
+	// direct makes a statement's reads one store call each, unbatched,
+	// as before reads.go (tests compare both).
+	direct bool
 }
 
 func newLearner(st history.Store, o CascadeOptions, log *slog.Logger) *learner {
@@ -623,6 +665,21 @@ func newLearner(st history.Store, o CascadeOptions, log *slog.Logger) *learner {
 }
 
 func (l *learner) get(key string) (history.Stats, bool) { return l.store.Get(key) }
+
+// drifts are the targets' first-run drifts as the learner's writes see
+// them (coldDrift), read from the store in one call (a batch's writes
+// move them; the next batch reads them again).
+func (l *learner) drifts() (d [numTargets]float64) {
+	var keys [numTargets]string
+	for _, t := range estimate.Targets {
+		keys[t] = targetKey(keyCold, t)
+	}
+	st, ok := history.GetMany(l.store, keys[:]...)
+	for _, t := range estimate.Targets {
+		d[t] = coldDrift(st[t], ok[t], max(l.opts.Shrink, 1), l.opts.Alpha, l.opts.RepeatSigma)
+	}
+	return d
+}
 
 func (l *learner) enqueue(o observation) {
 	l.mu.RLock()
@@ -667,7 +724,8 @@ func (l *learner) write(batch []observation) {
 	// twice in one batch).
 	exact := map[string]history.Stats{}
 	repeats := false
-	var n uint64 // observations in the batch
+	var drifts *[numTargets]float64 // the first-run drifts, read at the batch's first repeat
+	var n uint64                    // observations in the batch
 	for _, o := range batch {
 		if o.flush != nil {
 			flushes = append(flushes, o.flush)
@@ -676,6 +734,10 @@ func (l *learner) write(batch []observation) {
 		b, at := o.b, o.at
 		add := func(key string, v float64) {
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(v, a, at) }})
+		}
+		addGlobal := func(key string, v float64) {
+			ga := globalAlpha(a)
+			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(v, ga, at) }})
 		}
 		var stored *runs // the statement's history per target, read once (one MGET on Redis)
 		for _, t := range estimate.Targets {
@@ -694,9 +756,17 @@ func (l *learner) write(batch []observation) {
 					st = stored[t]
 				}
 				if st.Count > 0 {
-					z := repeatError(st, y, a)
+					if drifts == nil {
+						d := l.drifts()
+						drifts = &d
+					}
+					z := repeatError(st, y, a, drifts[t])
 					ra := slowAlpha(a)
 					ups = append(ups, history.Update{Key: targetKey(keyRepeat, t), Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(z, ra, at) }})
+					if st.Count == 1 { // the statement's second run: what its first cost beyond it
+						d := y - st.Mean
+						ups = append(ups, history.Update{Key: targetKey(keyCold, t), Apply: func(s history.Stats, _ bool) history.Stats { return s.Add(d, ra, at) }})
+					}
 					repeats = true
 				}
 				exact[xk] = st.Add(y, a, at)
@@ -712,14 +782,14 @@ func (l *learner) write(batch []observation) {
 				if fam {
 					add(targetKey(familyKey(keyFamRes, b.Family), t), y-lm)
 				}
-				add(targetKey(globalKey(keyModel, b.Engine), t), y-lm)
+				addGlobal(targetKey(globalKey(keyModel, b.Engine), t), y-lm)
 			}
 			if lt := b.lnText(t); !math.IsNaN(lt) {
 				add(targetKey(shapeKey(keyTextRes, b.Shape), t), y-lt)
 				if fam {
 					add(targetKey(familyKey(keyFamText, b.Family), t), y-lt)
 				}
-				add(targetKey(globalKey(keyText, b.Engine), t), y-lt)
+				addGlobal(targetKey(globalKey(keyText, b.Engine), t), y-lt)
 			}
 		}
 		if y := o.y[estimate.TargetCPU]; !math.IsNaN(b.LnCost) {

@@ -66,13 +66,13 @@ func (s *Service) ceiling(planner string) *rate.Limiter {
 // above LearnMaxSpread; every shape without the rule or without a
 // history), reasonDrift for a well-known shape drawn for the drift sample,
 // reasonSkippedKnown otherwise. It reads the shape's CPU residual (one
-// history read).
-func (s *Service) learnReason(b *Basis) explainReason {
+// history read, through v).
+func (s *Service) learnReason(v *reads, b *Basis) explainReason {
 	co := &s.opts.Cascade
 	if co.LearnMinRuns <= 0 || b == nil || s.learn == nil || b.Shape == "" {
 		return reasonLearn
 	}
-	st, ok := s.learn.get(shapeKey(keyResidual, b.Shape))
+	st, ok := v.get(shapeKey(keyResidual, b.Shape))
 	if !ok || st.Count < uint64(co.LearnMinRuns) {
 		return reasonLearn
 	}

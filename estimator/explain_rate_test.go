@@ -115,7 +115,7 @@ func TestBackgroundExplainsOnlyWhatTeaches(t *testing.T) {
 		for i := range n {
 			bi := *b // another statement of the shape
 			bi.Exact = b.Exact + strconv.Itoa(i)
-			if s.learnReason(&bi) == reasonDrift {
+			if s.learnReason(s.reads(), &bi) == reasonDrift {
 				drift++
 			}
 		}
@@ -123,7 +123,7 @@ func TestBackgroundExplainsOnlyWhatTeaches(t *testing.T) {
 		for i := range 200 {
 			bi := *b
 			bi.Exact = b.Exact + strconv.Itoa(i)
-			if first := s.learnReason(&bi); s.learnReason(&bi) != first {
+			if first := s.learnReason(s.reads(), &bi); s.learnReason(s.reads(), &bi) != first {
 				t.Fatalf("statement %d: a repeat drew otherwise than its first run (%v)", i, first)
 			}
 		}

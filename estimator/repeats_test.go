@@ -116,7 +116,7 @@ func TestRepeatsTeachTheRunToRunNoise(t *testing.T) {
 					t.Fatal(err)
 				}
 				if e == nil {
-					e = s.standIn(r.kind, r.b, r.exact)
+					e = s.standIn(r.reads, r.kind, r.b, r.exact)
 				}
 				lo, hi := e.CPUSeconds*math.Exp(-1.2816*e.Sigma), e.CPUSeconds*math.Exp(1.2816*e.Sigma)
 				if y := run(x); lo <= y && y <= hi {
@@ -153,9 +153,16 @@ func TestRepeatErrorIsTheHistorysPredictionError(t *testing.T) {
 		t.Fatalf("a first run taught the noise: %+v", g)
 	}
 	observe(s, q, math.E) // mean before: ln 1 = 0; one run: scaled by 1/√2
-	observe(s, q, 1)      // two runs in a batch of its own: mean before 1/2, scaled by 1/√1.5
+	// The second run taught the first-run drift (ln e − ln 1 = 1, past two
+	// standard errors of the prior's √2·0.25, shrunk by half): the third
+	// run, in a batch of its own, is against the runs' mean 1/2 plus half
+	// (the first run's share) of the drift 1/2, scaled by 1/√1.5.
+	if d := s.firstRunDrift(nil, estimate.TargetCPU); math.Abs(d-0.5) > 1e-12 {
+		t.Fatalf("first-run drift %.4g after one repeat 1 above its first run; want 0.5", d)
+	}
+	observe(s, q, 1)
 	g, _ := s.learn.get(keyRepeat)
-	z1, z2 := 1/math.Sqrt2, -0.5/math.Sqrt(1.5)
+	z1, z2 := 1/math.Sqrt2, -0.75/math.Sqrt(1.5)
 	if ms := g.Mean*g.Mean + g.Var; g.Count != 2 || math.Abs(ms-(z1*z1+z2*z2)/2) > 1e-12 {
 		t.Fatalf("repeats %+v: mean square %.6g, want %.6g", g, ms, (z1*z1+z2*z2)/2)
 	}
@@ -286,5 +293,48 @@ func TestSecondRunIsServedNearTheFirst(t *testing.T) {
 	if other.Source != estimate.SourceModelResidual || other.CPUSeconds < actual || other.CPUSeconds > plain.CPUSeconds {
 		t.Fatalf("other literals: %s %.3g s; want model+residual between the shape's %.3g s and the plain model's %.3g s",
 			other.Source, other.CPUSeconds, actual, plain.CPUSeconds)
+	}
+}
+
+// A deployment whose statements' first runs cost 1.4x their later ones
+// (new literals compile new code; data read cold): the repeats teach the
+// first-run drift, and a statement that ran once is predicted at its warm
+// cost, its 80% interval holding the next runs, rather than at its first
+// run's (the history's interval would then be centred 1.4x high).
+func TestFirstRunDriftCentresTheNextRun(t *testing.T) {
+	srv := httptest.NewServer(&fakePlanner{})
+	defer srv.Close()
+	co := defaults
+	co.MinCount = 1 // the history stage answers from one run
+	s := newCascade(t, co, nil)
+	const cold = 1.4
+	in, all := 0, 0
+	var last float64
+	for i := range 60 {
+		q := fmt.Sprintf("SELECT * FROM orders WHERE o_orderkey = %d", i)
+		warm := 1 + float64(i%7)
+		noise := math.Exp(0.15 * float64(i%3-1)) // the second run's own noise: ×0.86, 1, 1.16
+		observe(s, q, cold*warm)
+		e := estimateSQL(t, s, []string{srv.URL}, q)
+		if e.Source != estimate.SourceHistory {
+			t.Fatalf("statement %d: source %s, want history", i, e.Source)
+		}
+		last = e.CPUSeconds / warm
+		if i >= 20 {
+			if lo, hi := e.Interval(); lo <= warm*noise && warm*noise <= hi {
+				in++
+			}
+			all++
+		}
+		observe(s, q, warm*noise)
+	}
+	if math.Abs(math.Log(last)) > math.Log(1.1) {
+		t.Fatalf("a statement run once is predicted at %.3gx its warm cost; want within 1.1x (its first run: %gx)", last, cold)
+	}
+	if cov := float64(in) / float64(all); cov < 0.75 {
+		t.Fatalf("the next runs inside the 80%% interval: %d of %d; want at least 75%%", in, all)
+	}
+	if d := s.firstRunDrift(nil, estimate.TargetCPU); math.Abs(d+math.Log(cold)) > 0.05 {
+		t.Fatalf("first-run drift %.3f; want about −ln %g = %.3f", d, cold, -math.Log(cold))
 	}
 }

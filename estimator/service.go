@@ -77,12 +77,14 @@ type ServiceOptions struct {
 // infer (micro-batched). It is safe for concurrent use; the model can be
 // swapped while it serves (Swap, WatchBundle).
 type Service struct {
-	opts   ServiceOptions
-	model  atomic.Pointer[bundle.Model]
-	b      *batcher
-	log    *slog.Logger
-	learn  *learner // nil without History
-	closed atomic.Bool
+	opts ServiceOptions
+	// dropPlans: background results keep no plan (DropPlans).
+	dropPlans atomic.Bool
+	model     atomic.Pointer[bundle.Model]
+	b         *batcher
+	log       *slog.Logger
+	learn     *learner // nil without History
+	closed    atomic.Bool
 	// inflight counts the EXPLAINs running per planner URL (*atomic.Int64).
 	inflight sync.Map
 	// scoreHook, when set (tests only), stands in for the model: the raw
@@ -105,6 +107,8 @@ type Service struct {
 	bgMu                        sync.Mutex // bgClosed and bgWG.Add
 	bgClosed                    bool
 	bgWG                        sync.WaitGroup
+	handoffs                    struct{ left, taken, missed atomic.Uint64 }
+	leaving                     sync.Map // query id -> chan struct{} closed once its Leave has been written (Forget waits for it)
 	bgDone, bgFailed, bgSkipped atomic.Uint64
 	// bgKeys holds the estimate cache keys whose background EXPLAIN is
 	// running (another user's repeat meanwhile starts none).

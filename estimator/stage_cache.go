@@ -40,6 +40,6 @@ func (cacheStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	if s.opts.PlanCache != nil {
 		e.Plan, _ = s.opts.PlanCache.Get(r.key)
 	}
-	s.correct(&e, r.b, s.modelPrior(r.manifest(), r.engine))
+	s.correct(r.reads, &e, r.b, s.modelPrior(r.manifest(), r.engine))
 	return &e, nil
 }

@@ -33,7 +33,7 @@ func TestCacheStage(t *testing.T) {
 		s := NewService(nil, ServiceOptions{Workers: 1, History: history.NewMemory(10), Cache: failCache{t}})
 		defer s.Close()
 		r := newRequest(nil, q)
-		r.b = &r.basis
+		r.b, r.reads = &r.basis, s.reads()
 		if e, err := (cacheStage{}).run(s, r); e != nil || err != nil || !errors.Is(r.merr, ErrNoModel) || r.m != nil || r.key != "" {
 			t.Fatalf("got %+v %v, merr %v; want a pass with the model's error kept", e, err, r.merr)
 		}

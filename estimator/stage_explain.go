@@ -29,7 +29,7 @@ func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		if ceiling {
 			s.count(reasonSkippedCeiling)
 		}
-		if e := s.busyEstimate(r.kind, r.b, r.engine, r.cacheFP(s), r.h); e != nil {
+		if e := s.busyEstimate(r.reads, r.kind, r.b, r.engine, r.cacheFP(s), r.h); e != nil {
 			return e, nil
 		}
 		if r.text != nil { // straddles a class bound, but better than failing open

@@ -17,7 +17,7 @@ func TestExplainStage(t *testing.T) {
 		defer srv.Close()
 		s := newCascade(t, defaults, nil)
 		r := newRequest([]string{srv.URL}, q)
-		r.b = &r.basis
+		r.b, r.reads = &r.basis, s.reads()
 		r.basis.LnCost = math.NaN()
 		e, err := explainStage{}.run(s, r)
 		if e != nil || err != nil || r.planner != srv.URL || r.res == nil || len(r.res.PlanJSON) == 0 || f.explains.Load() != 1 {

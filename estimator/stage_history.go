@@ -3,8 +3,10 @@ package estimator
 import (
 	"math"
 	"net/http"
+	"time"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/history"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/internal/dialect"
 )
@@ -29,12 +31,17 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	r.b = &r.basis
 	r.b.Exact, r.b.Shape, r.b.Family = historyKeys(r.sql, r.engine, r.fingerprint(), r.h)
 	r.b.Engine = r.engine
-	r.exact = s.learn.readRuns(r.b.Exact)
+	// One store call: the statement's runs, and the run-to-run noise
+	// historyEstimate needs when its cached floor is stale.
+	r.reads = s.reads()
+	r.reads.pending = s.learn.staleFloors(time.Now())
+	r.exact = r.reads.runs(r.b.Exact)
 	if x := r.exact[estimate.TargetCPU]; x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
-		e := s.historyEstimate(r.kind, r.b, r.exact, 0)
+		e := s.historyEstimate(r.reads, r.kind, r.b, r.exact, true, 0)
 		s.cachedPlan(e, r.engine, r.cacheFP(s), r.h)
 		return e, nil
 	}
+	s.planAfterHistory(r)
 	return nil, nil
 }
 
@@ -42,14 +49,16 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 // Count > 0): per target it holds, its mean, with the σ of its next run
 // about it (runNoise: its spread shrunk toward the target's learned
 // run-to-run noise, at least that noise, plus the mean's own
-// uncertainty), at least atLeast.
-func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, rs runs, atLeast float64) *estimate.Estimate {
+// uncertainty), at least atLeast. own says rs are the statement's own
+// runs, whose mean is corrected by its first run's share (runsMean); a
+// shape's or family's runs are each statement's first as often as not.
+func (s *Service) historyEstimate(v *reads, kind plan.StatementKind, b *Basis, rs runs, own bool, atLeast float64) *estimate.Estimate {
 	b.Source = estimate.SourceHistory
 	e := &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory}
 	for _, t := range estimate.Targets {
 		if st := rs[t]; st.Count > 0 {
-			u, r := s.runNoise(t, st, 0)
-			e.Set(t, estimate.Quantity{Median: math.Exp(st.Mean), Sigma: max(math.Sqrt(u+r), atLeast)})
+			u, r := s.runNoise(v, t, st, 0)
+			e.Set(t, estimate.Quantity{Median: math.Exp(s.ownMean(v, t, st, own)), Sigma: max(math.Sqrt(u+r), atLeast)})
 		}
 	}
 	return e
@@ -65,7 +74,7 @@ func (s *Service) historyEstimate(kind plan.StatementKind, b *Basis, rs runs, at
 // run-to-run noise predicts of the next run (runNoise) and, for other
 // literals (which may cost more), at least the shape's spread shrunk
 // toward ModelSigma by Shrink observations.
-func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact runs) *estimate.Estimate {
+func (s *Service) standIn(v *reads, kind plan.StatementKind, b *Basis, exact runs) *estimate.Estimate {
 	if b == nil {
 		return nil
 	}
@@ -76,7 +85,7 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact runs) *estima
 	// Parquet); other literals may cost more: the model's prior.
 	rs, prior := exact, 0.0
 	if rs[estimate.TargetCPU].Count == 0 {
-		rs, prior = s.learn.readRuns(b.Shape), co.ModelSigma
+		rs, prior = v.runs(b.Shape), co.ModelSigma
 		if rs[estimate.TargetCPU].Count == 0 {
 			return nil
 		}
@@ -84,8 +93,8 @@ func (s *Service) standIn(kind plan.StatementKind, b *Basis, exact runs) *estima
 	e := &estimate.Estimate{Estimated: true, Statement: kind.String(), Source: estimate.SourceHistory}
 	for _, t := range estimate.Targets {
 		if st := rs[t]; st.Count > 0 {
-			u, r := s.runNoise(t, st, prior)
-			e.Set(t, estimate.Quantity{Median: math.Exp(st.Mean), Sigma: math.Sqrt(u + r)})
+			u, r := s.runNoise(v, t, st, prior)
+			e.Set(t, estimate.Quantity{Median: math.Exp(s.ownMean(v, t, st, prior == 0)), Sigma: math.Sqrt(u + r)})
 		}
 	}
 	return e
@@ -110,7 +119,7 @@ func (s *Service) cachedPlan(e *estimate.Estimate, engine dialect.Engine, fp str
 // history, however short, else its shape's, with at least the model's
 // uncertainty (other literals may cost more) and its CPU time's spread;
 // nil when there is neither.
-func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, engine dialect.Engine, fp string, h http.Header) *estimate.Estimate {
+func (s *Service) busyEstimate(v *reads, kind plan.StatementKind, b *Basis, engine dialect.Engine, fp string, h http.Header) *estimate.Estimate {
 	if b == nil {
 		return nil
 	}
@@ -118,12 +127,22 @@ func (s *Service) busyEstimate(kind plan.StatementKind, b *Basis, engine dialect
 		if k == "" {
 			continue
 		}
-		if rs := s.learn.readRuns(k); rs[estimate.TargetCPU].Count > 0 {
-			e := s.historyEstimate(kind, b, rs, math.Max(rs[estimate.TargetCPU].Spread(), s.opts.Cascade.ModelSigma))
+		if rs := v.runs(k); rs[estimate.TargetCPU].Count > 0 {
+			e := s.historyEstimate(v, kind, b, rs, k == b.Exact, math.Max(rs[estimate.TargetCPU].Spread(), s.opts.Cascade.ModelSigma))
 			e.ExplainSkipped = true
 			s.cachedPlan(e, engine, fp, h)
 			return e
 		}
 	}
 	return nil
+}
+
+// ownMean is what runs st of target t predict of the next run's log: for
+// the statement's own runs (own), their mean corrected by the first run's
+// share (runsMean); else their mean.
+func (s *Service) ownMean(v *reads, t estimate.Target, st history.Stats, own bool) float64 {
+	if !own {
+		return st.Mean
+	}
+	return runsMean(st, s.opts.Cascade.Alpha, s.firstRunDrift(v, t))
 }

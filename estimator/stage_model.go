@@ -40,11 +40,11 @@ func (modelStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		}
 	}
 	e.Plan = r.res.PlanJSON
-	s.correct(e, r.b, s.modelPrior(r.manifest(), r.engine))
+	s.correct(r.reads, e, r.b, s.modelPrior(r.manifest(), r.engine))
 	if !r.textFar {
 		blendTextTargets(e, r.manifest(), r.text)
 	}
-	secs, sd, ok := s.calibrated(r.b)
+	secs, sd, ok := s.calibrated(r.reads, r.b)
 	if ok {
 		e.OptimizerCPUSeconds = secs
 		blendOptimizer(e, secs, sd)
@@ -170,20 +170,20 @@ func blend(e *estimate.Estimate, secs, sd float64) {
 // offset (shrunk toward 0), then the shape's residual (shrunk toward the
 // global offset), with the uncertainty of each; per target the model
 // predicts (correctTargets).
-func (s *Service) correct(e *estimate.Estimate, b *Basis, sigma0 float64) {
+func (s *Service) correct(v *reads, e *estimate.Estimate, b *Basis, sigma0 float64) {
 	e.ModelCPUSeconds, e.Source = e.CPUSeconds, estimate.SourceModel
 	e.Sigma = sigma0
 	if b == nil {
 		return
 	}
 	b.Source = estimate.SourceModel
-	s.correctTargets(e, b, keyModel, keyResidual, keyFamRes, &b.ModelBy, false)
+	s.correctTargets(v, e, b, keyModel, keyResidual, keyFamRes, &b.ModelBy, false)
 	if !(e.CPUSeconds > 0) {
 		return
 	}
 	lnRaw := math.Log(e.CPUSeconds)
 	b.LnModel = lnRaw
-	off, sigma, shaped := s.modelOffset(b, sigma0)
+	off, sigma, shaped := s.modelOffset(v, b, sigma0)
 	if shaped {
 		e.Source = estimate.SourceModelResidual
 	}

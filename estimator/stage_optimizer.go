@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/history"
 )
 
 // optimizerStage is the cascade's last: with the model missing or failed
@@ -15,7 +16,7 @@ import (
 type optimizerStage struct{}
 
 func (optimizerStage) run(s *Service, r *request) (*estimate.Estimate, error) {
-	if e := s.optimizerEstimate(r.b); e != nil {
+	if e := s.optimizerEstimate(r.reads, r.b); e != nil {
 		r.explained(e).Plan = r.res.PlanJSON
 		return e, nil
 	}
@@ -31,8 +32,8 @@ func (optimizerStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 // of its engine (Trino's cpuCost; PrestoDB's row count estimates, which
 // is all its plans give: planCost); nil while it is not fitted (or there
 // is no plan cost).
-func (s *Service) optimizerEstimate(b *Basis) *estimate.Estimate {
-	secs, sd, ok := s.calibrated(b)
+func (s *Service) optimizerEstimate(v *reads, b *Basis) *estimate.Estimate {
+	secs, sd, ok := s.calibrated(v, b)
 	if !ok {
 		return nil
 	}
@@ -44,17 +45,38 @@ func (s *Service) optimizerEstimate(b *Basis) *estimate.Estimate {
 // calibrated maps the plan cost in b to CPU seconds with the optimizer
 // calibration and gives the fit's residual spread; ok is false while the
 // calibration is not fitted (or there is no plan cost).
-func (s *Service) calibrated(b *Basis) (secs, sd float64, ok bool) {
+func (s *Service) calibrated(v *reads, b *Basis) (secs, sd float64, ok bool) {
 	if b == nil || math.IsNaN(b.LnCost) {
 		return 0, 0, false
 	}
-	c, ok := s.learn.get(globalKey(keyOptimizer, b.Engine))
+	c, ok := v.get(globalKey(keyOptimizer, b.Engine))
 	if !ok || c.Count < uint64(s.opts.Cascade.MinCalibration) {
 		return 0, 0, false
 	}
-	a, slope, sd, ok := c.Line()
+	ln, sd, ok := linePrediction(c, b.LnCost, s.opts.Cascade.Alpha)
 	if !ok {
 		return 0, 0, false
 	}
-	return math.Exp(a + slope*b.LnCost), sd, true
+	return math.Exp(ln), sd, true
+}
+
+// linePrediction is what the least-squares line of the statistics c
+// (history.Stats.Line, fitted with recency weight slowAlpha(alpha))
+// predicts at x, with the standard deviation of a new point there: not
+// the line's residual spread alone, which is the spread of the points it
+// was fitted on around it, but the prediction error of a least-squares
+// line, s²·(1 + 1/n + (x − x̄)²/(n·Var x)) with s² the residual variance
+// unbiased by n/(n−2) and n the fit's effective count (meanVariance).
+// A young fit, or a statement far from the costs or sizes it was fitted
+// on, is then weighed as what it is: a line through a few points, and an
+// extrapolation.
+func linePrediction(c history.Stats, x, alpha float64) (y, sd float64, ok bool) {
+	a, slope, spread, ok := c.Line()
+	if !ok {
+		return 0, 0, false
+	}
+	n := 1 / meanVariance(c.Count, slowAlpha(alpha))
+	s2 := spread * spread * n / max(n-2, 1)
+	dx := x - c.MeanX
+	return a + slope*x, math.Sqrt(s2 * (1 + 1/n + dx*dx/(n*c.VarX))), true
 }

@@ -50,3 +50,43 @@ func TestOptimizerStage(t *testing.T) {
 		}
 	})
 }
+
+// The calibration's spread at a plan cost is a new statement's prediction
+// error there, as ordinary least squares gives it: wider than the fitted
+// points' residual spread, the more so for a young fit and for a cost
+// beyond those it was fitted on (an sf10 plan on a line fitted at tiny).
+func TestCalibrationSpreadIsAPredictionError(t *testing.T) {
+	s := newCascade(t, defaults, nil)
+	var xs, ys []float64
+	for i := range 12 {
+		x := 10 + float64(i%4)                        // ln(1+cost) 10–13
+		y := x - 16 + 0.3*float64(1-2*(i%2))*(1+x/20) // ln CPU, ±0.3 around the line
+		xs, ys = append(xs, x), append(ys, y)
+		s.Observe(&Basis{Exact: "x:cal", Shape: "s:cal", LnModel: math.NaN(), LnText: math.NaN(), LnCost: x}, estimate.Actual{CPUSeconds: math.Exp(y)})
+	}
+	s.Flush()
+	// Ordinary least squares on the points themselves.
+	n := float64(len(xs))
+	var mx, my float64
+	for i := range xs {
+		mx, my = mx+xs[i]/n, my+ys[i]/n
+	}
+	var sxx, sxy float64
+	for i := range xs {
+		sxx, sxy = sxx+(xs[i]-mx)*(xs[i]-mx), sxy+(xs[i]-mx)*(ys[i]-my)
+	}
+	slope := sxy / sxx
+	var sse float64
+	for i := range xs {
+		r := ys[i] - (my + slope*(xs[i]-mx))
+		sse += r * r
+	}
+	for _, x := range []float64{11.5, 16} { // inside the fitted costs; 12x beyond the largest
+		secs, sd, ok := s.calibrated(s.reads(), &Basis{LnCost: x})
+		want := math.Sqrt(sse / (n - 2) * (1 + 1/n + (x-mx)*(x-mx)/sxx))
+		if !ok || math.Abs(math.Log(secs)-(my+slope*(x-mx))) > 1e-9 || math.Abs(sd-want) > 1e-9 {
+			t.Fatalf("at ln cost %g: %.4g s, spread %.4f; want %.4g s, spread %.4f (the points' residual spread: %.4f)",
+				x, secs, sd, math.Exp(my+slope*(x-mx)), want, math.Sqrt(sse/n))
+		}
+	}
+}

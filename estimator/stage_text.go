@@ -89,7 +89,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 			if r.b != nil {
 				r.b.LnRows = lnRows
 			}
-			s.correctText(r.text, r.b)
+			s.correctText(r.reads, r.text, r.b)
 		}
 	}
 	// Before the plan: the statement's short history or its shape's
@@ -103,7 +103,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		if sigmaAfter[t] == 0 {
 			v := s.modelPrior(r.manifest(), r.engine)
 			if r.b != nil {
-				_, v, _ = s.offset(targetKey(globalKey(keyModel, r.b.Engine), t), r.b.residualKeys(keyResidual, keyFamRes, t), v)
+				_, v, _ = s.offset(r.reads, targetKey(globalKey(keyModel, r.b.Engine), t), r.b.residualKeys(keyResidual, keyFamRes, t), v)
 			}
 			sigmaAfter[t] = v
 			if v == 0 {
@@ -113,7 +113,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		return sigmaAfter[t]
 	}
 	var pick *estimate.Estimate
-	for _, c := range []*estimate.Estimate{s.standIn(r.kind, r.b, r.exact), r.text} {
+	for _, c := range []*estimate.Estimate{s.standIn(r.reads, r.kind, r.b, r.exact), r.text} {
 		if c == nil {
 			continue
 		}
@@ -130,7 +130,7 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	if r.b != nil {
 		r.b.Source = pick.Source
 	}
-	s.explainBehind(r.m, r.planners, r.engine, r.sql, r.h, r.kind, r.key, r.b)
+	s.explainBehind(r.m, r.planners, r.engine, r.sql, r.h, r.kind, r.key, r.b, r.reads)
 	return pick, nil
 }
 
@@ -337,18 +337,18 @@ func (s *Service) tableStats(sql string, tc featurize.TextContext, h http.Header
 // narrower of the two, not their combined one (the errors are not
 // independent). The same corrections, without the size line, for each
 // target beyond CPU the text model predicts (correctTargets).
-func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
+func (s *Service) correctText(v *reads, e *estimate.Estimate, b *Basis) {
 	if b == nil {
 		return
 	}
-	s.correctTargets(e, b, keyText, keyTextRes, keyFamText, &b.TextBy, true)
+	s.correctTargets(v, e, b, keyText, keyTextRes, keyFamText, &b.TextBy, true)
 	lnRaw, sigma0 := math.Log(e.CPUSeconds), e.Sigma
 	b.LnText = lnRaw
-	off, sigma, shaped := s.offset(globalKey(keyText, b.Engine), b.residualKeys(keyTextRes, keyFamText, estimate.TargetCPU), sigma0)
+	off, sigma, shaped := s.offset(v, globalKey(keyText, b.Engine), b.residualKeys(keyTextRes, keyFamText, estimate.TargetCPU), sigma0)
 	ln := lnRaw + off
 	if !shaped {
 		sigma = max(sigma, sigma0)
-		if ys, ss, ok := s.sizeLine(b); ok {
+		if ys, ss, ok := s.sizeLine(v, b); ok {
 			wt, ws := 1/(sigma*sigma), 1/(ss*ss)
 			ln, sigma = (wt*ln+ws*ys)/(wt+ws), min(sigma, ss)
 		}
@@ -356,25 +356,25 @@ func (s *Service) correctText(e *estimate.Estimate, b *Basis) {
 	e.CPUSeconds, e.Sigma = math.Exp(ln), max(sigma, sigmaFloor)
 }
 
-// sizeLine is the size line's ln CPU seconds for b and the spread of
-// its residuals: the least-squares line of ln CPU over ln(1+rows) of the
+// sizeLine is the size line's ln CPU seconds for b and the spread of a
+// new statement around it (linePrediction): the least-squares line of ln CPU over ln(1+rows) of the
 // largest table each statement named (Basis.LnRows), fitted on this
 // deployment's completed statements of b's engine (as the optimizer
 // calibration is, from MinCalibration of them on); ok is false without
 // b's size or while the line is not fitted.
-func (s *Service) sizeLine(b *Basis) (ln, sigma float64, ok bool) {
-	if !(b.LnRows > 0) || s.learn == nil {
+func (s *Service) sizeLine(v *reads, b *Basis) (ln, sigma float64, ok bool) {
+	if !(b.LnRows > 0) || v == nil {
 		return 0, 0, false
 	}
-	c, ok := s.learn.get(globalKey(keySize, b.Engine))
+	c, ok := v.get(globalKey(keySize, b.Engine))
 	if !ok || c.Count < uint64(max(s.opts.Cascade.MinCalibration, 2)) {
 		return 0, 0, false
 	}
-	a, slope, sd, ok := c.Line()
+	ln, sd, ok := linePrediction(c, b.LnRows, s.opts.Cascade.Alpha)
 	if !ok {
 		return 0, 0, false
 	}
-	return a + slope*b.LnRows, max(sd, sigmaFloor), true
+	return ln, max(sd, sigmaFloor), true
 }
 
 // decides reports whether the estimate e, made before the plan, may route

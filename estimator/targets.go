@@ -87,7 +87,7 @@ var beyondCPU = estimate.Targets[1:]
 // (Basis.ModelBy or TextBy) so that the query's outcome teaches them.
 // atLeastPrior keeps at least the stage's own σ until the shape has
 // residuals (the text stage's rule).
-func (s *Service) correctTargets(e *estimate.Estimate, b *Basis, global, residual, family string, raw *[numTargets]float64, atLeastPrior bool) {
+func (s *Service) correctTargets(v *reads, e *estimate.Estimate, b *Basis, global, residual, family string, raw *[numTargets]float64, atLeastPrior bool) {
 	if b == nil {
 		return
 	}
@@ -97,7 +97,7 @@ func (s *Service) correctTargets(e *estimate.Estimate, b *Basis, global, residua
 			continue
 		}
 		raw[t] = q.Median
-		off, sigma, shaped := s.offset(targetKey(globalKey(global, b.Engine), t), b.residualKeys(residual, family, t), q.Sigma)
+		off, sigma, shaped := s.offset(v, targetKey(globalKey(global, b.Engine), t), b.residualKeys(residual, family, t), q.Sigma)
 		if atLeastPrior && !shaped {
 			sigma = max(sigma, q.Sigma)
 		}

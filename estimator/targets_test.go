@@ -178,7 +178,7 @@ func TestTextResidualsPerTarget(t *testing.T) {
 	exact, shape := HistoryKeys("SELECT * FROM fresh", alice)
 	b := &Basis{Exact: exact, Shape: shape, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN()}
 	e := &estimate.Estimate{Estimated: true, Source: estimate.SourceText, CPUSeconds: 1, Sigma: 0.5, PeakMemory: estimate.Quantity{Median: gib, Sigma: 0.7}}
-	s.correctText(e, b)
+	s.correctText(s.reads(), e, b)
 	if !near(e.PeakMemory.Median, 3*gib*10/11, 0.01) || e.PeakMemory.Sigma < 0.7 || b.TextBy[estimate.TargetMemory] != gib {
 		t.Fatalf("memory %+v (basis %v); want ~3 GiB·10/11 with at least the text model's σ 0.7, the raw 1 GiB recorded", e.PeakMemory, b.TextBy)
 	}

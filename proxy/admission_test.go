@@ -256,3 +256,32 @@ func TestFeedbackAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A query's plan is kept from its first page to its last only for a sink
+// that writes plans (Options.FeedbackPlans): a query completed by another
+// replica would hold it here until 10,000 newer queries push it out.
+func TestFeedbackKeepsPlansOnlyWhenAsked(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		stub, _ := statefulStub(t)
+		fb := sink{got: make(chan Completed, 4)}
+		s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
+			Estimator: &fixedEstimator{}, Feedback: fb, FeedbackPlans: keep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		go s.Serve(ln)
+		p := "http://" + ln.Addr().String()
+		first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1 -- cpu=0.5 plan", "alice")
+		call(t, "GET", first.NextURI, "", "alice") // the last page
+		select {
+		case c := <-fb.got:
+			if got := len(c.Estimate.Plan) > 0; got != keep || !c.Estimated || c.Estimate.CPUSeconds != 0.5 {
+				t.Errorf("FeedbackPlans %v: the record has a plan: %v (estimate %+v)", keep, got, c.Estimate)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("FeedbackPlans %v: no feedback record for a completed query", keep)
+		}
+		s.Shutdown(context.Background())
+	}
+}

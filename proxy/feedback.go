@@ -18,18 +18,32 @@ type FeedbackSink interface {
 	Record(c Completed)
 }
 
+// Handoff passes a placed query's learning record to the replica that
+// sees its last page (Options.Handoff). Neither call may block.
+type Handoff interface {
+	// Leave keeps learn for query id; false when it was not (no shared
+	// store, shutting down).
+	Leave(id string, learn []byte) bool
+	// Forget drops what Leave kept for id: this replica saw the end.
+	Forget(id string)
+}
+
 // Completed is one finished query as the proxy saw it. Fields the proxy did
 // not see (the POST went through another replica) are zero.
 type Completed struct {
 	QueryID string
-	Cluster string
-	User    string // the query's identity (Identity.User: X-Trino-User, or the verified user)
-	Group   string // User's group (admission.Options.GroupOf: the group header, user_groups, else User)
-	Source  string
-	Catalog string
-	Schema  string
-	Session []string // X-Trino-Session (a PrestoDB client's X-Presto-Session) values
-	SQL     string
+	// Untracked: another replica placed the query (this one saw its last
+	// page but nothing of its first): Estimate is empty here, and what the
+	// estimate was based on may be found through Options.Handoff's store.
+	Untracked bool
+	Cluster   string
+	User      string // the query's identity (Identity.User: X-Trino-User, or the verified user)
+	Group     string // User's group (admission.Options.GroupOf: the group header, user_groups, else User)
+	Source    string
+	Catalog   string
+	Schema    string
+	Session   []string // X-Trino-Session (a PrestoDB client's X-Presto-Session) values
+	SQL       string
 	// Decision is the X-Prestroid-Decision text and Kind its kind.
 	Decision  string
 	Kind      routing.DecisionKind
@@ -46,8 +60,9 @@ type Completed struct {
 
 // tracked is what the proxy remembers of a query in flight.
 type tracked struct {
-	c   Completed
-	seq uint64 // its record in the console's ring (0: none)
+	c    Completed
+	seq  uint64 // its record in the console's ring (0: none)
+	left bool   // its Estimate.Learn was left for other replicas (Options.Handoff)
 }
 
 // newTracked captures the request's identity before the handler returns
@@ -72,8 +87,11 @@ func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 	var c Completed
 	if ok {
 		c = t.c
+		if t.left {
+			s.opts.Handoff.Forget(info.ID)
+		}
 	} else {
-		c = Completed{Cluster: clusterName}
+		c = Completed{Cluster: clusterName, Untracked: true}
 	}
 	c.QueryID, c.State, c.ErrorName, c.ErrorType, c.Stats, c.Finished = info.ID, info.State, info.ErrorName, info.ErrorType, info.Stats, time.Now()
 	s.metrics.Completed.WithLabelValues(c.State, c.Cluster).Inc()
@@ -88,7 +106,7 @@ func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 			CPUSeconds: float64(c.Stats.CPUTimeMillis) / 1000, PeakMemoryBytes: float64(c.Stats.PeakMemoryBytes),
 			ElapsedSeconds: float64(c.Stats.ElapsedTimeMillis) / 1000})
 	}
-	s.recordUsage(&c, !ok)
+	s.recordUsage(&c)
 	if s.opts.Feedback != nil {
 		s.opts.Feedback.Record(c)
 	}

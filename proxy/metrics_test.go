@@ -71,12 +71,15 @@ func TestMetricsRegistry(t *testing.T) {
 	t.Run("the estimator's cache and batcher figures are exported when wired", func(t *testing.T) {
 		body, _ := scrape(t, Options{Clusters: []ClusterConfig{{Name: "a", URL: "http://127.0.0.1:1"}},
 			EstimatorStats: func() estimate.Stats {
-				return estimate.Stats{Caches: []estimate.CacheStats{{Name: "predicate", Hits: 7, Misses: 3, Evictions: 1}}, BatchQueueDepth: 2}
+				return estimate.Stats{Caches: []estimate.CacheStats{{Name: "predicate", Hits: 7, Misses: 3, Evictions: 1, Entries: 4, Bytes: 2048}, {Name: "plan"}}, BatchQueueDepth: 2}
 			}})
 		for _, want := range []string{
 			`prestroid_estimator_cache_hits_total{cache="predicate"} 7`,
 			`prestroid_estimator_cache_misses_total{cache="predicate"} 3`,
 			`prestroid_estimator_cache_evictions_total{cache="predicate"} 1`,
+			`prestroid_estimator_cache_entries{cache="predicate"} 4`,
+			`prestroid_estimator_cache_bytes{cache="predicate"} 2048`,
+			`prestroid_estimator_cache_bytes{cache="plan"} 0`,
 			"prestroid_estimator_batch_queue_depth 2",
 		} {
 			if !strings.Contains(body, want) {

@@ -157,6 +157,19 @@ type Options struct {
 	// Feedback receives every completed query (the feedback log). Nil
 	// means none is recorded.
 	Feedback FeedbackSink
+	// FeedbackPlans keeps each query's plan (Completed.Estimate.Plan, the
+	// EXPLAIN JSON: tens to hundreds of KiB) from its first page to its
+	// last, for a Feedback sink that writes plans (the feedback log).
+	// False drops it once the first page passes: a query whose last page
+	// passes through another replica never completes here, and what the
+	// proxy tracks of it stays until 10,000 newer queries push it out.
+	FeedbackPlans bool
+	// Handoff, when set, passes what a query's estimate was based on
+	// (Estimate.Learn) from this replica, which placed the query, to the
+	// replica that sees its last page: behind a load balancer a client's
+	// polls may go to any replica. Nil: every replica learns only from the
+	// queries whose last page it sees and placed itself.
+	Handoff Handoff
 	// Usage configures cost accounting (package usage: the
 	// prestroid_usage_* metrics, GET /prestroid/api/usage, the console's
 	// usage view; usage.*). Nil means none.

@@ -54,6 +54,9 @@ func (f *fixedEstimator) Estimate(ctx context.Context, q Query) (estimate.Estima
 		return estimate.Estimate{}, errors.New("no caller identity")
 	}
 	e := estimate.Estimate{Estimated: true, CPUSeconds: cpu, Model: "test-model"}
+	if strings.Contains(q.SQL, "plan") {
+		e.Plan = []byte(`{"0":{"name":"Output"}}`)
+	}
 	for _, t := range []estimate.Target{estimate.TargetMemory, estimate.TargetElapsed} {
 		key := map[estimate.Target]string{estimate.TargetMemory: "mem=", estimate.TargetElapsed: "elapsed="}[t]
 		if i := strings.Index(q.SQL, key); i >= 0 {

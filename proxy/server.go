@@ -679,6 +679,9 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 	if d != nil {
 		admitID = d.admitID
 		tr = newTracked(ctx, d, c)
+		if !s.opts.FeedbackPlans {
+			tr.c.Estimate.Plan = nil
+		}
 		tr.c.Group = s.opts.Admission.GroupOf(tr.c.User, &ctx.Request.Header)
 	}
 	aborted := false // the page failed upstream: it tells nothing
@@ -691,6 +694,9 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, c *cluster, resp *fasthttp.Re
 			if tr != nil {
 				if s.ring != nil {
 					tr.seq = s.ring.Add(consoleRecord(info.ID, &tr.c, d, time.Now())) // the console's one write
+				}
+				if s.opts.Handoff != nil && info.HasNextURI && len(tr.c.Estimate.Learn) > 0 {
+					tr.left = s.opts.Handoff.Leave(info.ID, tr.c.Estimate.Learn) // another replica may see its last page
 				}
 				s.tracked.Put(info.ID, tr)
 			}

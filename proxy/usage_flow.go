@@ -73,17 +73,17 @@ func (noHeader) Peek(string) []byte { return nil }
 
 // recordUsage accounts a query whose last page passed here: what
 // Trino's final statistics say it spent, whatever its state (a failed
-// query spent CPU too). untracked is set when another replica placed it
+// query spent CPU too). c.Untracked is set when another replica placed it
 // (its identity is not known here); the usage package then reads it,
 // and the final figures of a failed query, from the cluster (usage/settle.go),
 // and accounts each query once. The estimator's own EXPLAINs never pass
 // here.
-func (s *Server) recordUsage(c *Completed, untracked bool) {
+func (s *Server) recordUsage(c *Completed) {
 	if s.usage == nil {
 		return
 	}
 	st := &c.Stats
-	q := usage.Query{Cluster: c.Cluster, QueryID: c.QueryID, Untracked: untracked, User: c.User, Group: c.Group, Source: c.Source, State: c.State, Finished: c.Finished,
+	q := usage.Query{Cluster: c.Cluster, QueryID: c.QueryID, Untracked: c.Untracked, User: c.User, Group: c.Group, Source: c.Source, State: c.State, Finished: c.Finished,
 		RolledUp: st.RolledUp(), CPUSeconds: float64(st.CPUTimeMillis) / 1000, WallSeconds: float64(st.WallTimeMillis) / 1000,
 		ElapsedSeconds: float64(st.ElapsedTimeMillis) / 1000, PeakMemoryBytes: st.PeakMemoryBytes}
 	if e := &c.Estimate; c.Estimated && e.Estimated {

@@ -37,7 +37,7 @@ func benchCapacity(args []string) int {
 	fs.StringVar(&o.RedisBenchmark, "redis-benchmark", "redis-benchmark", "redis-benchmark binary for the ceiling (empty: not measured)")
 	fs.StringVar(&o.Repo, "repo", ".", "repository root (the Lua scripts are read from it)")
 	fs.StringVar(&o.ORTLib, "ort-lib", os.Getenv("PRESTROID_ORT_LIB"), "ONNX Runtime library for the replica")
-	only := fs.String("only", "", "comma-separated phases to run (passthrough,text,text_learn,explain,history,cache,redis_admission,redis_rate_limit,redis_usage,redis_history,redis_all,ceiling)")
+	only := fs.String("only", "", "comma-separated phases to run (passthrough,text,text_learn,explain,history,cache,redis_admission,redis_rate_limit,redis_usage,redis_history,redis_history_text,redis_all,ceiling)")
 	out := fs.String("out", "", "write the figures (JSON, internal/capacity's format) here")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

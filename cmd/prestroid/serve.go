@@ -293,6 +293,7 @@ func newProxy(cfg *config.Config, logger *slog.Logger) (*proxy.Server, func(), e
 	if cfg.Feedback.Dir != "" {
 		fb := newFeedbackLog(cfg.Feedback, logger)
 		closeFeedback = func() { closeEstimator(); fb.Close() } // the estimator hands records on to fb until it closes
+		o.FeedbackPlans = true                                  // the log writes each query's plan
 		// After the estimator's history (wired above), if any.
 		if sinks, ok := o.Feedback.(feedbackSinks); ok {
 			o.Feedback = append(sinks, fb)

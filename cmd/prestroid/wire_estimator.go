@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/prestroid/prestroid/cache"
 	"github.com/prestroid/prestroid/config"
@@ -83,6 +84,10 @@ func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSin
 	// Learn is set on estimates and on failed-open queries whose plan can
 	// still teach the optimizer calibration (estimator.UnplacedError).
 	b := estimator.UnmarshalBasis(c.Estimate.Learn)
+	if b == nil && c.Untracked && c.State == "FINISHED" && c.Stats.RolledUp() {
+		// Placed by another replica: learned from what it left (Leave).
+		a.svc.ObserveElsewhere(c.QueryID, actual(c.Stats))
+	}
 	finish := func() {
 		// A final page without its tasks' figures (PageStats.RolledUp)
 		// teaches nothing: 0 ms would be learned as a free query.
@@ -104,6 +109,13 @@ func (a estimatorAdapter) recordThen(c proxy.Completed, next []proxy.FeedbackSin
 }
 
 var _ proxy.FeedbackSink = estimatorAdapter{}
+
+// Leave and Forget make the adapter the proxy's Handoff (a history shared
+// in Redis: estimator.Service.HasHandoff).
+func (a estimatorAdapter) Leave(id string, learn []byte) bool { return a.svc.Leave(id, learn) }
+func (a estimatorAdapter) Forget(id string)                   { a.svc.Forget(id) }
+
+var _ proxy.Handoff = estimatorAdapter{}
 
 // actual is what a final page says the query cost, per target: its CPU
 // time, and its peak memory and elapsed time when positive (a figure of 0
@@ -269,7 +281,9 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Sta
 			st.History = &estimate.HistoryStats{Entries: hs.Entries, Observed: hs.Observed, Dropped: hs.Dropped}
 			if ss.history != nil {
 				h := ss.history.Health()
-				st.History.Store = &estimate.HistoryStoreStats{Errors: h.Errors, Dropped: h.Dropped, Down: h.Down}
+				ho := svc.HandoffStats()
+				st.History.Store = &estimate.HistoryStoreStats{Errors: h.Errors, Dropped: h.Dropped, Down: h.Down,
+					HandoffsLeft: ho.Left, HandoffsTaken: ho.Taken, HandoffsMissed: ho.Missed}
 			}
 		}
 		bs := svc.BackgroundStats()
@@ -278,10 +292,21 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Sta
 		st.Explains = &estimate.ExplainStats{Hot: xs.Hot, Learn: xs.Learn, Drift: xs.Drift, SkippedCeiling: xs.SkippedCeiling, SkippedKnown: xs.SkippedKnown}
 		for _, c := range ss.caches {
 			cs := c.stats()
-			st.Caches = append(st.Caches, estimate.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted})
+			st.Caches = append(st.Caches, estimate.CacheStats{Name: c.name, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evicted,
+				Entries: cs.Entries, Bytes: cs.Bytes})
 		}
 		return st
 	}
+}
+
+// estimateSize is about what one cached estimate takes: the struct, the
+// bytes of its strings and slices, and ristretto's entry around it (the
+// key's hashes, the expiry, the policy's and the expiry bucket's map
+// slots: about 100 bytes). Strings shared between estimates (the model's
+// ID, the planner) are counted in each.
+func estimateSize(e estimate.Estimate) int64 {
+	return int64(unsafe.Sizeof(e)) + int64(len(e.Reason)+len(e.Statement)+len(e.Model)+len(e.Planner)+len(e.ExplainQueryID)+
+		cap(e.Plan)+cap(e.Learn)) + 100
 }
 
 // newEstimatorService builds the estimator service from the configuration
@@ -332,7 +357,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, g []config.Guardr
 	}
 	if e.CacheTTL >= 0 {
 		ttl := time.Duration(e.CacheTTL) // positive: FillDefaults filled a zero one
-		ec, err := cache.NewTTL[estimate.Estimate](int64(e.CacheEntries), ttl)
+		ec, err := cache.NewSizedTTL(int64(e.CacheEntries), ttl, estimateSize)
 		if err != nil {
 			return nil, nil, serviceStats{}, err
 		}
@@ -357,7 +382,7 @@ func newEstimatorService(e config.Estimator, r config.Routing, g []config.Guardr
 		so.TableStats = tc
 		caches = append(caches, statsCache{"table_stats", func() cache.Stats {
 			st := tc.Stats()
-			return cache.Stats{Hits: st.Hits, Misses: st.Misses}
+			return cache.Stats{Hits: st.Hits, Misses: st.Misses, Entries: int64(st.Entries), Bytes: st.Bytes}
 		}})
 	}
 	ss.caches = caches
@@ -406,9 +431,13 @@ func wireEstimator(cfg *config.Config, o *proxy.Options, logger *slog.Logger) (c
 		logger.Info("estimator ready", "model", m.ID(), "source", m.Source(), "ort", onnx.Version(), "untrained", m.Manifest().Untrained(),
 			"text_stage", m.HasText(), "explain", e.Explain)
 	}
+	svc.DropPlans(cfg.Feedback.Dir == "") // only the feedback log writes plans
 	est := estimatorAdapter{svc}
 	o.Estimator = est
 	o.EstimatorStats = estimatorStats(svc, ss)
+	if svc.HasHandoff() {
+		o.Handoff = est
+	}
 	if svc.HasHistory() {
 		o.Feedback = feedbackSinks{est}
 		logger.Info("estimate history on", "store", historyStore(e.History), "path", e.History.Path,

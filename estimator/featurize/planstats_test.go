@@ -1,12 +1,13 @@
 package featurize
 
 import (
-	"github.com/prestroid/prestroid/estimator/internal/trinotest"
-	"github.com/prestroid/prestroid/estimator/plan"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/prestroid/prestroid/estimator/internal/trinotest"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 func TestPlanStatsOverADirectoryOfPlans(t *testing.T) {

@@ -88,6 +88,7 @@ var scCAS = redis.NewScript(luaCAS)
 // observation is counted here, not an error to retry.
 type Redis struct {
 	rdb       *redis.Client
+	prefix    string // Prefix
 	keyPrefix string // Prefix+"h:"
 	lru       string // Prefix+"hlru"
 	seq       string // Prefix+"hseq"
@@ -132,7 +133,7 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 	// longer than Timeout.
 	opt.MinIdleConns = 2
 	redisLog.Do(func() { redis.SetLogger(redisLogger{o.Logger}) })
-	r := &Redis{rdb: redis.NewClient(opt), keyPrefix: o.Prefix + "h:", lru: o.Prefix + "hlru", seq: o.Prefix + "hseq",
+	r := &Redis{rdb: redis.NewClient(opt), prefix: o.Prefix, keyPrefix: o.Prefix + "h:", lru: o.Prefix + "hlru", seq: o.Prefix + "hseq",
 		maxArg: fmt.Sprint(max(o.MaxEntries, 0)), timeout: o.Timeout, retry: retryDown, log: o.Logger}
 	r.n.Store(-1)
 	go r.Len() // dials the first connection off the hot path (and reads the size)

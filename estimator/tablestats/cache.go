@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
@@ -51,8 +52,33 @@ type Cache struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
+	bytes   int64 // entrySize summed over entries; under mu
 
 	hits, misses, fetched, failed, dropped atomic.Uint64
+}
+
+// entrySize is about what one entry takes: its key's strings, the key and
+// value pointer in the map, and the entry. The queued fetch's headers
+// (short-lived) are not counted.
+func entrySize(k key) int64 {
+	return int64(len(k.reader)+len(k.table.Catalog)+len(k.table.Schema)+len(k.table.Table)) +
+		int64(unsafe.Sizeof(k)) + 8 + int64(unsafe.Sizeof(entry{}))
+}
+
+// putLocked stores a new entry under k.
+func (c *Cache) putLocked(k key, e *entry) {
+	if _, ok := c.entries[k]; !ok {
+		c.bytes += entrySize(k)
+	}
+	c.entries[k] = e
+}
+
+// deleteLocked drops k's entry.
+func (c *Cache) deleteLocked(k key) {
+	if _, ok := c.entries[k]; ok {
+		c.bytes -= entrySize(k)
+		delete(c.entries, k)
+	}
 }
 
 type key struct {
@@ -181,7 +207,7 @@ func (c *Cache) request(server string, keys []key, h http.Header, t time.Time) {
 		if e == nil {
 			c.evictLocked()
 			e = &entry{at: t}
-			c.entries[k] = e
+			c.putLocked(k, e)
 		}
 		e.inFlight = true
 	}
@@ -202,7 +228,7 @@ func (c *Cache) evictLocked() {
 	cut := oldest.Add(now().Sub(oldest) / 10)
 	for k, e := range c.entries {
 		if !e.inFlight && !e.at.After(cut) {
-			delete(c.entries, k)
+			c.deleteLocked(k)
 		}
 	}
 	for k, e := range c.entries { // still full (all recent): drop any
@@ -210,7 +236,7 @@ func (c *Cache) evictLocked() {
 			break
 		}
 		if !e.inFlight {
-			delete(c.entries, k)
+			c.deleteLocked(k)
 		}
 	}
 }
@@ -232,7 +258,7 @@ func (c *Cache) work() {
 			e := c.entries[j.k]
 			if e == nil {
 				e = &entry{}
-				c.entries[j.k] = e
+				c.putLocked(j.k, e)
 			}
 			e.inFlight, e.at = false, now()
 			if err != nil {
@@ -254,7 +280,10 @@ func (c *Cache) work() {
 
 // Stats are the cache's counters.
 type Stats struct {
-	Entries                                int
+	Entries int
+	// Bytes is about what the entries take (keys' strings, map slots,
+	// entries).
+	Bytes                                  int64
 	Hits, Misses, Fetched, Failed, Dropped uint64
 }
 
@@ -264,9 +293,9 @@ func (c *Cache) Stats() Stats {
 		return Stats{}
 	}
 	c.mu.RLock()
-	n := len(c.entries)
+	n, b := len(c.entries), c.bytes
 	c.mu.RUnlock()
-	return Stats{Entries: n, Hits: c.hits.Load(), Misses: c.misses.Load(), Fetched: c.fetched.Load(),
+	return Stats{Entries: n, Bytes: b, Hits: c.hits.Load(), Misses: c.misses.Load(), Fetched: c.fetched.Load(),
 		Failed: c.failed.Load(), Dropped: c.dropped.Load()}
 }
 
@@ -285,5 +314,5 @@ func (c *Cache) Seed(t plan.TableName, h http.Header, st featurize.TableStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.evictLocked()
-	c.entries[key{reader: ReaderKey(h), table: t}] = &entry{stats: st, ok: true, at: now()}
+	c.putLocked(key{reader: ReaderKey(h), table: t}, &entry{stats: st, ok: true, at: now()})
 }

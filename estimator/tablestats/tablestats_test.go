@@ -3,6 +3,7 @@ package tablestats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -203,6 +204,31 @@ func (c *Cache) idle(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// The reported bytes follow the entries in and out (evictions included).
+func TestCacheBytesFollowItsEntries(t *testing.T) {
+	c := New(Options{Fetch: (&fakeFetch{calls: map[string]int{}}).fetch, MaxEntries: 20})
+	defer c.Close()
+	if st := c.Stats(); st.Entries != 0 || st.Bytes != 0 {
+		t.Fatalf("empty cache: %+v", st)
+	}
+	for i := range 60 { // three times the bound: evictions
+		c.Seed(plan.TableName{Catalog: "c", Schema: "s", Table: fmt.Sprint("t", i)}, trinotest.UserHeader("u"), featurize.TableStats{Rows: 1, Known: true})
+		c.mu.RLock()
+		var want int64
+		for k := range c.entries {
+			want += entrySize(k)
+		}
+		c.mu.RUnlock()
+		st := c.Stats()
+		if st.Bytes != want || st.Entries > 20 {
+			t.Fatalf("after %d seeds: %d entries, %d bytes; the entries take %d", i+1, st.Entries, st.Bytes, want)
+		}
+		if st.Bytes < int64(st.Entries)*(24+2) { // at least the reader key and names
+			t.Fatalf("after %d seeds: %d bytes for %d entries is too few", i+1, st.Bytes, st.Entries)
 		}
 	}
 }

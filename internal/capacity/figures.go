@@ -43,9 +43,12 @@ const (
 	FeatureUsage     = "usage"      // usage accounting summed in Redis (usage.redis, or admission.redis)
 	// FeatureHistoryFirst is the history in Redis for a statement it
 	// cannot answer (a GET that misses, the learner's write on completion);
-	// FeatureHistoryRepeat for an exact repeat it answers.
+	// FeatureHistoryRepeat for an exact repeat it answers;
+	// FeatureHistoryText for a first sight the text stage answers
+	// (FeatureHistoryFirst stands in where it was not measured).
 	FeatureHistoryFirst  = "history_first"
 	FeatureHistoryRepeat = "history_repeat"
+	FeatureHistoryText   = "history_text"
 )
 
 // Figures are the measured inputs of the model, with their provenance.

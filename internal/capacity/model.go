@@ -131,10 +131,14 @@ func (s Scenario) shares() ([]string, []float64, error) {
 // historyCost is the history's Redis cost of one statement on path p: a
 // repeat the history answers reads what it knows and writes on
 // completion; every other path reads, misses and writes (a cache hit
-// counted as a repeat: an upper bound, its read is skipped).
+// counted as a repeat: an upper bound, its read is skipped); the text
+// stage's first sight has its own figure when measured.
 func (f Figures) historyCost(p string) RedisCost {
 	if p == PathHistory || p == PathCache {
 		return f.Redis[FeatureHistoryRepeat]
+	}
+	if c, ok := f.Redis[FeatureHistoryText]; ok && (p == PathText || p == PathTextLearn) {
+		return c
 	}
 	return f.Redis[FeatureHistoryFirst]
 }

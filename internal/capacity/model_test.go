@@ -189,3 +189,24 @@ func TestModelErrors(t *testing.T) {
 		t.Errorf("ParseMix(DefaultMix) = %v, %v", m, err)
 	}
 }
+
+// The history's cost of a text-stage first sight is its own figure when
+// measured (history_text), the explained first sight's otherwise; a
+// repeat keeps the repeat's.
+func TestHistoryTextFigure(t *testing.T) {
+	f := synthetic()
+	ops := func(path string) float64 {
+		t.Helper()
+		a, err := f.Model(Scenario{Rate: 1000, Mix: map[string]float64{path: 1}, Features: []string{FeatureHistory}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Redis[0].OpsPerSec
+	}
+	near(t, "text, no history_text", ops(PathText), 7000, 1e-9)
+	f.Redis[FeatureHistoryText] = RedisCost{Ops: map[string]float64{"MGET": 3, "EVALSHA redis_cas.lua": 1}, RoundTrips: 4}
+	near(t, "text", ops(PathText), 4000, 1e-9)
+	near(t, "text with a background EXPLAIN", ops(PathTextLearn), 4000, 1e-9)
+	near(t, "explain", ops(PathExplain), 7000, 1e-9)
+	near(t, "history", ops(PathHistory), 5000, 1e-9)
+}

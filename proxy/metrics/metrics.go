@@ -264,6 +264,10 @@ var (
 		"Estimator cache lookups that missed, by cache.", []string{"cache"}, nil)
 	descCacheEvictions = prometheus.NewDesc("prestroid_estimator_cache_evictions_total",
 		"Entries evicted from an estimator cache, by cache.", []string{"cache"}, nil)
+	descCacheEntries = prometheus.NewDesc("prestroid_estimator_cache_entries",
+		"Entries an estimator cache holds now, by cache (expired ones until the cache drops them, within about 10 s).", []string{"cache"}, nil)
+	descCacheBytes = prometheus.NewDesc("prestroid_estimator_cache_bytes",
+		"About the memory an estimator cache's entries take now, by cache: for the byte-bounded plan and predicate caches (estimator.plan_cache_bytes, estimator.vector_cache_bytes) their cost against the bound; for the estimate and table_stats caches, their entries' sizes.", []string{"cache"}, nil)
 	descBatchQueue = prometheus.NewDesc("prestroid_estimator_batch_queue_depth",
 		"Inferences waiting for the estimator's micro-batcher.", nil, nil)
 	descHistoryEntries = prometheus.NewDesc("prestroid_history_entries",
@@ -280,6 +284,8 @@ var (
 		"Calls to the shared estimate history store (Redis) that failed.", nil, nil)
 	descHistoryStoreDropped = prometheus.NewDesc("prestroid_history_store_dropped_total",
 		"History updates (one key of one completed query each) lost because the shared store (Redis) failed.", nil, nil)
+	descHistoryHandoffs = prometheus.NewDesc("prestroid_history_handoffs_total",
+		"Queries passed between replicas sharing the history in Redis so that the one that sees a query's last page learns from it, by result: left (this replica placed the query and left what its estimate was based on), taken (this replica saw the last page of a query another placed and learned from what it left), missed (nothing was left, or it had expired).", []string{"result"}, nil)
 	descHistoryStoreDown = prometheus.NewDesc("prestroid_history_store_down",
 		"1 while the shared estimate history store (Redis) is unreachable: reads miss, writes are dropped.", nil, nil)
 )
@@ -294,6 +300,8 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCacheHits
 	ch <- descCacheMisses
 	ch <- descCacheEvictions
+	ch <- descCacheEntries
+	ch <- descCacheBytes
 	ch <- descBatchQueue
 	ch <- descHistoryEntries
 	ch <- descHistoryObserved
@@ -301,6 +309,7 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHistoryStoreErrors
 	ch <- descHistoryStoreDropped
 	ch <- descHistoryStoreDown
+	ch <- descHistoryHandoffs
 	ch <- descBackgroundExplains
 	ch <- descExplainsByReason
 }
@@ -312,6 +321,8 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCacheHits, prometheus.CounterValue, float64(cs.Hits), cs.Name)
 		ch <- prometheus.MustNewConstMetric(descCacheMisses, prometheus.CounterValue, float64(cs.Misses), cs.Name)
 		ch <- prometheus.MustNewConstMetric(descCacheEvictions, prometheus.CounterValue, float64(cs.Evictions), cs.Name)
+		ch <- prometheus.MustNewConstMetric(descCacheEntries, prometheus.GaugeValue, float64(cs.Entries), cs.Name)
+		ch <- prometheus.MustNewConstMetric(descCacheBytes, prometheus.GaugeValue, float64(cs.Bytes), cs.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descBatchQueue, prometheus.GaugeValue, float64(st.BatchQueueDepth))
 	if h := st.History; h != nil {
@@ -325,6 +336,9 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreErrors, prometheus.CounterValue, float64(s.Errors))
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreDropped, prometheus.CounterValue, float64(s.Dropped))
+			ch <- prometheus.MustNewConstMetric(descHistoryHandoffs, prometheus.CounterValue, float64(s.HandoffsLeft), "left")
+			ch <- prometheus.MustNewConstMetric(descHistoryHandoffs, prometheus.CounterValue, float64(s.HandoffsTaken), "taken")
+			ch <- prometheus.MustNewConstMetric(descHistoryHandoffs, prometheus.CounterValue, float64(s.HandoffsMissed), "missed")
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreDown, prometheus.GaugeValue, down)
 		}
 	}

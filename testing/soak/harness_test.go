@@ -89,3 +89,42 @@ func TestBalancerMovesRefusedConnections(t *testing.T) {
 		t.Errorf("no backend up: %s, want 502", resp.Status)
 	}
 }
+
+func TestMemoryLeaksCountsTheCaches(t *testing.T) {
+	const mib = 1 << 20
+	// A replica whose heap goal says 40 MiB live, RSS 120 MiB of which 80
+	// is heap kept from the OS.
+	base := sample{gogc: 100, nextGC: 80 * mib, retained: 80 * mib, rss: 120 * mib, caches: map[string]float64{"plan": 1 * mib}}
+	after := func(live, caches, retained, rss float64) sample {
+		return sample{gogc: 100, nextGC: 2 * live * mib, retained: retained * mib, rss: rss * mib,
+			caches: map[string]float64{"plan": caches * mib / 2, "predicate": caches * mib / 2}}
+	}
+	for _, c := range []struct {
+		name  string
+		a     sample
+		leaks int
+	}{
+		{"heap grown by what the caches hold, RSS by the goal it sets: no leak", after(140, 101, 300, 340), 0},
+		{"heap grown 20 MiB past the caches' 100 plus their eighth: a leak", after(173, 101, 350, 390), 1},
+		{"heap grown with nothing cached: a leak past 16 MiB", after(60, 1, 120, 160), 1},
+		{"small growth with nothing cached: within the slack", after(50, 1, 100, 140), 0},
+		{"heap kept from the OS past 1.1 x its goal: the scavenger has not caught up", after(40, 1, 100, 140), 1},
+		{"RSS outside the heap grown by 60 MiB: a leak outside Go (cgo, ONNX Runtime)", after(40, 1, 80, 180), 1},
+	} {
+		if got := memoryLeaks(base, c.a, true); len(got) != c.leaks {
+			t.Errorf("%s: %q, want %d finding(s)", c.name, got, c.leaks)
+		}
+	}
+}
+
+func TestMemoryLeaksWithoutAGCAfterTheLoad(t *testing.T) {
+	const mib = 1 << 20
+	base := sample{gogc: 100, nextGC: 80 * mib, retained: 80 * mib, rss: 120 * mib}
+	a := sample{gogc: 100, nextGC: 200 * mib, retained: 200 * mib, rss: 240 * mib}
+	if got := memoryLeaks(base, a, false); len(got) != 0 {
+		t.Errorf("heap not judged, RSS by the goal: %q, want nothing", got)
+	}
+	if got := memoryLeaks(base, a, true); len(got) != 1 {
+		t.Errorf("heap judged: %q, want the live heap's growth", got)
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,24 +15,53 @@ import (
 )
 
 // sample is one replica's process figures, from its own /metrics (the
-// Prometheus Go and process collectors) and its admission gauges.
+// Prometheus Go and process collectors), its admission gauges and its
+// estimator caches' sizes.
 type sample struct {
 	fds, goroutines  int
 	rss              float64 // bytes
 	inflight, queued int
-	storeErrors      float64 // prestroid_admission_store_errors_total
-	heap             float64 // go_memstats_heap_inuse_bytes (reported, not judged: it tells retained heap from RSS)
+	storeErrors      float64            // prestroid_admission_store_errors_total
+	heap             float64            // go_memstats_heap_inuse_bytes
+	nextGC           float64            // go_memstats_next_gc_bytes: the heap goal the last GC set
+	lastGC           float64            // go_memstats_last_gc_time_seconds
+	gcs              float64            // go_gc_duration_seconds_count: GCs so far
+	retained         float64            // go_memstats_heap_sys_bytes - go_memstats_heap_released_bytes: the heap's memory not given back
+	gogc             float64            // go_gc_gogc_percent (100 when not exported)
+	caches           map[string]float64 // prestroid_estimator_cache_bytes by cache
+	entries          map[string]float64 // prestroid_estimator_cache_entries by cache
+}
+
+// live is the Go heap the last GC found live, from the goal it set: the
+// runtime sets the goal to the marked heap plus GOGC% of it (and of the
+// stacks and globals), so goal / (1 + GOGC/100) is the marked heap plus
+// half the stacks and globals at GOGC=100, a bound that moves with the
+// live heap and is read without a GC of our own.
+func (s sample) live() float64 { return s.nextGC / (1 + s.gogc/100) }
+
+// cacheBytes is the estimator caches' reported bytes, summed.
+func (s sample) cacheBytes() float64 {
+	var n float64
+	for _, b := range s.caches {
+		n += b
+	}
+	return n
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("%d fds, %d goroutines, RSS %.1f MiB (Go heap in use %.1f MiB), %d in flight, %d queued",
-		s.fds, s.goroutines, s.rss/(1<<20), s.heap/(1<<20), s.inflight, s.queued)
+	var cs []string
+	for _, c := range slices.Sorted(maps.Keys(s.caches)) {
+		cs = append(cs, fmt.Sprintf("%s %.1f MiB / %.0f entries", c, s.caches[c]/(1<<20), s.entries[c]))
+	}
+	return fmt.Sprintf("%d fds, %d goroutines, RSS %.1f MiB (Go heap: in use %.1f, live at the last GC %.1f, kept from the OS %.1f MiB), caches %.1f MiB (%s), %d in flight, %d queued",
+		s.fds, s.goroutines, s.rss/(1<<20), s.heap/(1<<20), s.live()/(1<<20), s.retained/(1<<20), s.cacheBytes()/(1<<20),
+		strings.Join(cs, ", "), s.inflight, s.queued)
 }
 
 var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
 func sampleOf(base string) (sample, error) {
-	var s sample
+	s := sample{gogc: 100, caches: map[string]float64{}, entries: map[string]float64{}}
 	resp, err := metricsClient.Get(base + "/metrics")
 	if err != nil {
 		return s, err
@@ -41,6 +72,7 @@ func sampleOf(base string) (sample, error) {
 		return s, err
 	}
 	seen := 0
+	var sys, released float64
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 2 {
@@ -50,7 +82,9 @@ func sampleOf(base string) (sample, error) {
 		if err != nil {
 			continue
 		}
-		switch f[0] {
+		name, labels, _ := strings.Cut(f[0], "{")
+		cache := strings.TrimSuffix(strings.TrimPrefix(labels, `cache="`), `"}`)
+		switch name {
 		case "process_open_fds":
 			s.fds = int(v)
 		case "go_goroutines":
@@ -64,6 +98,30 @@ func sampleOf(base string) (sample, error) {
 		case "go_memstats_heap_inuse_bytes":
 			s.heap = v
 			continue
+		case "go_memstats_next_gc_bytes":
+			s.nextGC = v
+			continue
+		case "go_memstats_last_gc_time_seconds":
+			s.lastGC = v
+			continue
+		case "go_gc_duration_seconds_count":
+			s.gcs = v
+			continue
+		case "go_memstats_heap_sys_bytes":
+			sys = v
+			continue
+		case "go_memstats_heap_released_bytes":
+			released = v
+			continue
+		case "go_gc_gogc_percent":
+			s.gogc = v
+			continue
+		case "prestroid_estimator_cache_bytes":
+			s.caches[cache] = v
+			continue
+		case "prestroid_estimator_cache_entries":
+			s.entries[cache] = v
+			continue
 		case "prestroid_admission_store_errors_total":
 			s.storeErrors = v
 			continue // not one of the five every sample needs
@@ -72,6 +130,7 @@ func sampleOf(base string) (sample, error) {
 		}
 		seen++
 	}
+	s.retained = sys - released
 	if seen < 5 {
 		return s, fmt.Errorf("soak: %s/metrics: %d of the 5 series wanted", base, seen)
 	}
@@ -111,4 +170,65 @@ func slotsHeld(rdb *redis.Client, prefix string, reps []*replica) string {
 		l = append(l, fmt.Sprintf("redis: %d queries charged to the budget", use))
 	}
 	return strings.Join(l, "; ")
+}
+
+// The leak check's tolerances, beyond what the figures explain:
+//
+//   - heapSlack: live Go heap growth the estimator caches' reported bytes
+//     do not cover. A cached value's allocation is rounded up to its size
+//     class (at most 1/8 more: Go's size classes are spaced so that no
+//     class wastes over 12.5%), hence caches/8; and a fixed 16 MiB for
+//     what survives a GC without being a leak: sync.Pool's victim cache
+//     (pools outlive one GC: fasthttp's request contexts and buffers,
+//     JSON encoders), the keep-alive connections' read and write buffers
+//     to Trino and Redis (a few per cluster and replica, 4-64 KiB each),
+//     the in-process history's and usage's write queues' last contents,
+//     and the live bound's share of goroutine stacks. A leak grows with the
+//     queries (run 3: +120 MiB over 8,748 queries); 16 MiB is under 2 KiB
+//     a query at 10,000.
+//   - the retained heap: the runtime keeps up to its heap goal plus 10%
+//     from the OS (the background scavenger's target, retainExtraPercent
+//     in runtime/mgcscavenge.go) and returns the rest within seconds; 4
+//     MiB for the scavenger's 64 KiB chunks and its pacing.
+//   - nonHeapSlack: resident memory outside the Go heap (RSS less the
+//     heap kept from the OS): ONNX Runtime's arena, which grows to the
+//     largest batch inferred and keeps it; goroutine stacks (back with the
+//     goroutines); GC metadata (a few % of the heap); binary pages first
+//     touched by code the load ran.
+const (
+	heapSlack    = 16 << 20
+	nonHeapSlack = 48 << 20
+	scavSlack    = 4 << 20
+)
+
+// memoryLeaks compares a replica's memory after the load (a) with its
+// baseline (b) and says what the estimator caches and the runtime's rules
+// leave unexplained ("" when nothing):
+//
+//   - live heap growth over the caches' growth (+ 1/8) + heapSlack;
+//   - the heap kept from the OS over 1.1 × the heap goal + scavSlack;
+//   - memory outside the heap (RSS − kept heap) grown by over nonHeapSlack.
+//
+// Together RSS may grow by (1+GOGC/100)·1.1 × the explained live growth
+// plus the slacks, and no more.
+//
+// live false skips the first two: a's GCs since the load have not yet
+// dropped what the load's queries held, and the heap goal the scavenger
+// follows is still the load's.
+func memoryLeaks(b, a sample, live bool) []string {
+	var l []string
+	mib := func(x float64) float64 { return x / (1 << 20) }
+	dCaches := a.cacheBytes() - b.cacheBytes()
+	dLive := a.live() - b.live()
+	if allowed := max(0, dCaches) + max(0, dCaches)/8 + heapSlack; live && dLive > allowed {
+		l = append(l, fmt.Sprintf("live heap %.1f -> %.1f MiB (+%.1f), caches +%.1f MiB: %.1f MiB unexplained, over the %.1f MiB allowed",
+			mib(b.live()), mib(a.live()), mib(dLive), mib(dCaches), mib(dLive-max(0, dCaches)), mib(allowed-max(0, dCaches))))
+	}
+	if keep := 1.1*a.nextGC + scavSlack; live && a.retained > keep {
+		l = append(l, fmt.Sprintf("heap kept from the OS %.1f MiB, over 1.1 x the heap goal %.1f MiB + %.0f MiB", mib(a.retained), mib(a.nextGC), mib(scavSlack)))
+	}
+	if nb, na := b.rss-b.retained, a.rss-a.retained; na > nb+nonHeapSlack {
+		l = append(l, fmt.Sprintf("RSS outside the Go heap %.1f -> %.1f MiB, over +%.0f MiB", mib(nb), mib(na), mib(nonHeapSlack)))
+	}
+	return l
 }

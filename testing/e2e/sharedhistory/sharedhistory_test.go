@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -255,5 +256,70 @@ func TestReplicasShareTheHistoryThroughRedis(t *testing.T) {
 	a.waitMetric(t, "prestroid_history_store_dropped_total", 1)
 	if v := a.metric(t, "prestroid_history_store_down"); v != 1 || a.metric(t, "prestroid_history_store_errors_total") < 1 {
 		t.Fatalf("with Redis down: prestroid_history_store_down %g, errors %g; want 1 and some", v, a.metric(t, "prestroid_history_store_errors_total"))
+	}
+}
+
+// TestAQueryFinishedThroughAnotherReplicaTeachesTheHistory: behind a load
+// balancer a client's polls go to any replica. A statement posted to A
+// and polled to its end through B is still learned: A leaves what its
+// estimate was based on in Redis, B takes it at the last page and
+// observes the run. Without the handoff B has nothing tracked for the
+// query and the shared history never sees the run.
+func TestAQueryFinishedThroughAnotherReplicaTeachesTheHistory(t *testing.T) {
+	t.Parallel()
+	trino := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
+	rs := redistest.Start(t)
+	run := fmt.Sprintf("%016x", rand.Uint64())
+	prefix := "ho" + run + ":"
+	a, b := startReplica(t, bin, trino, rs.Addr, prefix), startReplica(t, bin, trino, rs.Addr, prefix)
+	sql := fmt.Sprintf(repeatSQL, "handoff-"+run)
+
+	for i := 1; i <= 2; i++ {
+		resp, p := e2e.Do(t, "POST", a.base+"/v1/statement", sql, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST through A: %s", resp.Status)
+		}
+		if est := resp.Header.Get("X-Prestroid-Estimate"); !strings.Contains(est, "cpu=") {
+			t.Fatalf("run %d through A: X-Prestroid-Estimate %q; want an estimate", i, est)
+		}
+		if !strings.HasPrefix(p.NextURI, a.base+"/") {
+			t.Fatalf("run %d: the first page's nextUri %q is not A's (%s)", i, p.NextURI, a.base)
+		}
+		polls := 0
+		for p.NextURI != "" {
+			u, err := url.Parse(p.NextURI)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Host = strings.TrimPrefix(b.base, "http://") // the balancer sends every poll to B
+			if resp, p = e2e.Do(t, "GET", u.String(), "", nil); resp.StatusCode != 200 {
+				t.Fatalf("GET %s through B: %s", u, resp.Status)
+			}
+			polls++
+		}
+		if p.Error != nil || p.Stats.State != "FINISHED" || polls == 0 {
+			t.Fatalf("run %d: state %s, error %+v, %d polls through B", i, p.Stats.State, p.Error, polls)
+		}
+		// The run is in the shared history, learned by B from what A left.
+		waitRecorded(t, rs.Addr, prefix, sql, uint64(i))
+	}
+	b.waitMetric(t, "prestroid_history_observed_total", 2)
+	if got := a.metric(t, "prestroid_history_observed_total"); got != 0 {
+		t.Errorf("A observed %g runs; want 0 (it never saw a last page)", got)
+	}
+	if left, taken := a.metric(t, `prestroid_history_handoffs_total{result="left"}`), b.metric(t, `prestroid_history_handoffs_total{result="taken"}`); left != 2 || taken != 2 {
+		t.Errorf("handoffs: A left %g, B took %g; want 2 and 2", left, taken)
+	}
+	// Nothing is left behind in Redis for these queries.
+	c := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer c.Close()
+	if keys, err := c.Keys(context.Background(), prefix+"q:*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("handoff records left in Redis: %v (%v); want none once each query's last page was seen", keys, err)
+	}
+	// The third run, through B, is served from the history the two runs
+	// built, as the shared-history test's third run.
+	if est := b.estimate(t, sql); !strings.HasPrefix(est, "history; cpu=") {
+		t.Fatalf("run 3 through B: X-Prestroid-Estimate %q; want history", est)
 	}
 }
