@@ -105,10 +105,11 @@ func (s *Server) releaseSlot(id string) {
 
 // finishQuery frees the slot of an upstream query (its last page, a
 // cancel, a lost query); a store error leaves it to the lease.
-func (s *Server) finishQuery(upstreamID string) {
+func (s *Server) finishQuery(upstreamID string) bool {
 	c, cancel := admission.StoreCtx()
-	_ = s.admit.Finish(c, upstreamID)
-	cancel()
+	defer cancel()
+	freed, _ := s.admit.Finish(c, upstreamID)
+	return freed
 }
 
 // The proxy's own queued-query URIs: routed like any other, under the

@@ -16,6 +16,7 @@ import (
 	"github.com/prestroid/prestroid/proxy/admission"
 	"github.com/prestroid/prestroid/proxy/admission/admissiontest"
 	"github.com/prestroid/prestroid/proxy/protocol"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // statefulStub is a coordinator whose queries run until their executing
@@ -284,4 +285,64 @@ func TestFeedbackKeepsPlansOnlyWhenAsked(t *testing.T) {
 		}
 		s.Shutdown(context.Background())
 	}
+}
+
+// TestARestartedClusterFreesTheSlotsOfItsLostQueries: a query admitted on
+// a cluster whose client went away holds its slot until its cluster's
+// coordinator restarts (the monitor reads the new start from /v1/info's
+// uptime); then its slot is freed, the query waiting behind it is
+// admitted, and it is counted as LOST.
+func TestARestartedClusterFreesTheSlotsOfItsLostQueries(t *testing.T) {
+	admissiontest.ForEach(t, func(t *testing.T, _ admissiontest.Backend, opts func(admission.Options) *admission.Options) {
+		var started atomic.Int64
+		started.Store(time.Now().Add(-time.Hour).UnixNano())
+		var n atomic.Int64
+		stub := newStub(t, func(w http.ResponseWriter, r *http.Request, base string) {
+			w.Header().Set("Content-Type", "application/json")
+			switch {
+			case r.URL.Path == "/v1/info":
+				fmt.Fprintf(w, `{"starting":false,"uptime":"%.2fs","nodeVersion":{"version":"476"}}`, time.Since(time.Unix(0, started.Load())).Seconds())
+			case r.Method == "POST" && r.URL.Path == "/v1/statement":
+				id := fmt.Sprintf("20260101_000000_%05d_stub", n.Add(1))
+				fmt.Fprintf(w, `{"id":"%s","nextUri":"%s/v1/statement/executing/%s/yslug/1","stats":{"state":"RUNNING"}}`, id, base, id)
+			default:
+				http.NotFound(w, r)
+			}
+		})
+		s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: 20 * time.Millisecond,
+			Admission: opts(admission.Options{MaxQueries: 1}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		go s.Serve(ln)
+		t.Cleanup(func() { s.Shutdown(context.Background()) })
+		p := "http://" + ln.Addr().String()
+
+		if first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice"); first.Stats.State != "RUNNING" {
+			t.Fatalf("first query not submitted: %+v", first)
+		}
+		// alice never polls again. bob waits behind her slot.
+		second, _ := call(t, "POST", p+"/v1/statement", "SELECT 2", "bob")
+		if second.Stats.State != "QUEUED" {
+			t.Fatalf("second query not queued: %+v", second)
+		}
+		time.Sleep(100 * time.Millisecond) // several checks of the old coordinator
+		if again, _ := call(t, "GET", second.NextURI, "", "bob"); again.Stats.State != "QUEUED" {
+			t.Fatalf("second query admitted before any restart: %+v", again)
+		} else {
+			second = again
+		}
+		started.Store(time.Now().UnixNano())
+		deadline := time.Now().Add(10 * time.Second)
+		for second.Stats.State == "QUEUED" && time.Now().Before(deadline) {
+			second, _ = call(t, "GET", second.NextURI, "", "bob")
+		}
+		if second.Stats.State != "RUNNING" || !strings.HasSuffix(second.ID, "_stub") {
+			t.Fatalf("second query not admitted after the restart: %+v", second)
+		}
+		if got := testutil.ToFloat64(s.metrics.Completed.WithLabelValues(stateLost, "default")); got != 1 {
+			t.Errorf("%v queries counted LOST, want 1 (alice's)", got)
+		}
+	})
 }

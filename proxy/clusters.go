@@ -52,7 +52,9 @@ func (s *Server) addClusters(o Options) error {
 		}
 		s.clusters = append(s.clusters, c)
 		s.byName[c.name] = c
-		s.monitor.Targets = append(s.monitor.Targets, routing.Target{Name: c.name, Health: &c.Health, Prober: prober{c, o.MonitorUser}, Engine: c.engine})
+		name := c.name
+		s.monitor.Targets = append(s.monitor.Targets, routing.Target{Name: c.name, Health: &c.Health, Prober: prober{c, o.MonitorUser}, Engine: c.engine,
+			Restarted: func(before time.Time) { go s.clusterRestarted(name, before) }})
 		if c.engine != dialect.Unknown {
 			s.log.Info("cluster engine", "cluster", c.name, "engine", c.engine.String(), "configured", true)
 		} else if o.MonitorInterval <= 0 {

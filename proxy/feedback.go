@@ -112,6 +112,42 @@ func (s *Server) complete(info *protocol.PageInfo, clusterName string) {
 	}
 }
 
+// clusterRestarted frees the admission slots of the queries this replica
+// sent to cluster before its coordinator restarted: they died with the
+// old coordinator. A client still polling one gets the new coordinator's
+// own answer (and its slot is freed then); one that went away would hold
+// its slot until admission.idle_release and stay running in the console.
+// Each query whose slot was still held is finished in the console and
+// counted as completed in state LOST; the feedback log and the usage
+// accounting get nothing (no figures came). What it tracks of the others
+// (finished through another replica) is dropped.
+func (s *Server) clusterRestarted(cluster string, before time.Time) {
+	if s.admit == nil {
+		return // nothing is held for them
+	}
+	gone := s.tracked.TakeWhere(func(t *tracked) bool { return t.c.Cluster == cluster && t.c.Submitted.Before(before) })
+	now, lost := time.Now(), 0
+	for id, t := range gone {
+		if t.left {
+			s.opts.Handoff.Forget(id)
+		}
+		if !s.finishQuery(id) {
+			continue
+		}
+		lost++
+		if s.ring != nil {
+			s.ring.Finish(t.seq, console.Final{Finished: now, State: stateLost, ErrorName: "CLUSTER_RESTARTED"})
+		}
+		s.metrics.Completed.WithLabelValues(stateLost, cluster).Inc()
+	}
+	if lost > 0 {
+		s.log.Warn("cluster restarted: queries this replica sent it before are lost; their admission slots are freed", "cluster", cluster, "queries", lost)
+	}
+}
+
+// stateLost is the final state of a query whose cluster restarted under it.
+const stateLost = "LOST"
+
 // consoleRecord is the console's record of the query placed by d, known
 // from its first page as id and tracked as c.
 func consoleRecord(id string, c *Completed, d *decision, now time.Time) console.Record {

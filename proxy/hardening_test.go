@@ -129,7 +129,7 @@ func TestHardening(t *testing.T) {
 		if got := up.lastReq.Load(); got == nil || got.Header.Get("X-Trino-User") != "sql" {
 			t.Errorf("the statement did not reach Trino")
 		}
-		_ = s.admit.Finish(context.Background(), lastID(t, string(b)))
+		_, _ = s.admit.Finish(context.Background(), lastID(t, string(b)))
 	})
 	t.Run("an oversized body gets 413", func(t *testing.T) {
 		code, body := rawRequest(t, addr, "POST /v1/statement HTTP/1.1\r\nHost: "+addr+"\r\nContent-Length: 5000\r\n\r\n"+strings.Repeat("x", 5000))

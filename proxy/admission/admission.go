@@ -126,8 +126,9 @@ type Store interface {
 	// Touch notes that a page of the upstream query passed (it is alive);
 	// it never blocks on the network.
 	Touch(upstreamID string)
-	// Finish frees the slot of the upstream query (its last page, DELETE).
-	Finish(ctx context.Context, upstreamID string) error
+	// Finish frees the slot of the upstream query (its last page, DELETE)
+	// and reports whether it held one.
+	Finish(ctx context.Context, upstreamID string) (bool, error)
 	// Release frees an admitted query's slot by the proxy's id (a failed
 	// submission).
 	Release(ctx context.Context, id string) error

@@ -37,7 +37,7 @@ func BenchmarkAdmission(b *testing.B) {
 				up := "up" + e.ID
 				_ = st.Bind(ctx, e.ID, up)
 				st.Touch(up)
-				_ = st.Finish(ctx, up)
+				_, _ = st.Finish(ctx, up)
 			}
 		})
 	}

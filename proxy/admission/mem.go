@@ -338,13 +338,14 @@ func (a *memStore) Touch(upstreamID string) {
 	}
 }
 
-func (a *memStore) Finish(_ context.Context, upstreamID string) error {
+func (a *memStore) Finish(_ context.Context, upstreamID string) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if t, ok := a.byUp[upstreamID]; ok {
+	t, ok := a.byUp[upstreamID]
+	if ok {
 		a.releaseLocked(t)
 	}
-	return nil
+	return ok, nil
 }
 
 func (a *memStore) Release(_ context.Context, id string) error {

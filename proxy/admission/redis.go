@@ -417,16 +417,20 @@ func (s *redisStore) Touch(upstreamID string) {
 	s.hold("u:" + upstreamID)
 }
 
-func (s *redisStore) Finish(ctx context.Context, upstreamID string) error {
+func (s *redisStore) Finish(ctx context.Context, upstreamID string) (bool, error) {
+	freed := false
 	if s.local != nil {
-		_ = s.local.Finish(ctx, upstreamID)
+		freed, _ = s.local.Finish(ctx, upstreamID)
 	}
 	s.mu.Lock()
 	delete(s.held, "u:"+upstreamID)
 	s.mu.Unlock()
-	_, err := s.run(ctx, scRelease, "u", upstreamID)
+	v, err := s.run(ctx, scRelease, "u", upstreamID)
 	s.keep("u:"+upstreamID, err)
-	return err
+	if n, ok := v.(int64); ok && n > 0 {
+		freed = true
+	}
+	return freed, err
 }
 
 // keep notes a release that failed (err set) for the renewal loop to send

@@ -202,7 +202,7 @@ func TestSharedAdmissionReleaseLostInAnOutage(t *testing.T) {
 	// b's Redis fails (a stopped Redis would run the command it was sent
 	// once resumed; a tripped store sends nothing, as a refused connection).
 	b.trip(errors.New("test: Redis unreachable"))
-	if err := b.Finish(ctx, up); err == nil {
+	if _, err := b.Finish(ctx, up); err == nil {
 		t.Fatal("a release with Redis unreachable succeeded")
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})

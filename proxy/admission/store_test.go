@@ -86,8 +86,11 @@ func TestAdmissionBudgets(t *testing.T) {
 			if up, ok := a.Upstream(ctx, small.ID); !ok || up != "20260101_000000_00001_up" {
 				t.Fatalf("upstream %q %v", up, ok)
 			}
-			if err := a.Finish(ctx, "20260101_000000_00001_up"); err != nil {
-				t.Fatal(err)
+			if freed, err := a.Finish(ctx, "20260101_000000_00001_up"); err != nil || !freed {
+				t.Fatalf("Finish: freed %v, %v; want a slot freed", freed, err)
+			}
+			if freed, err := a.Finish(ctx, "20260101_000000_00001_up"); err != nil || freed {
+				t.Fatalf("Finish again: freed %v, %v; want nothing left to free", freed, err)
 			}
 			if got := state(t, a, bob2); got != StateAdmitted {
 				t.Fatalf("bob's second query: state %d after his first finished", got)

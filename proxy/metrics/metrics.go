@@ -74,7 +74,7 @@ func New() *Set {
 		Queued: prometheus.NewCounter(prometheus.CounterOpts{Name: "prestroid_queued_total",
 			Help: "Queries that waited in the admission queue."}),
 		Completed: counter("prestroid_completed_queries_total",
-			"Queries whose last page passed through the proxy, by final state.", "state", "cluster"),
+			"Queries whose last page passed through the proxy, by final state; LOST: sent to a cluster that restarted before its last page.", "state", "cluster"),
 		ScannedTables: counter("prestroid_scanned_tables_total",
 			"Tables scanned by estimated queries, by whether the model knows them (the drift signal).", "known"),
 		QueueWait: hist("prestroid_queue_wait_seconds", "Time queries waited in the admission queue.",

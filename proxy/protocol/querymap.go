@@ -49,6 +49,21 @@ func (q *BoundedMap[V]) Take(id string) (V, bool) {
 	return v, ok
 }
 
+// TakeWhere returns and forgets every entry for which take is true (called
+// under the map's lock: it must not call the map).
+func (q *BoundedMap[V]) TakeWhere(take func(V) bool) map[string]V {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	got := map[string]V{}
+	for id, v := range q.m {
+		if take(v) {
+			got[id] = v
+			delete(q.m, id)
+		}
+	}
+	return got
+}
+
 // ValidQueryID reports whether id can be a Trino query id: 1 to 128
 // letters, digits and underscores (what the proxy accepts in a path or a
 // request before it looks the id up).

@@ -32,6 +32,10 @@ type State struct {
 	// Version is the coordinator's nodeVersion.version from /v1/info
 	// ("476", "0.296-8661b73"); empty when it did not answer.
 	Version string
+	// Started is when the coordinator started (the check's time less
+	// /v1/info's uptime), within Precision; zero when it did not say.
+	Started   time.Time
+	Precision time.Duration
 	// Until, when set, ends a failed connection's verdict (MarkDown): the
 	// cluster counts as healthy again after it unless the monitor says
 	// otherwise first, so it is retried even with the monitor off.
@@ -85,6 +89,12 @@ type Target struct {
 	// detected from /v1/info's version (dialect.FromVersion) at every
 	// check and kept in Health (Health.Engine).
 	Engine dialect.Engine
+	// Restarted, when set, is called (on the monitor's goroutine: it must
+	// not block) when a check finds the coordinator started after the one
+	// an earlier check saw: every query the old one ran is gone. before is
+	// the new start less its uncertainty: what was submitted before it ran
+	// on the old coordinator.
+	Restarted func(before time.Time)
 }
 
 // Monitor polls every target's /v1/info (health) and its load (running
@@ -185,7 +195,8 @@ func (m *Monitor) check(t Target) {
 	st := &State{Checked: time.Now()}
 	deadline := st.Checked.Add(ProbeTimeout)
 	var info struct {
-		Starting    bool `json:"starting"`
+		Starting    bool   `json:"starting"`
+		Uptime      string `json:"uptime"`
 		NodeVersion struct {
 			Version string `json:"version"`
 		} `json:"nodeVersion"`
@@ -200,6 +211,10 @@ func (m *Monitor) check(t Target) {
 		st.Healthy = true
 	}
 	st.Version = info.NodeVersion.Version
+	if up, prec, ok := parseUptime(info.Uptime); ok {
+		// The uptime was read within the probe's round trip after Checked.
+		st.Started, st.Precision = st.Checked.Add(-up), prec+time.Since(st.Checked)
+	}
 	engine := t.Engine
 	if engine == dialect.Unknown {
 		engine = dialect.FromVersion(st.Version)
@@ -216,6 +231,12 @@ func (m *Monitor) check(t Target) {
 		return // the monitor is stopping: its failed probes say nothing
 	}
 	old := t.Health.state.Swap(st)
+	if t.Health.restarted(st) {
+		m.log().Warn("cluster restarted: the queries it ran before are gone", "cluster", t.Name, "started", st.Started.Format(time.RFC3339))
+		if t.Restarted != nil {
+			t.Restarted(st.Started.Add(-st.Precision))
+		}
+	}
 	if old == nil || old.Healthy != st.Healthy {
 		m.log().Info("cluster health", "cluster", t.Name, "healthy", st.Healthy, "reason", st.Err)
 	}
@@ -322,6 +343,7 @@ const markDownFor = 10 * time.Second
 // not be copied.
 type Health struct {
 	state   atomic.Pointer[State]
+	start   atomic.Pointer[State] // the last check that read a start (restarted)
 	sent    atomic.Int64
 	probing atomic.Bool                    // a health check is running
 	engine  atomic.Pointer[dialect.Engine] // the last engine a check found
@@ -344,6 +366,41 @@ func (h *Health) setEngine(e dialect.Engine) dialect.Engine {
 		return dialect.Unknown
 	}
 	return *old
+}
+
+// restartSlack is how much later than the last known start a new start
+// must be to count as a restart, beyond both readings' precision: the
+// probe's clock and the coordinator's uptime are read apart.
+const restartSlack = 2 * time.Second
+
+// restarted records st's start and reports whether it is a later
+// coordinator than the last start a check read (false for the first).
+func (h *Health) restarted(st *State) bool {
+	if st.Started.IsZero() {
+		return false
+	}
+	old := h.start.Swap(st)
+	return old != nil && st.Started.Sub(old.Started) > old.Precision+st.Precision+restartSlack
+}
+
+// parseUptime reads /v1/info's uptime, an airlift Duration ("12.34m",
+// "1.50d": the most succinct unit, two decimals), and its precision
+// (half the last digit).
+func parseUptime(s string) (time.Duration, time.Duration, bool) {
+	i := strings.LastIndexFunc(s, func(r rune) bool { return r >= '0' && r <= '9' || r == '.' }) + 1
+	if i == 0 {
+		return 0, 0, false
+	}
+	v, err := strconv.ParseFloat(s[:i], 64)
+	if err != nil || v < 0 {
+		return 0, 0, false
+	}
+	unit, ok := map[string]time.Duration{"ns": time.Nanosecond, "us": time.Microsecond, "ms": time.Millisecond,
+		"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[strings.TrimSpace(s[i:])]
+	if !ok || v*float64(unit) > float64(math.MaxInt64) {
+		return 0, 0, false
+	}
+	return time.Duration(v * float64(unit)), unit / 200, true
 }
 
 // MarkDown records that a connection to the cluster failed, so routing

@@ -191,3 +191,60 @@ func TestRunStopsWithoutWaitingForAHangingProbe(t *testing.T) {
 		t.Errorf("Track after stopping: %v, want ErrMonitorStopped", err)
 	}
 }
+
+func TestParseUptime(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		up, prec time.Duration
+		ok       bool
+	}{
+		{"12.34s", 12340 * time.Millisecond, 5 * time.Millisecond, true},
+		{"5.00m", 5 * time.Minute, 300 * time.Millisecond, true},
+		{"1.50d", 36 * time.Hour, 432 * time.Second, true},
+		{"250.00ms", 250 * time.Millisecond, 5 * time.Millisecond / 1000, true},
+		{"", 0, 0, false},
+		{"12.34", 0, 0, false},
+		{"m", 0, 0, false},
+		{"-1.00s", 0, 0, false},
+		{"1.00y", 0, 0, false},
+	} {
+		up, prec, ok := parseUptime(tc.in)
+		if up != tc.up || prec != tc.prec || ok != tc.ok {
+			t.Errorf("parseUptime(%q) = %v, %v, %v; want %v, %v, %v", tc.in, up, prec, ok, tc.up, tc.prec, tc.ok)
+		}
+	}
+}
+
+// TestMonitorSeesARestart: a check whose uptime puts the coordinator's
+// start later than an earlier check's calls Restarted once, with a time
+// before the new start; an uptime that only grows, an outage in between
+// (no uptime) and the first check do not.
+func TestMonitorSeesARestart(t *testing.T) {
+	var h Health
+	var calls []time.Time
+	m := &Monitor{Type: MonitorInfo, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	check := func(a answer) {
+		m.check(Target{Name: "c", Health: &h, Prober: &fakeProber{answers: map[string]answer{"/v1/info": a}},
+			Restarted: func(before time.Time) { calls = append(calls, before) }})
+	}
+	up := func(s string) answer { return answer{200, `{"starting":false,"uptime":"` + s + `"}`, nil} }
+	check(up("3.00h"))
+	check(up("3.01h")) // a start 36 s earlier: the rounding, not a restart
+	check(answer{0, "", errors.New("refused")})
+	if len(calls) != 0 {
+		t.Fatalf("Restarted called %d times before any restart", len(calls))
+	}
+	started := time.Now().Add(-12 * time.Second)
+	check(up("12.00s"))
+	if len(calls) != 1 {
+		t.Fatalf("Restarted called %d times after a restart, want 1", len(calls))
+	}
+	if d := started.Sub(calls[0]); d < 0 || d > time.Second {
+		t.Errorf("Restarted(%v), want within a second before the new start %v", calls[0], started)
+	}
+	check(up("13.00s"))
+	check(up("1.00m"))
+	if len(calls) != 1 {
+		t.Errorf("Restarted called %d times as the new coordinator's uptime grew, want 1", len(calls))
+	}
+}

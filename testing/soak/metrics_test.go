@@ -19,7 +19,8 @@ import (
 // estimator caches' sizes.
 type sample struct {
 	fds, goroutines  int
-	rss              float64 // bytes
+	kinds            map[string]int // fds by kind (fdKinds); nil where /proc could not be read
+	rss              float64        // bytes
 	inflight, queued int
 	storeErrors      float64            // prestroid_admission_store_errors_total
 	heap             float64            // go_memstats_heap_inuse_bytes
@@ -53,8 +54,12 @@ func (s sample) String() string {
 	for _, c := range slices.Sorted(maps.Keys(s.caches)) {
 		cs = append(cs, fmt.Sprintf("%s %.1f MiB / %.0f entries", c, s.caches[c]/(1<<20), s.entries[c]))
 	}
-	return fmt.Sprintf("%d fds, %d goroutines, RSS %.1f MiB (Go heap: in use %.1f, live at the last GC %.1f, kept from the OS %.1f MiB), caches %.1f MiB (%s), %d in flight, %d queued",
-		s.fds, s.goroutines, s.rss/(1<<20), s.heap/(1<<20), s.live()/(1<<20), s.retained/(1<<20), s.cacheBytes()/(1<<20),
+	fds := fmt.Sprint(s.fds)
+	if s.kinds != nil {
+		fds += " (" + kindsString(s.kinds) + ")"
+	}
+	return fmt.Sprintf("%s fds, %d goroutines, RSS %.1f MiB (Go heap: in use %.1f, live at the last GC %.1f, kept from the OS %.1f MiB), caches %.1f MiB (%s), %d in flight, %d queued",
+		fds, s.goroutines, s.rss/(1<<20), s.heap/(1<<20), s.live()/(1<<20), s.retained/(1<<20), s.cacheBytes()/(1<<20),
 		strings.Join(cs, ", "), s.inflight, s.queued)
 }
 
