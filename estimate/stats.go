@@ -72,10 +72,11 @@ type HistoryStoreStats struct {
 	Errors, Dropped uint64
 	// Down is true while the store is treated as unreachable.
 	Down bool
-	// HandoffsLeft, Taken and Missed count the queries whose learning
-	// record this replica left for the replica that sees their last page,
-	// took from another replica (and learned from), and looked for in vain.
-	HandoffsLeft, HandoffsTaken, HandoffsMissed uint64
+	// HandoffsLeft, Refreshed, Taken and Missed count the queries whose
+	// learning record this replica left for the replica that sees their
+	// last page, wrote again with its background model's numbers, took
+	// from another replica (and learned from), and looked for in vain.
+	HandoffsLeft, HandoffsRefreshed, HandoffsTaken, HandoffsMissed uint64
 }
 
 // CacheStats are one named cache's counters and size.

@@ -117,10 +117,23 @@ func (p *pendingSet) take(tok string) (*pendingEntry, bool) {
 }
 
 func (p *pendingSet) has(tok string) bool {
+	_, ok := p.peek(tok)
+	return ok
+}
+
+// peek returns the entry of tok and leaves it.
+func (p *pendingSet) peek(tok string) (*pendingEntry, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.m[tok]
-	return ok
+	e, ok := p.m[tok]
+	return e, ok
+}
+
+// result is e's outcome, once e.done is closed.
+func (p *pendingSet) result(e *pendingEntry) Background {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return e.r
 }
 
 // DropPlans makes background results keep no plan (Background.Plan nil)
@@ -321,9 +334,13 @@ func (s *Service) Settle(ctx context.Context, b *Basis) (bg Background, ok bool)
 	case <-ctx.Done():
 		return Background{}, false
 	}
-	s.pending.mu.Lock()
-	r := e.r
-	s.pending.mu.Unlock()
+	r := s.pending.result(e)
+	r.fill(b)
+	return r, true
+}
+
+// fill sets b's LnModel, LnCost and ModelBy from what r found.
+func (r *Background) fill(b *Basis) {
 	if !math.IsNaN(r.lnModel) {
 		b.LnModel = r.lnModel
 	}
@@ -335,7 +352,6 @@ func (s *Service) Settle(ctx context.Context, b *Basis) (bg Background, ok bool)
 			b.ModelBy[t] = r.modelBy[t]
 		}
 	}
-	return r, true
 }
 
 // SettleThen is Settle on a goroutine that Close waits for, bounded by

@@ -28,7 +28,12 @@ func (s *Service) HasHandoff() bool { return s.handoff() != nil }
 
 // Leave keeps learn (a placed query's Estimate.Learn) under its query id
 // for the replica that will see the query's last page, in the background;
-// it reports whether it was started.
+// it reports whether it was started. When the text stage answered and its
+// background EXPLAIN + model is still running here (Basis.Pending), the
+// record is written at once and written again with the model's numbers
+// once they come (while nobody has taken it), so that a query that ends
+// through another replica still teaches the model's residual. The result
+// stays here for the placing replica's own Observe.
 func (s *Service) Leave(id string, learn []byte) bool {
 	h := s.handoff()
 	if h == nil || id == "" || len(learn) == 0 {
@@ -38,8 +43,32 @@ func (s *Service) Leave(id string, learn []byte) bool {
 	s.leaving.Store(id, done)
 	ok := s.goBackground(func() {
 		defer func() { close(done); s.leaving.Delete(id) }()
-		if h.Leave(id, learn, handoffTTL) == nil {
-			s.handoffs.left.Add(1)
+		if h.Leave(id, learn, handoffTTL) != nil {
+			return
+		}
+		s.handoffs.left.Add(1)
+		b := UnmarshalBasis(learn)
+		if b == nil || b.Pending == "" {
+			return
+		}
+		e, ok := s.pending.peek(b.Pending)
+		if !ok {
+			return
+		}
+		t := time.NewTimer(s.settleTimeout())
+		defer t.Stop()
+		select {
+		case <-e.done:
+		case <-t.C:
+			return
+		case <-s.bgCtx.Done():
+			return
+		}
+		r := s.pending.result(e)
+		r.fill(b)
+		b.Pending = ""
+		if h.Refresh(id, MarshalBasis(b)) == nil {
+			s.handoffs.refreshed.Add(1)
 		}
 	})
 	if !ok {
@@ -90,9 +119,9 @@ func (s *Service) ObserveElsewhere(id string, a estimate.Actual) {
 
 // HandoffStats count the records this replica left for others, took from
 // others (and learned from), and looked for in vain.
-type HandoffStats struct{ Left, Taken, Missed uint64 }
+type HandoffStats struct{ Left, Refreshed, Taken, Missed uint64 }
 
 // HandoffStats reports the handoff counters since the service started.
 func (s *Service) HandoffStats() HandoffStats {
-	return HandoffStats{Left: s.handoffs.left.Load(), Taken: s.handoffs.taken.Load(), Missed: s.handoffs.missed.Load()}
+	return HandoffStats{Left: s.handoffs.left.Load(), Refreshed: s.handoffs.refreshed.Load(), Taken: s.handoffs.taken.Load(), Missed: s.handoffs.missed.Load()}
 }

@@ -107,7 +107,7 @@ type Service struct {
 	bgMu                        sync.Mutex // bgClosed and bgWG.Add
 	bgClosed                    bool
 	bgWG                        sync.WaitGroup
-	handoffs                    struct{ left, taken, missed atomic.Uint64 }
+	handoffs                    struct{ left, refreshed, taken, missed atomic.Uint64 }
 	leaving                     sync.Map // query id -> chan struct{} closed once its Leave has been written (Forget waits for it)
 	bgDone, bgFailed, bgSkipped atomic.Uint64
 	// bgKeys holds the estimate cache keys whose background EXPLAIN is

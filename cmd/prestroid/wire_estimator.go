@@ -283,7 +283,7 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Sta
 				h := ss.history.Health()
 				ho := svc.HandoffStats()
 				st.History.Store = &estimate.HistoryStoreStats{Errors: h.Errors, Dropped: h.Dropped, Down: h.Down,
-					HandoffsLeft: ho.Left, HandoffsTaken: ho.Taken, HandoffsMissed: ho.Missed}
+					HandoffsLeft: ho.Left, HandoffsRefreshed: ho.Refreshed, HandoffsTaken: ho.Taken, HandoffsMissed: ho.Missed}
 			}
 		}
 		bs := svc.BackgroundStats()

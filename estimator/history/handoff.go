@@ -21,6 +21,9 @@ type Handoff interface {
 	// Take returns what was left under id, and removes it; false when
 	// nothing was (or the store did not answer).
 	Take(id string) ([]byte, bool)
+	// Refresh replaces what was left under id, keeping its TTL, only
+	// while it is still there (nobody took or forgot it).
+	Refresh(id string, b []byte) error
 	// Forget removes what was left under id (the placing replica saw the
 	// query end).
 	Forget(id string) error
@@ -40,6 +43,21 @@ func (r *Redis) Leave(id string, b []byte, ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), WriteTimeout)
 	defer cancel()
 	if err := r.rdb.Set(ctx, r.handoffKey(id), b, ttl).Err(); err != nil {
+		r.failed(err)
+		return err
+	}
+	r.ok()
+	return nil
+}
+
+// Refresh implements Handoff: one SET … XX KEEPTTL.
+func (r *Redis) Refresh(id string, b []byte) error {
+	if !r.up() {
+		return errRedisDown
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), WriteTimeout)
+	defer cancel()
+	if err := r.rdb.SetArgs(ctx, r.handoffKey(id), b, redis.SetArgs{Mode: "XX", KeepTTL: true}).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		r.failed(err)
 		return err
 	}

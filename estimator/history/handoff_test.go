@@ -56,6 +56,25 @@ func TestRedisHandoffBetweenReplicas(t *testing.T) {
 	if n := a.Len(); n != 0 {
 		t.Fatalf("history Len %d after handoffs; want the records outside the history's count", n)
 	}
+
+	// Refresh replaces a record still there and keeps its TTL; a taken
+	// one stays taken.
+	newer := []byte(`{"x":"AAEC","src":"text","m":0.5}`)
+	if err := a.Refresh("20261206_q3", newer); err != nil {
+		t.Fatal(err)
+	}
+	if ttl2, err := c.PTTL(context.Background(), "dep1:q:20261206_q3").Result(); err != nil || ttl2 <= 0 || ttl2 > ttl {
+		t.Fatalf("the refreshed record's TTL is %v (%v); want at most the first's %v", ttl2, err, ttl)
+	}
+	if got, ok := b.Take("20261206_q3"); !ok || string(got) != string(newer) {
+		t.Fatalf("b took %q (ok %v) after the refresh; want %q", got, ok, newer)
+	}
+	if err := a.Refresh("20261206_q3", newer); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Exists(context.Background(), "dep1:q:20261206_q3").Result(); err != nil || n != 0 {
+		t.Fatalf("a refresh after the take wrote the record again (exists %d, %v); want nothing", n, err)
+	}
 }
 
 // With Redis gone every call fails fast and reports nothing taken.

@@ -285,7 +285,7 @@ var (
 	descHistoryStoreDropped = prometheus.NewDesc("prestroid_history_store_dropped_total",
 		"History updates (one key of one completed query each) lost because the shared store (Redis) failed.", nil, nil)
 	descHistoryHandoffs = prometheus.NewDesc("prestroid_history_handoffs_total",
-		"Queries passed between replicas sharing the history in Redis so that the one that sees a query's last page learns from it, by result: left (this replica placed the query and left what its estimate was based on), taken (this replica saw the last page of a query another placed and learned from what it left), missed (nothing was left, or it had expired).", []string{"result"}, nil)
+		"Queries passed between replicas sharing the history in Redis so that the one that sees a query's last page learns from it, by result: left (this replica placed the query and left what its estimate was based on), refreshed (wrote it again with its background model's numbers), taken (this replica saw the last page of a query another placed and learned from what it left), missed (nothing was left, or it had expired).", []string{"result"}, nil)
 	descHistoryStoreDown = prometheus.NewDesc("prestroid_history_store_down",
 		"1 while the shared estimate history store (Redis) is unreachable: reads miss, writes are dropped.", nil, nil)
 )
@@ -337,6 +337,7 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreErrors, prometheus.CounterValue, float64(s.Errors))
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreDropped, prometheus.CounterValue, float64(s.Dropped))
 			ch <- prometheus.MustNewConstMetric(descHistoryHandoffs, prometheus.CounterValue, float64(s.HandoffsLeft), "left")
+			ch <- prometheus.MustNewConstMetric(descHistoryHandoffs, prometheus.CounterValue, float64(s.HandoffsRefreshed), "refreshed")
 			ch <- prometheus.MustNewConstMetric(descHistoryHandoffs, prometheus.CounterValue, float64(s.HandoffsTaken), "taken")
 			ch <- prometheus.MustNewConstMetric(descHistoryHandoffs, prometheus.CounterValue, float64(s.HandoffsMissed), "missed")
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreDown, prometheus.GaugeValue, down)
