@@ -3,14 +3,12 @@ package soak
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/testing/e2e"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -63,81 +61,42 @@ func (s sample) String() string {
 		strings.Join(cs, ", "), s.inflight, s.queued)
 }
 
-var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-
+// sampleOf reads a replica's sample from its /metrics.
 func sampleOf(base string) (sample, error) {
-	s := sample{gogc: 100, caches: map[string]float64{}, entries: map[string]float64{}}
-	resp, err := metricsClient.Get(base + "/metrics")
+	s := sample{caches: map[string]float64{}, entries: map[string]float64{}}
+	m, err := e2e.ReadMetrics(base)
 	if err != nil {
 		return s, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	need := func(series string) float64 {
+		v, ok := m.Value(series)
+		if !ok && err == nil {
+			err = fmt.Errorf("soak: %s/metrics has no %s", base, series)
+		}
+		return v
+	}
+	s.fds, s.goroutines, s.rss = int(need("process_open_fds")), int(need("go_goroutines")), need("process_resident_memory_bytes")
+	s.inflight, s.queued = int(need("prestroid_inflight_queries")), int(need("prestroid_queue_length"))
 	if err != nil {
 		return s, err
 	}
-	seen := 0
-	var sys, released float64
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[1], 64)
-		if err != nil {
-			continue
-		}
-		name, labels, _ := strings.Cut(f[0], "{")
-		cache := strings.TrimSuffix(strings.TrimPrefix(labels, `cache="`), `"}`)
-		switch name {
-		case "process_open_fds":
-			s.fds = int(v)
-		case "go_goroutines":
-			s.goroutines = int(v)
-		case "process_resident_memory_bytes":
-			s.rss = v
-		case "prestroid_inflight_queries":
-			s.inflight = int(v)
-		case "prestroid_queue_length":
-			s.queued = int(v)
-		case "go_memstats_heap_inuse_bytes":
-			s.heap = v
-			continue
-		case "go_memstats_next_gc_bytes":
-			s.nextGC = v
-			continue
-		case "go_memstats_last_gc_time_seconds":
-			s.lastGC = v
-			continue
-		case "go_gc_duration_seconds_count":
-			s.gcs = v
-			continue
-		case "go_memstats_heap_sys_bytes":
-			sys = v
-			continue
-		case "go_memstats_heap_released_bytes":
-			released = v
-			continue
-		case "go_gc_gogc_percent":
-			s.gogc = v
-			continue
-		case "prestroid_estimator_cache_bytes":
-			s.caches[cache] = v
-			continue
-		case "prestroid_estimator_cache_entries":
-			s.entries[cache] = v
-			continue
-		case "prestroid_admission_store_errors_total":
-			s.storeErrors = v
-			continue // not one of the five every sample needs
-		default:
-			continue
-		}
-		seen++
+	opt := func(series string) float64 { v, _ := m.Value(series); return v }
+	s.storeErrors = opt("prestroid_admission_store_errors_total")
+	s.heap, s.nextGC, s.lastGC = opt("go_memstats_heap_inuse_bytes"), opt("go_memstats_next_gc_bytes"), opt("go_memstats_last_gc_time_seconds")
+	s.gcs = opt("go_gc_duration_seconds_count")
+	s.retained = opt("go_memstats_heap_sys_bytes") - opt("go_memstats_heap_released_bytes")
+	s.gogc = 100
+	if v, ok := m.Value("go_gc_gogc_percent"); ok {
+		s.gogc = v
 	}
-	s.retained = sys - released
-	if seen < 5 {
-		return s, fmt.Errorf("soak: %s/metrics: %d of the 5 series wanted", base, seen)
+	for name, into := range map[string]map[string]float64{"prestroid_estimator_cache_bytes": s.caches, "prestroid_estimator_cache_entries": s.entries} {
+		for _, x := range m[name].GetMetric() {
+			for _, l := range x.GetLabel() {
+				if l.GetName() == "cache" {
+					into[l.GetValue()] = x.GetGauge().GetValue()
+				}
+			}
+		}
 	}
 	return s, nil
 }

@@ -7,13 +7,11 @@
 package cascade
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,38 +122,15 @@ func queriesOnTrino(t *testing.T, trino, where, needle string) int {
 	return n
 }
 
-// metric reads one sample (name, or name{labels} as exposed) from the
-// proxy's /metrics; the test fails when it is absent.
-func metric(t *testing.T, base, name string) float64 {
+// metric reads series (e2e.Metrics.Value) from the proxy's /metrics; the
+// test fails when it is absent.
+func metric(t *testing.T, base, series string) float64 {
 	t.Helper()
-	v, ok := sample(t, base, name)
+	v, ok := e2e.Metric(t, base, series)
 	if !ok {
-		t.Fatalf("no %s in /metrics", name)
+		t.Fatalf("no %s in /metrics", series)
 	}
 	return v
-}
-
-// sample is metric without failing: false when absent.
-func sample(t *testing.T, base, name string) (float64, bool) {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v, true
-		}
-	}
-	return 0, false
 }
 
 // waitObserved waits until the proxy's history has learned from n
@@ -272,7 +247,7 @@ func TestPollingSystemTablesNeverExplains(t *testing.T) {
 	if n := explainsOnTrino(t, trino, m); n != 0 {
 		t.Fatalf("Trino ran %d EXPLAINs for statements cheap by nature; want none", n)
 	}
-	if v, ok := sample(t, base, "prestroid_explains_total"); ok {
+	if v, ok := e2e.Metric(t, base, "prestroid_explains_total"); ok {
 		t.Fatalf("prestroid_explains_total = %g; want no EXPLAIN counted", v)
 	}
 	if got := metric(t, base, `prestroid_estimates_total{source="cheap"}`); got != 8 {

@@ -91,7 +91,7 @@ feedback:
 	if got := metric(t, base, `prestroid_background_explains_total{result="done"}`); got != 1 {
 		t.Errorf(`prestroid_background_explains_total{result="done"} = %g, want 1`, got)
 	}
-	if v, _ := sample(t, base, "prestroid_explains_total"); v != 1 {
+	if v, _ := e2e.Metric(t, base, "prestroid_explains_total"); v != 1 {
 		t.Errorf("prestroid_explains_total = %g; want 1 (the first statement's; none for the one the text stage answered)", v)
 	}
 

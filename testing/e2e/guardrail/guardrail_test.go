@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,21 +68,15 @@ func proxyEstimate(t *testing.T, base, user, sql string) estimate.JSON {
 	return e
 }
 
-// metric is the value of one sample line of GET /metrics ("" when absent).
+// metric is series' value in GET /metrics (e2e.Metrics.Value), as
+// Prometheus writes it ("" when absent).
 func metric(t *testing.T, base, series string) string {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	v, ok := e2e.Metric(t, base, series)
+	if !ok {
+		return ""
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			return v
-		}
-	}
-	return ""
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 func TestGuardrailsOnRealTrino(t *testing.T) {

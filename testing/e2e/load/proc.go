@@ -1,14 +1,14 @@
 package load
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/prestroid/prestroid/testing/e2e"
 )
 
 // usage is one sample of the proxy process, read from /proc and its own
@@ -55,83 +55,35 @@ func (s *sampler) sample() (usage, error) {
 			u.RSSKiB, _ = strconv.Atoi(f[1])
 		}
 	}
-	dir := fmt.Sprintf("/proc/%d/fd", s.pid)
-	ents, err := os.ReadDir(dir)
+	kinds, err := e2e.FDKinds(s.pid, strconv.Itoa(s.proxyPort), map[string]string{strconv.Itoa(s.trinoPort): "trino"})
 	if err != nil {
 		return u, err
 	}
-	u.FDs = len(ents)
-	sockets := map[string]bool{} // inode
-	for _, e := range ents {
-		l, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err == nil && strings.HasPrefix(l, "socket:[") {
-			sockets[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
-		}
+	for _, n := range kinds {
+		u.FDs += n
 	}
-	for _, table := range []string{"tcp", "tcp6"} {
-		local, remote, err := tcpPorts(fmt.Sprintf("/proc/%d/net/%s", s.pid, table), sockets)
-		if err != nil {
-			return u, err
-		}
-		for i := range local {
-			switch {
-			case local[i] == s.proxyPort && remote[i] != 0:
-				u.Clients++
-			case remote[i] == s.trinoPort:
-				u.Upstream++
-			}
-		}
-	}
-	resp, err := s.client.Get(s.metrics)
+	u.Clients, u.Upstream = kinds["clients"], kinds["trino"]
+	m, err := s.read()
 	if err != nil {
 		return u, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return u, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
-			u.Goroutines, _ = strconv.Atoi(strings.TrimSpace(v))
-		}
-		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			u.HeapInuse = int(f)
-		}
-	}
-	if u.Goroutines == 0 {
+	g, ok := m.Value("go_goroutines")
+	if !ok {
 		return u, fmt.Errorf("load: no go_goroutines in %s", s.metrics)
 	}
+	heap, _ := m.Value("go_memstats_heap_inuse_bytes")
+	u.Goroutines, u.HeapInuse = int(g), int(heap)
 	return u, nil
 }
 
-// tcpPorts returns the local and remote ports of the sockets in a
-// /proc/net/tcp{,6} table whose inodes are in want.
-func tcpPorts(path string, want map[string]bool) (local, remote []int, err error) {
-	f, err := os.Open(path)
+// read scrapes the proxy's /metrics with the sampler's client.
+func (s *sampler) read() (e2e.Metrics, error) {
+	resp, err := s.client.Get(s.metrics)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Scan() // header
-	for sc.Scan() {
-		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-		f := strings.Fields(sc.Text())
-		if len(f) < 10 || !want[f[9]] {
-			continue
-		}
-		local = append(local, hexPort(f[1]))
-		remote = append(remote, hexPort(f[2]))
-	}
-	return local, remote, sc.Err()
-}
-
-func hexPort(addr string) int {
-	i := strings.LastIndexByte(addr, ':')
-	p, _ := strconv.ParseInt(addr[i+1:], 16, 32)
-	return int(p)
+	defer resp.Body.Close()
+	return e2e.ParseMetrics(resp.Body)
 }
 
 // counters returns the /metrics lines of the named metrics.
@@ -155,26 +107,10 @@ func (s *sampler) counters(names ...string) []string {
 
 // sum adds up every series of the named metric (0 when it has none yet).
 func (s *sampler) sum(name string) (float64, error) {
-	resp, err := s.client.Get(s.metrics)
+	m, err := s.read()
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	var total float64
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("load: %q: %w", line, err)
-		}
-		total += v
-	}
-	return total, nil
+	v, _ := m.Value(name)
+	return v, nil
 }

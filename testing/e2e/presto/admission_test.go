@@ -3,10 +3,7 @@ package presto
 import (
 	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,17 +111,6 @@ func TestAdmissionQueueWithPrestoClients(t *testing.T) {
 // queued reads the proxy's prestroid_queue_length.
 func queued(t *testing.T, base string) int {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "prestroid_queue_length "); ok {
-			n, _ := strconv.ParseFloat(v, 64)
-			return int(n)
-		}
-	}
-	return 0
+	v, _ := e2e.Metric(t, base, "prestroid_queue_length")
+	return int(v)
 }

@@ -440,16 +440,15 @@ routing:
 	}
 }
 
-// metricValue returns the value of the Prometheus sample whose name and
-// labels are exactly series, or -1.
+// metricValue is series' value in an exposition (e2e.Metrics.Value), or
+// -1.
 func metricValue(exposition, series string) float64 {
-	for _, line := range strings.Split(exposition, "\n") {
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			var v float64
-			if _, err := fmt.Sscan(rest, &v); err == nil {
-				return v
-			}
-		}
+	m, err := e2e.ParseMetrics(strings.NewReader(exposition))
+	if err != nil {
+		return -1
+	}
+	if v, ok := m.Value(series); ok {
+		return v
 	}
 	return -1
 }

@@ -9,7 +9,6 @@
 package sharedhistory
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -17,7 +16,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,25 +115,12 @@ func (r replica) estimate(t *testing.T, sql string) string {
 	return est
 }
 
-// metric reads one sample (name, or name{labels} as exposed) from r's
-// /metrics; -1 when absent.
-func (r replica) metric(t *testing.T, name string) float64 {
+// metric reads series (e2e.Metrics.Value) from r's /metrics; -1 when
+// absent.
+func (r replica) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(r.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
+	if v, ok := e2e.Metric(t, r.base, series); ok {
+		return v
 	}
 	return -1
 }
