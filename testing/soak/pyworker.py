@@ -11,23 +11,15 @@ client gave up on, "other" anything else the client raised.
 """
 import hashlib
 import json
+import os
 import sys
 from urllib.parse import urlparse
 
 import trino
 from trino.exceptions import HttpError, TrinoQueryError
 
-
-def norm(v):
-    """Doubles to 10 significant digits, as the Go side does (e2e.NormFloat):
-    Trino's double sums vary in their last bits from run to run."""
-    if isinstance(v, float):
-        return float("%.10g" % v)
-    if isinstance(v, (list, tuple)):
-        return [norm(x) for x in v]
-    if isinstance(v, dict):
-        return {k: norm(x) for k, x in v.items()}
-    return v
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+from pyrows import norm  # noqa: E402
 
 
 def run(req):

@@ -5,23 +5,15 @@ Output (stdout): {N: {"columns": [...], "rows": [sorted row strings]} | {"error"
 Used by the e2e tests to compare the proxy with direct Trino.
 """
 import json
+import os
 import sys
 from urllib.parse import urlparse
 
 import trino
 from trino.exceptions import TrinoQueryError
 
-
-def norm(v):
-    """Doubles to 10 significant digits: Trino's double sums vary in their
-    last bits from run to run (summation order), in either path."""
-    if isinstance(v, float):
-        return float("%.10g" % v)
-    if isinstance(v, (list, tuple)):
-        return [norm(x) for x in v]
-    if isinstance(v, dict):
-        return {k: norm(x) for k, x in v.items()}
-    return v
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pyrows import norm  # noqa: E402
 
 
 def main():

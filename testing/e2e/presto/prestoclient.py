@@ -10,6 +10,7 @@ Output (stdout): {N: {"columns": [...], "rows": [row reprs, sorted unless ORDER 
 Used by the e2e tests to compare the proxy with a direct connection.
 """
 import json
+import os
 import sys
 from urllib.parse import urlparse
 
@@ -17,16 +18,8 @@ import prestodb
 from prestodb.exceptions import PrestoQueryError
 from prestodb.transaction import IsolationLevel
 
-
-def norm(v):
-    """Doubles to 10 significant digits (summation order varies)."""
-    if isinstance(v, float):
-        return float("%.10g" % v)
-    if isinstance(v, (list, tuple)):
-        return [norm(x) for x in v]
-    if isinstance(v, dict):
-        return {k: norm(x) for k, x in v.items()}
-    return v
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pyrows import norm  # noqa: E402
 
 
 def result(cur, sql):
