@@ -618,6 +618,14 @@ admission:
 	} else {
 		t.Logf("admission: 0 in flight and 0 queued on both replicas and in Redis")
 	}
+	// Queries a replica counted LOST: admitted on the Trino that was
+	// killed, their slots freed when the monitor saw it restarted.
+	for _, r := range reps {
+		if m, err := e2e.ReadMetrics(r.base); err == nil {
+			lost, _ := m.Value(`prestroid_completed_queries_total{state="LOST"}`)
+			t.Logf("replica %s: %.0f queries LOST to the Trino restart (slots freed then)", r.name, lost)
+		}
+	}
 
 	// fds, goroutines and memory back near the baseline (the restarted
 	// replica against the first one's). Tolerances: fds by kind
