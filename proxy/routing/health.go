@@ -374,13 +374,25 @@ func (h *Health) setEngine(e dialect.Engine) dialect.Engine {
 const restartSlack = 2 * time.Second
 
 // restarted records st's start and reports whether it is a later
-// coordinator than the last start a check read (false for the first).
+// coordinator than the latest start any check read before (false for the
+// first). The latest, not the last: behind an address that reaches more
+// than one coordinator in turn, checks alternate between their starts, and
+// only a start later than all of them is a restart. Only the monitor's
+// goroutine calls it for a cluster.
 func (h *Health) restarted(st *State) bool {
 	if st.Started.IsZero() {
 		return false
 	}
-	old := h.start.Swap(st)
-	return old != nil && st.Started.Sub(old.Started) > old.Precision+st.Precision+restartSlack
+	old := h.start.Load()
+	if old == nil {
+		h.start.Store(st)
+		return false
+	}
+	if st.Started.Sub(old.Started) <= old.Precision+st.Precision+restartSlack {
+		return false
+	}
+	h.start.Store(st)
+	return true
 }
 
 // parseUptime reads /v1/info's uptime, an airlift Duration ("12.34m",

@@ -248,3 +248,21 @@ func TestMonitorSeesARestart(t *testing.T) {
 		t.Errorf("Restarted called %d times as the new coordinator's uptime grew, want 1", len(calls))
 	}
 }
+
+// TestMonitorBehindTwoCoordinators: an address that reaches two
+// coordinators in turn (started an hour apart) is not a cluster that
+// restarts at every other check: only the first sight of the later one
+// counts, and its start is before anything placed since.
+func TestMonitorBehindTwoCoordinators(t *testing.T) {
+	var h Health
+	var calls []time.Time
+	m := &Monitor{Type: MonitorInfo, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for i := range 6 {
+		up := []string{"2.00h", "1.00h"}[i%2]
+		m.check(Target{Name: "c", Health: &h, Prober: &fakeProber{answers: map[string]answer{"/v1/info": {200, `{"uptime":"` + up + `"}`, nil}}},
+			Restarted: func(before time.Time) { calls = append(calls, before) }})
+	}
+	if len(calls) != 1 || time.Since(calls[0]) < 59*time.Minute {
+		t.Errorf("Restarted calls %v; want one, with a time an hour ago (the later coordinator's start)", calls)
+	}
+}
