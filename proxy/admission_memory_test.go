@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 
 	"github.com/prestroid/prestroid/proxy/admission"
@@ -19,19 +17,13 @@ import (
 func TestAdmissionOnPredictedMemory(t *testing.T) {
 	admissiontest.ForEach(t, func(t *testing.T, _ admissiontest.Backend, opts func(admission.Options) *admission.Options) {
 		stub, posts := statefulStub(t)
-		s, err := New(withDefaults(Options{
+		addr, _ := serveTest(t, Options{
 			Clusters:  []ClusterConfig{{Name: "default", URL: stub.URL, Class: "only"}},
 			Classes:   []routing.CostClass{{Name: "only"}},
 			Estimator: &fixedEstimator{}, MonitorInterval: -1,
 			Admission: opts(admission.Options{ClassMaxPeakMemory: map[string]float64{"only": 4 << 30}}),
-			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		go s.Serve(ln)
-		t.Cleanup(func() { s.Shutdown(context.Background()) })
-		p := "http://" + ln.Addr().String()
+			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))})
+		p := addr
 
 		first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1 -- cpu=1 mem=3221225472", "alice")
 		if first.Stats.State != "RUNNING" || posts.Load() != 1 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -47,16 +46,9 @@ func statefulStub(t *testing.T) (*stubTrino, *atomic.Int64) {
 
 func admissionProxy(t *testing.T, upstream string, signer *protocol.Signer, a *admission.Options) (string, *Server) {
 	t.Helper()
-	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: upstream}}, Signer: signer, MonitorInterval: -1,
-		Admission: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return "http://" + ln.Addr().String(), s
+	addr, s := serveTest(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: upstream}}, Signer: signer, MonitorInterval: -1,
+		Admission: a, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return addr, s
 }
 
 type pg struct {
@@ -212,16 +204,9 @@ func (s sink) Record(c Completed) { s.got <- c }
 func TestFeedbackAndMetrics(t *testing.T) {
 	stub, _ := statefulStub(t)
 	fb := sink{got: make(chan Completed, 4)}
-	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
-		Estimator: &fixedEstimator{}, Feedback: fb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	p := "http://" + ln.Addr().String()
+	addr, _ := serveTest(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
+		Estimator: &fixedEstimator{}, Feedback: fb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p := addr
 
 	first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1 -- cpu=0.5", "alice")
 	call(t, "GET", first.NextURI, "", "alice") // the last page
@@ -265,14 +250,9 @@ func TestFeedbackKeepsPlansOnlyWhenAsked(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		stub, _ := statefulStub(t)
 		fb := sink{got: make(chan Completed, 4)}
-		s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
-			Estimator: &fixedEstimator{}, Feedback: fb, FeedbackPlans: keep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		go s.Serve(ln)
-		p := "http://" + ln.Addr().String()
+		addr, s := serveTest(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: -1,
+			Estimator: &fixedEstimator{}, Feedback: fb, FeedbackPlans: keep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		p := addr
 		first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1 -- cpu=0.5 plan", "alice")
 		call(t, "GET", first.NextURI, "", "alice") // the last page
 		select {
@@ -309,15 +289,9 @@ func TestARestartedClusterFreesTheSlotsOfItsLostQueries(t *testing.T) {
 				http.NotFound(w, r)
 			}
 		})
-		s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: 20 * time.Millisecond,
-			Admission: opts(admission.Options{MaxQueries: 1}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		go s.Serve(ln)
-		t.Cleanup(func() { s.Shutdown(context.Background()) })
-		p := "http://" + ln.Addr().String()
+		addr, s := serveTest(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: stub.URL}}, MonitorInterval: 20 * time.Millisecond,
+			Admission: opts(admission.Options{MaxQueries: 1}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		p := addr
 
 		if first, _ := call(t, "POST", p+"/v1/statement", "SELECT 1", "alice"); first.Stats.State != "RUNNING" {
 			t.Fatalf("first query not submitted: %+v", first)

@@ -61,14 +61,8 @@ func newAuthStub(t *testing.T) *authStub {
 func identityProxy(t *testing.T, o Options) (string, *Server) {
 	t.Helper()
 	o.MonitorInterval, o.Logger = -1, quietLogger()
-	s, err := New(withDefaults(o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return "http://" + ln.Addr().String(), s
+	addr, s := serveTest(t, o)
+	return addr, s
 }
 
 func basic(user, pass string) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,14 +18,8 @@ func scrape(t *testing.T, o Options) (string, *Server) {
 	t.Helper()
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	o.MonitorInterval = -1
-	s, err := New(withDefaults(o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	addr, s := serveTest(t, o)
+	resp, err := http.Get(addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,10 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -25,17 +23,8 @@ func pageProxy(t *testing.T, url string, o Options) (string, *Server) {
 	if o.UpstreamTimeout == 0 {
 		o.UpstreamTimeout = 2 * time.Second
 	}
-	s, err := New(withDefaults(o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return "http://" + ln.Addr().String(), s
+	addr, s := serveTest(t, o)
+	return addr, s
 }
 
 // dataPage is an executing page with n rows, pointing at base.

@@ -113,15 +113,9 @@ func routingProxy(t *testing.T, o Options) string {
 	if o.MonitorInterval == 0 {
 		o.MonitorInterval = 50 * time.Millisecond
 	}
-	s, err := New(withDefaults(o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	addr, _ := serveTest(t, o)
 	time.Sleep(150 * time.Millisecond) // first health round
-	return "http://" + ln.Addr().String()
+	return addr
 }
 
 func sendSQL(t *testing.T, p, sql string, h map[string]string) *http.Response {

@@ -49,19 +49,8 @@ func startTestProxy(t *testing.T, urls ...string) string {
 	for i, u := range urls {
 		cs = append(cs, ClusterConfig{Name: []string{"default", "large"}[i], URL: u})
 	}
-	s, err := New(withDefaults(Options{Clusters: cs, UpstreamTimeout: 2 * time.Second, MonitorInterval: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return "http://" + ln.Addr().String()
+	addr, _ := serveTest(t, Options{Clusters: cs, UpstreamTimeout: 2 * time.Second, MonitorInterval: -1})
+	return addr
 }
 
 func post(t *testing.T, url string, h http.Header) *http.Response {
@@ -295,4 +284,28 @@ func TestQueryResourceFindsTheCluster(t *testing.T) {
 	if r.StatusCode != http.StatusBadRequest {
 		t.Errorf("path-injecting query id: %d, want 400", r.StatusCode)
 	}
+}
+
+// serveTest runs New(withDefaults(o)) on a loopback port of its own until
+// the test ends (a quiet logger unless o has one) and returns its base URL.
+func serveTest(t *testing.T, o Options) (string, *Server) {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := New(withDefaults(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return "http://" + ln.Addr().String(), s
 }

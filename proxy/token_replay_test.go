@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -39,20 +37,10 @@ func TestReplayedAndTruncatedTokensNeverReachUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(withDefaults(Options{Clusters: []ClusterConfig{{Name: "default", URL: stubs[0].URL}, {Name: "large", URL: stubs[1].URL}},
+	addr, _ := serveTest(t, Options{Clusters: []ClusterConfig{{Name: "default", URL: stubs[0].URL}, {Name: "large", URL: stubs[1].URL}},
 		Signer: signer, UpstreamTimeout: 2 * time.Second, MonitorInterval: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	p := "http://" + ln.Addr().String()
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p := addr
 
 	nextURI := func() string {
 		resp := post(t, p, nil)
