@@ -638,7 +638,7 @@ admission:
 	waitGC := set.waitGC
 	ok := func(name string, b, a sample) []string {
 		var l []string
-		l = append(l, fdLeaks(b, a, time.Since(loadEnd))...)
+		l = append(l, fdLeaks(b, a)...)
 		if a.goroutines > b.goroutines+25 {
 			l = append(l, fmt.Sprintf("goroutines %d -> %d", b.goroutines, a.goroutines))
 		}
