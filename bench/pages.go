@@ -107,7 +107,7 @@ func Pages(w io.Writer, o PagesOptions) error {
 		for _, p := range paths[1:] {
 			rs := append([]float64(nil), res[kind][p.name]...)
 			sort.Float64s(rs)
-			fmt.Fprintf(w, "%s client, %s/direct: median %.2f (min %.2f, max %.2f) %v\n", kind, p.name, rs[len(rs)/2], rs[0], rs[len(rs)-1], fmtRatios(res[kind][p.name]))
+			fmt.Fprintf(w, "%s client, %s/direct: median %.2f (min %.2f, max %.2f) %v\n", kind, p.name, median(rs), rs[0], rs[len(rs)-1], fmtRatios(res[kind][p.name]))
 		}
 	}
 	return nil
