@@ -290,6 +290,13 @@ func TestQueryResourceFindsTheCluster(t *testing.T) {
 // the test ends (a quiet logger unless o has one) and returns its base URL.
 func serveTest(t *testing.T, o Options) (string, *Server) {
 	t.Helper()
+	return serveTestOn(t, o, nil)
+}
+
+// serveTestOn is serveTest over wrap(the listener) when wrap is set (TLS),
+// its URL then with scheme https.
+func serveTestOn(t *testing.T, o Options, wrap func(net.Listener) net.Listener) (string, *Server) {
+	t.Helper()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -301,11 +308,15 @@ func serveTest(t *testing.T, o Options) (string, *Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.Serve(ln)
+	scheme, served := "http://", ln
+	if wrap != nil {
+		scheme, served = "https://", wrap(ln)
+	}
+	go s.Serve(served)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		s.Shutdown(ctx)
 	})
-	return "http://" + ln.Addr().String(), s
+	return scheme + ln.Addr().String(), s
 }

@@ -74,18 +74,9 @@ func startTLSProxy(t *testing.T, o Options, certFile, keyFile string) (string, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.MonitorInterval, o.Logger = -1, quietLogger()
-	s, err := New(withDefaults(o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(tls.NewListener(ln, frontdoor.ServerTLSConfig(r)))
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return "https://" + ln.Addr().String(), r
+	o.MonitorInterval = -1
+	base, _ := serveTestOn(t, o, func(ln net.Listener) net.Listener { return tls.NewListener(ln, frontdoor.ServerTLSConfig(r)) })
+	return base, r
 }
 
 func trustOnly(certs ...*x509.Certificate) *x509.CertPool {
