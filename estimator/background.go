@@ -208,7 +208,7 @@ func (s *Service) explainBehind(m *bundle.Model, planners []string, engine diale
 			s.bgKeys.Delete(key)
 		}
 	}
-	planner, release, ceiling := s.explainSlot(planners)
+	planner, release, ceiling := s.explainSlot(planners, true)
 	if release == nil {
 		unkey()
 		if ceiling {

@@ -291,7 +291,8 @@ type CascadeOptions struct {
 	// each counted (ExplainCounts.SkippedCeiling). Zero means no ceiling.
 	ExplainRate float64
 	// ExplainBurst is the bucket's size. Zero means ExplainRate rounded
-	// up, at least 1.
+	// up, at least 1. A background EXPLAIN takes a token only while the
+	// bucket holds more than half of it (explainSlot).
 	ExplainBurst int
 	// LearnMinRuns and LearnMaxSpread say which shapes a background
 	// EXPLAIN (the text stage or the history answered before the plan)

@@ -293,4 +293,32 @@ func TestExplainCeiling(t *testing.T) {
 			t.Errorf("%d EXPLAINs, counts %+v, background %+v; want 1, 1 learn, 2 skipped_ceiling", f.explains.Load(), c, bg)
 		}
 	})
+	t.Run("a background EXPLAIN leaves the hot path half the bucket", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		co := defaults
+		co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
+		co.ExplainRate, co.ExplainBurst = 0.001, 4
+		s := newCascade(t, co, constModel(0.1))
+		s.textHook = textModel
+		// Text answers: the background takes a token while the bucket holds
+		// 3 or more (1 + 4/2): two of four.
+		for i := range 4 {
+			if e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM region WHERE r_regionkey = %d -- text 0.05 0.1 0.2", i)); e.Source != estimate.SourceText {
+				t.Fatalf("%d: source %s", i, e.Source)
+			}
+		}
+		waitFor(t, "the background EXPLAINs", func() bool { return s.BackgroundStats().Done == 2 })
+		// The hot path still has its two.
+		for i := range 3 {
+			e, err := s.EstimateOn(context.Background(), []string{srv.URL}, fmt.Sprintf("SELECT * FROM nation WHERE n_nationkey = %d -- text 0.5 1 2", i), alice)
+			if i < 2 && (err != nil || !e.Explained()) {
+				t.Errorf("hot %d: %+v %v, want explained", i, e, err)
+			}
+		}
+		if c := s.ExplainCounts(); f.explains.Load() != 4 || c.Learn != 2 || c.Hot != 2 || c.SkippedCeiling != 3 {
+			t.Errorf("%d EXPLAINs, counts %+v; want 4: 2 learn, 2 hot, 3 skipped_ceiling (2 background, 1 hot)", f.explains.Load(), c)
+		}
+	})
 }

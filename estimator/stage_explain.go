@@ -24,7 +24,7 @@ import (
 type explainStage struct{}
 
 func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
-	planner, release, ceiling := s.explainSlot(r.planners)
+	planner, release, ceiling := s.explainSlot(r.planners, false)
 	if release == nil {
 		if ceiling {
 			s.count(reasonSkippedCeiling)
@@ -61,8 +61,10 @@ func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 // explainSlot takes an EXPLAIN slot on the least busy planner below the
 // bound and with a token of its ceiling (CascadeOptions.ExplainRate);
 // release is nil when there is none, and ceiling then reports that some
-// planner below the bound was over its ceiling.
-func (s *Service) explainSlot(planners []string) (planner string, release func(), ceiling bool) {
+// planner below the bound was over its ceiling. A background EXPLAIN
+// leaves the hot path a reserve (backgroundReserve): it takes a token
+// only while the bucket holds more than that.
+func (s *Service) explainSlot(planners []string, background bool) (planner string, release func(), ceiling bool) {
 	limit := int64(s.opts.Cascade.ExplainLimit)
 	for range 3 { // a lost race tries again, then gives up
 		var best *atomic.Int64
@@ -74,7 +76,7 @@ func (s *Service) explainSlot(planners []string) (planner string, release func()
 				continue
 			}
 			lim := s.ceiling(p)
-			if lim != nil && lim.Tokens() < 1 {
+			if lim != nil && lim.Tokens() < need(lim, background) {
 				ceiling = true
 				continue
 			}
@@ -95,4 +97,17 @@ func (s *Service) explainSlot(planners []string) (planner string, release func()
 		}
 	}
 	return "", nil, ceiling
+}
+
+// need is the tokens lim must hold for an EXPLAIN to take one: 1 on the
+// hot path; in the background 1 more than half the bucket (at least 1), so
+// that near the ceiling the decisions the plan can change get the
+// EXPLAINs and learning gets what they leave. First come, first served,
+// the background EXPLAINs of statements already decided would take the
+// tokens the next new shape's decision needs.
+func need(lim *rate.Limiter, background bool) float64 {
+	if !background {
+		return 1
+	}
+	return max(1, 1+float64(lim.Burst()/2))
 }

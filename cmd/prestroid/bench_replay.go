@@ -40,7 +40,8 @@ func benchReplay(args []string) int {
 	users := fs.Int("users", 1, "users the statements are sent as, in rotation (a fleet repeating each other's statements)")
 	cacheTTL := fs.Duration("cache-ttl", -1, "estimator.cache_ttl of the proxies (negative: no estimate cache, repeats answered by the history)")
 	learn := fs.String("learn", "", "estimator.learn_min_runs values to run side by side, comma-separated, one proxy each per --explain setting (-1: every background EXPLAIN runs, as before the rule; empty: the default alone)")
-	explainRate := fs.Float64("explain-rate", 0, "estimator.explain_rate of the proxies (0: no ceiling)")
+	explainRate := fs.Float64("explain-rate", 0, "estimator.explain_rate of the proxies but always's (the reference: every statement explained) (0: no ceiling)")
+	explainBurst := fs.Int("explain-burst", 0, "estimator.explain_burst with --explain-rate (0: the rate rounded up)")
 	mix := fs.String("mix", "", "draw the statements as a fleet runs them, in these shares (e.g. dashboards=0.6,etl=0.25,adhoc=0.15; --new and --users are then unused), and add the fleet's report (docs/operations.md)")
 	shapes := fs.Int("dashboard-shapes", 24, "--mix: templates the dashboards show")
 	jobs := fs.Int("etl-jobs", 8, "--mix: scheduled statements that repeat exactly")
@@ -105,7 +106,7 @@ func benchReplay(args []string) int {
 		}
 		learns = append(learns, v)
 	}
-	tune := replayTuning{cacheTTL: *cacheTTL, learn: learns, explainRate: *explainRate}
+	tune := replayTuning{cacheTTL: *cacheTTL, learn: learns, explainRate: *explainRate, explainBurst: *explainBurst}
 	for _, f := range strings.Split(*cacheKeys, ",") {
 		switch f = strings.TrimSpace(f); f {
 		case "":
@@ -147,12 +148,17 @@ func runBenchReplay(trino, model, ortLib string, settings []string, tune replayT
 				if len(tune.cacheKeys) > 0 {
 					name += " cache=" + key
 				}
+				if tune.explainRate > 0 && mode != "always" {
+					name += " rate=" + strconv.FormatFloat(tune.explainRate, 'g', -1, 64)
+				}
 				base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) {
 					cfg.Estimator.CacheTTL = config.Duration(tune.cacheTTL)
 					cfg.Estimator.CacheShapeOnly = key == "shape"
 					cfg.Estimator.Explain = mode
 					cfg.Estimator.LearnMinRuns = learn
-					cfg.Estimator.ExplainRate = tune.explainRate
+					if mode != "always" {
+						cfg.Estimator.ExplainRate, cfg.Estimator.ExplainBurst = tune.explainRate, tune.explainBurst
+					}
 					cfg.Routing.Classes, cfg.Clusters = nil, nil
 					for i := 0; i <= len(ro.Bounds); i++ {
 						c := config.CostClass{Name: bench.ClassName(i)}
@@ -178,13 +184,15 @@ func runBenchReplay(trino, model, ortLib string, settings []string, tune replayT
 // estimator.explain: the estimate cache's TTL (by default none: repeats
 // are answered by the cascade's history, or explained, which is what is
 // measured), the learn_min_runs values to compare (each its own proxy),
-// the EXPLAIN ceiling, the estimate cache's keys to compare (range, shape:
+// the EXPLAIN ceiling and its burst (not for explain: always, the
+// reference), the estimate cache's keys to compare (range, shape:
 // estimator.cache_shape_only false and true; each its own proxy).
 type replayTuning struct {
-	cacheTTL    time.Duration
-	learn       []int
-	explainRate float64
-	cacheKeys   []string
+	cacheTTL     time.Duration
+	learn        []int
+	explainRate  float64
+	explainBurst int
+	cacheKeys    []string
 }
 
 // parseClassBounds reads --classes: the routing classes' CPU-second
