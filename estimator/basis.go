@@ -22,6 +22,7 @@ type basisWire struct {
 	LnCost  *float64        `json:"c,omitempty"`
 	LnText  *float64        `json:"t,omitempty"`
 	LnRows  *float64        `json:"n,omitempty"`
+	Blend   *BlendPoint     `json:"b,omitempty"`
 	Source  estimate.Source `json:"src"`
 	Pending string          `json:"p,omitempty"`
 	Engine  dialect.Engine  `json:"e,omitempty"` // "" for Trino: a Trino basis reads as it always did
@@ -85,7 +86,7 @@ func MarshalBasis(b *Basis) []byte {
 		return nil
 	}
 	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), Family: []byte(b.Family), LnModel: finite(b.LnModel),
-		LnCost: finite(b.LnCost), LnText: finite(b.LnText), LnRows: positive(b.LnRows), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
+		LnCost: finite(b.LnCost), LnText: finite(b.LnText), LnRows: positive(b.LnRows), Blend: b.Blend.finite(), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
 		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy)}) // strings and finite numbers: cannot fail
 	return out
 }
@@ -100,7 +101,7 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), Family: string(w.Family), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), LnRows: orNaN(w.LnRows), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
+	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), Family: string(w.Family), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), LnRows: orNaN(w.LnRows), Blend: w.Blend.finite(), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
 		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy)}
 }
 
@@ -110,4 +111,20 @@ func wireEngine(e dialect.Engine) dialect.Engine {
 		return dialect.Unknown
 	}
 	return e
+}
+
+// BlendPoint is what the model stage combined: ln of the model's
+// corrected CPU seconds and of the calibrated optimizer's, both finite.
+type BlendPoint struct {
+	LnModel     float64 `json:"m"`
+	LnOptimizer float64 `json:"o"`
+}
+
+// finite is p when both its numbers are finite, else nil (the wire's
+// JSON has no NaN or infinity).
+func (p *BlendPoint) finite() *BlendPoint {
+	if p == nil || finite(p.LnModel) == nil || finite(p.LnOptimizer) == nil {
+		return nil
+	}
+	return p
 }

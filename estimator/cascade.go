@@ -346,7 +346,12 @@ type Basis struct {
 	// the CPU time's), not their logs: 0 when the stage did not predict
 	// the target, so that the zero Basis predicts none.
 	ModelBy, TextBy [numTargets]float64
-	Source          estimate.Source
+	// Blend is the model's corrected number and the calibrated
+	// optimizer's that the model stage combined for a statement without
+	// residuals of its own (nil: none): what the blend line (keyBlend)
+	// learns from once the statement's CPU time is known.
+	Blend  *BlendPoint
+	Source estimate.Source
 	// Engine is the engine of the coordinators the statement was
 	// estimated for (the global calibrations are per engine: globalKey).
 	Engine dialect.Engine
@@ -377,6 +382,7 @@ const (
 	keySize      = "g:size"      // (ln(1+rows) of the largest named table, ln CPU): the size line (sizeLine)
 	keyRepeat    = "g:repeat"    // a repeat's |ln actual − the statement's corrected mean before it|, scaled (repeats.go)
 	keyCold      = "g:cold"      // a statement's second run's ln CPU − its first's: the first run's drift (repeats.go)
+	keyBlend     = "g:blend"     // (ln optimizer − ln model, ln actual − ln model) of statements without residuals: the blend line (blendLearned)
 )
 
 // HistoryKeys are the history keys of sql run in the session h: the exact
@@ -796,6 +802,10 @@ func (l *learner) write(batch []observation) {
 		if y := o.y[estimate.TargetCPU]; !math.IsNaN(b.LnCost) {
 			x, ca, key := b.LnCost, slowAlpha(a), globalKey(keyOptimizer, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})
+		}
+		if y := o.y[estimate.TargetCPU]; b.Blend != nil {
+			x, dy, ca, key := b.Blend.LnOptimizer-b.Blend.LnModel, y-b.Blend.LnModel, slowAlpha(a), globalKey(keyBlend, b.Engine)
+			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, dy, ca, at) }})
 		}
 		if y := o.y[estimate.TargetCPU]; b.LnRows > 0 {
 			x, ca, key := b.LnRows, slowAlpha(a), globalKey(keySize, b.Engine)

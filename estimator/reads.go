@@ -165,7 +165,7 @@ func (l *learner) staleFloors(now time.Time) []string {
 // read for r (its Basis set), read together at the first of those reads:
 // the plan model's global offset and residuals (the estimate cache, the
 // model stage, the text stage's σ after the plan, learnReason's residual
-// count), the optimizer calibration, and, when the text stage runs, its
+// count), the optimizer calibration and the blend line, and, when the text stage runs, its
 // offsets and residuals, the size line and the shape's runs (standIn,
 // when the statement has none of its own); and the run-to-run noise of
 // every target (repeatSigmaOf).
@@ -185,7 +185,7 @@ func (s *Service) planAfterHistory(r *request) {
 		}
 	}
 	residuals(keyModel, keyResidual, keyFamRes)
-	ks = append(ks, globalKey(keyOptimizer, b.Engine))
+	ks = append(ks, globalKey(keyOptimizer, b.Engine), globalKey(keyBlend, b.Engine))
 	if s.opts.Cascade.Explain != ExplainAlways {
 		residuals(keyText, keyTextRes, keyFamText)
 		ks = append(ks, globalKey(keySize, b.Engine))

@@ -3,6 +3,7 @@ package estimator
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -64,11 +65,12 @@ func TestModelStage(t *testing.T) {
 	})
 }
 
-// The model's estimate and the calibrated optimizer's are weighed by
-// their learned precision: equal spreads give their geometric mean, a
-// shape's own narrow residual spread keeps nearly the model's number, and
-// the interval never narrows below the better of the two.
-func TestBlendOptimizer(t *testing.T) {
+// Before the blend line is fitted (and for model+residual) the model's
+// estimate and the calibrated optimizer's are weighed by their learned
+// precision: equal spreads give their geometric mean, a shape's own narrow
+// residual spread keeps nearly the model's number, and the interval never
+// narrows below the better of the two.
+func TestPrecisionBlend(t *testing.T) {
 	for _, c := range []struct {
 		name                  string
 		model, sigma, opt, sd float64
@@ -81,7 +83,7 @@ func TestBlendOptimizer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := &estimate.Estimate{CPUSeconds: c.model, Sigma: c.sigma}
-			blendOptimizer(e, c.opt, c.sd)
+			blend(e, c.opt, c.sd)
 			if math.Abs(e.CPUSeconds-c.want) > 1e-9*c.want || math.Abs(e.Sigma-c.wantSigma) > 1e-9 {
 				t.Errorf("blend(%v ±%v, %v ±%v) = %v ±%v, want %v ±%v", c.model, c.sigma, c.opt, c.sd, e.CPUSeconds, e.Sigma, c.want, c.wantSigma)
 			}
@@ -90,6 +92,65 @@ func TestBlendOptimizer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The blend line learns from the statements the model stage served which
+// of the two numbers this deployment should trust: where the optimizer's
+// line is flat and noisy and the model close, a model at 8 s and an
+// optimizer at 1 s serve near 8 s (the precision weights, both spreads
+// 0.5, served their geometric mean, 2.8 s); where the model is the noisy
+// one, near the optimizer's. A residual (model+residual) keeps the
+// precision weights, as does a line not yet fitted.
+func TestBlendLine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		name           string
+		model, opt     func(truth float64) float64 // ln estimates of ln truth
+		wantLo, wantHi float64                     // served seconds for model 8 s, optimizer 1 s
+	}{
+		{"a close model, a flat optimizer: the model's number", func(x float64) float64 { return x + 0.3*rng.NormFloat64() },
+			func(x float64) float64 { return 0.4*x - 1 + rng.NormFloat64() }, 5, 9},
+		{"a noisy model, a close optimizer: the optimizer's", func(x float64) float64 { return 0.3*x + 1.5*rng.NormFloat64() },
+			func(x float64) float64 { return x + 0.2*rng.NormFloat64() }, 0.8, 1.6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newCascade(t, defaults, constModel(0.1))
+			for range 400 {
+				truth := 1.5 * rng.NormFloat64()
+				b := &Basis{Exact: "x", Shape: "s", LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN(),
+					Blend: &BlendPoint{LnModel: c.model(truth), LnOptimizer: c.opt(truth)}}
+				s.Observe(b, estimate.Actual{CPUSeconds: math.Exp(truth)})
+			}
+			s.Flush()
+			e := &estimate.Estimate{CPUSeconds: 8, Sigma: 0.5, Source: estimate.SourceModel}
+			b := &Basis{}
+			s.blendOptimizer(s.reads(), e, b, 1, 0.5)
+			if e.CPUSeconds < c.wantLo || e.CPUSeconds > c.wantHi {
+				t.Errorf("served %.2f s, want in [%v, %v]", e.CPUSeconds, c.wantLo, c.wantHi)
+			}
+			if b.Blend == nil || b.Blend.LnModel != math.Log(8) || b.Blend.LnOptimizer != 0 {
+				t.Errorf("the pair recorded: %+v, want ln 8 and ln 1", b.Blend)
+			}
+			if !(e.Sigma > sigmaFloor) || e.Sigma > 2 {
+				t.Errorf("Sigma %v, want the line's prediction spread", e.Sigma)
+			}
+			// A residual of its own: the precision weights.
+			r := &estimate.Estimate{CPUSeconds: 8, Sigma: 0.5, Source: estimate.SourceModelResidual}
+			rb := &Basis{}
+			s.blendOptimizer(s.reads(), r, rb, 1, 0.5)
+			if math.Abs(r.CPUSeconds-math.Sqrt(8)) > 1e-9 || rb.Blend != nil {
+				t.Errorf("model+residual: %v (pair %+v), want the geometric mean %v and no pair", r.CPUSeconds, rb.Blend, math.Sqrt(8))
+			}
+		})
+	}
+	t.Run("not fitted yet: the precision weights", func(t *testing.T) {
+		s := newCascade(t, defaults, constModel(0.1))
+		e := &estimate.Estimate{CPUSeconds: 8, Sigma: 0.5, Source: estimate.SourceModel}
+		s.blendOptimizer(s.reads(), e, &Basis{}, 1, 0.5)
+		if math.Abs(e.CPUSeconds-math.Sqrt(8)) > 1e-9 {
+			t.Errorf("%v, want %v", e.CPUSeconds, math.Sqrt(8))
+		}
+	})
 }
 
 // On a cluster of an engine the model never saw (its manifest lists only
