@@ -123,9 +123,10 @@ type Estimator struct {
 	// "skipped_ceiling"}. Zero (the default) means no ceiling.
 	ExplainRate float64 `yaml:"explain_rate"`
 	// ExplainBurst is the EXPLAINs a cluster may take at once under
-	// ExplainRate. Zero means ExplainRate rounded up, at least 1. A
-	// background EXPLAIN takes a token only while more than half of them
-	// are left: the hot path's reserve.
+	// ExplainRate. Zero means ExplainRate rounded up, at least 1. Near
+	// the ceiling the statements the text stage is likeliest to place in
+	// the wrong class take the tokens first, background EXPLAINs last
+	// (docs/cascade.md).
 	ExplainBurst int `yaml:"explain_burst"`
 	// LearnMinRuns: a background EXPLAIN (after the history or the text
 	// model answered before the plan) runs only for a statement whose

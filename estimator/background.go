@@ -208,7 +208,7 @@ func (s *Service) explainBehind(m *bundle.Model, planners []string, engine diale
 			s.bgKeys.Delete(key)
 		}
 	}
-	planner, release, ceiling := s.explainSlot(planners, true)
+	planner, release, ceiling := s.explainSlot(planners, backgroundNeed)
 	if release == nil {
 		unkey()
 		if ceiling {

@@ -291,8 +291,8 @@ type CascadeOptions struct {
 	// each counted (ExplainCounts.SkippedCeiling). Zero means no ceiling.
 	ExplainRate float64
 	// ExplainBurst is the bucket's size. Zero means ExplainRate rounded
-	// up, at least 1. A background EXPLAIN takes a token only while the
-	// bucket holds more than half of it (explainSlot).
+	// up, at least 1. How full it must be for an EXPLAIN to take a token
+	// says who gets them near the ceiling (hotNeed, backgroundNeed).
 	ExplainBurst int
 	// LearnMinRuns and LearnMaxSpread say which shapes a background
 	// EXPLAIN (the text stage or the history answered before the plan)

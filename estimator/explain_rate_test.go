@@ -321,4 +321,40 @@ func TestExplainCeiling(t *testing.T) {
 			t.Errorf("%d EXPLAINs, counts %+v; want 4: 2 learn, 2 hot, 3 skipped_ceiling (2 background, 1 hot)", f.explains.Load(), c)
 		}
 	})
+	t.Run("near the ceiling the hot path explains the statements likeliest to be placed wrong", func(t *testing.T) {
+		f := &fakePlanner{}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		co := defaults
+		co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
+		co.ExplainRate, co.ExplainBurst = 0.001, 4
+		s := newCascade(t, co, constModel(0.5))
+		s.textHook = textModel
+		est := func(i int, text string) *estimate.Estimate {
+			e, err := s.EstimateOn(context.Background(), []string{srv.URL}, fmt.Sprintf("SELECT * FROM nation WHERE n_nationkey = %d -- text %s", i, text), alice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		// Medians on the 1 s bound (p = ½) need 1 token: two of four taken.
+		for i := range 2 {
+			if e := est(i, "0.5 1 2"); !e.Explained() {
+				t.Fatalf("%d: %+v, want explained", i, e)
+			}
+		}
+		// An interval that only reaches the bound (median 0.5 s, σ 0.62:
+		// p = 0.13) needs 1 + 4/2·(1 − 0.26) = 2.5 tokens: with 2 left it is
+		// placed by the text stage.
+		if e := est(2, "0.25 0.5 1.1"); e.Explained() || !e.ExplainSkipped || e.Source != estimate.SourceText {
+			t.Errorf("a statement far from the bound near the ceiling: %+v, want the text stage's, explain skipped", e)
+		}
+		// The next one on the bound still gets its plan.
+		if e := est(3, "0.5 1 2"); !e.Explained() {
+			t.Errorf("a median on the bound: %+v, want explained", e)
+		}
+		if c := s.ExplainCounts(); c.Hot != 3 || c.SkippedCeiling != 1 {
+			t.Errorf("counts %+v, want 3 hot, 1 skipped_ceiling", c)
+		}
+	})
 }

@@ -24,7 +24,7 @@ import (
 type explainStage struct{}
 
 func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
-	planner, release, ceiling := s.explainSlot(r.planners, false)
+	planner, release, ceiling := s.explainSlot(r.planners, hotNeed(r.text, r.textFar, s.opts.Cascade.ClassBounds))
 	if release == nil {
 		if ceiling {
 			s.count(reasonSkippedCeiling)
@@ -61,10 +61,11 @@ func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 // explainSlot takes an EXPLAIN slot on the least busy planner below the
 // bound and with a token of its ceiling (CascadeOptions.ExplainRate);
 // release is nil when there is none, and ceiling then reports that some
-// planner below the bound was over its ceiling. A background EXPLAIN
-// leaves the hot path a reserve (backgroundReserve): it takes a token
-// only while the bucket holds more than that.
-func (s *Service) explainSlot(planners []string, background bool) (planner string, release func(), ceiling bool) {
+// planner below the bound was over its ceiling. need says how full the
+// ceiling's bucket must be for this EXPLAIN to take a token (hotNeed,
+// backgroundNeed): near the ceiling the tokens go to the EXPLAINs most
+// likely to change a decision.
+func (s *Service) explainSlot(planners []string, need func(burst int) float64) (planner string, release func(), ceiling bool) {
 	limit := int64(s.opts.Cascade.ExplainLimit)
 	for range 3 { // a lost race tries again, then gives up
 		var best *atomic.Int64
@@ -76,7 +77,7 @@ func (s *Service) explainSlot(planners []string, background bool) (planner strin
 				continue
 			}
 			lim := s.ceiling(p)
-			if lim != nil && lim.Tokens() < need(lim, background) {
+			if lim != nil && lim.Tokens() < max(1, need(lim.Burst())) {
 				ceiling = true
 				continue
 			}
@@ -99,15 +100,34 @@ func (s *Service) explainSlot(planners []string, background bool) (planner strin
 	return "", nil, ceiling
 }
 
-// need is the tokens lim must hold for an EXPLAIN to take one: 1 on the
-// hot path; in the background 1 more than half the bucket (at least 1), so
-// that near the ceiling the decisions the plan can change get the
-// EXPLAINs and learning gets what they leave. First come, first served,
-// the background EXPLAINs of statements already decided would take the
+// backgroundNeed is the tokens a background EXPLAIN needs: 1 more than
+// half the bucket (at least 1), more than any hot one (hotNeed), so that
+// near the ceiling the decisions the plan can change get the EXPLAINs and
+// learning gets what they leave. First come, first served, the
+// background EXPLAINs of statements already decided would take the
 // tokens the next new shape's decision needs.
-func need(lim *rate.Limiter, background bool) float64 {
-	if !background {
-		return 1
+func backgroundNeed(burst int) float64 { return 1 + float64(burst/2) }
+
+// hotNeed is the tokens a hot-path EXPLAIN needs, by the chance that the
+// statement's class is not the one its text estimate (text; nil: none,
+// far: far from the text model's training, its σ no measure) gives:
+// p = Φ(−d/σ), d the distance in ln CPU from its median to the
+// nearest class bound (bounds; 0: unbounded) and σ its spread. A median on
+// a bound (p = ½), or no text estimate, needs 1 token; a statement whose
+// interval only just reaches a bound (p near 0) nearly backgroundNeed's.
+// Under the ceiling (the bucket near empty) the statements the text
+// stage is most likely to place wrong are explained, the others placed by
+// the text stage; below it (the bucket full) every one is explained.
+func hotNeed(text *estimate.Estimate, far bool, bounds []float64) func(burst int) float64 {
+	p := 0.5
+	if text != nil && !far && text.CPUSeconds > 0 && text.Sigma > 0 {
+		p = 0
+		for _, b := range bounds {
+			if b > 0 {
+				d := math.Abs(math.Log(text.CPUSeconds / b))
+				p = max(p, 0.5*math.Erfc(d/text.Sigma/math.Sqrt2))
+			}
+		}
 	}
-	return max(1, 1+float64(lim.Burst()/2))
+	return func(burst int) float64 { return 1 + float64(burst)/2*(1-2*p) }
 }
