@@ -137,11 +137,42 @@ func TestReportFleet(t *testing.T) {
 		"when-uncertain               new               2     2.00     2.00     0.0%", // dashboards 12 and 16
 		"  always                     q p50  1.00  p95  1.00  wrong   0.0%  from the cache 0",
 		"steady  300/1k MISSED",
-		"repeats by another user: 0 EXPLAINs ok",
+		"repeats by another user: 0 EXPLAINs of a plan explained before ok",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// A repeat's EXPLAIN is the first of its plan when no earlier run of the
+// statement was explained or served from the cache (its first run's
+// background EXPLAIN over the ceiling); after an explained run it is an
+// EXPLAIN again, which the target counts.
+func TestFirstExplains(t *testing.T) {
+	run := func(idx int, kind, tmpl string, explains map[string]float64, explained bool) replayRun {
+		return replayRun{idx: idx, kind: kind, template: tmpl, variant: 1, explains: explains, explained: explained}
+	}
+	rs := []replayRun{
+		run(3, kindDashboardRepeat, "tpch/q07", map[string]float64{"learn": 1}, false),     // the first of its plan
+		run(0, kindDashboard, "tpch/q07", map[string]float64{"skipped_ceiling": 1}, false), // placed before the plan, none run
+		run(1, kindDashboard, "tpch/q03", map[string]float64{"hot": 1}, true),
+		run(2, kindDashboardRepeat, "tpch/q03", map[string]float64{"learn": 1}, false), // again
+		run(4, kindDashboardRepeat, "tpch/q07", map[string]float64{"drift": 1}, false), // again: idx 3 explained it
+	}
+	if n := firstExplains(rs); n != 1 {
+		t.Errorf("%v first EXPLAINs of their plan, want 1", n)
+	}
+	var b strings.Builder
+	always := []replayRun{}
+	for _, r := range rs {
+		a := r
+		a.explains, a.explained = map[string]float64{"hot": 1}, true
+		always = append(always, a)
+	}
+	reportFleet(&b, []string{"always", "when-uncertain"}, [][]replayRun{always, rs}, len(rs), []float64{1})
+	if want := "repeats by another user: 2 EXPLAINs of a plan explained before MISSED (1 the first of their plan: no earlier run was explained)"; !strings.Contains(b.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, b.String())
 	}
 }
 
