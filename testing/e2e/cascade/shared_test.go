@@ -142,3 +142,54 @@ func postAs(t *testing.T, base, sql string, h map[string]string) http.Header {
 	}
 	return hdr
 }
+
+// Over estimator.explain_rate a statement is decided without its plan:
+// with one token and no refill to speak of, the first new statement is
+// explained on the real Trino and the second, another shape, is not: the
+// proxy fails open (under explain: always there is no text stage to
+// place it), Trino runs it and the client gets its rows, and the
+// counters say why.
+func TestExplainCeilingDecidesWithoutThePlan(t *testing.T) {
+	t.Parallel()
+	trino := e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`clusters:
+  - {name: live, url: %q, class: small}
+routing:
+  classes:
+    - {name: small}
+  monitor_interval: 1s
+  estimate_timeout: 60s
+estimator:
+  explain: always
+  explain_rate: 0.0001      # one token, the next in ~3 hours
+  explain_burst: 1
+  history:
+    path: %q
+`, trino, filepath.Join(dir, "history.db"))
+	_, base := e2e.ServeConfig(t, bin, cfg)
+	session := map[string]string{"X-Trino-User": "alice", "X-Trino-Catalog": "tpch", "X-Trino-Schema": "tiny"}
+	m1, m2 := marker(), marker()
+	h := postAs(t, base, "SELECT orderpriority, count(*) FROM orders GROUP BY orderpriority /* "+m1+" */", session)
+	if st := h.Get("Server-Timing"); !strings.Contains(st, "explain;dur=") {
+		t.Fatalf("the first statement: Server-Timing %q; want its EXPLAIN on the hot path", st)
+	}
+	h = postAs(t, base, "SELECT returnflag, sum(quantity) FROM lineitem GROUP BY returnflag /* "+m2+" */", session)
+	t.Logf("over the ceiling: X-Prestroid-Estimate %s; Server-Timing %s", h.Get("X-Prestroid-Estimate"), h.Get("Server-Timing"))
+	if st := h.Get("Server-Timing"); strings.Contains(st, "explain;dur=") {
+		t.Errorf("over the ceiling: Server-Timing %q; want no EXPLAIN", st)
+	}
+	if n1, n2 := explainsOnTrino(t, trino, m1), explainsOnTrino(t, trino, m2); n1 != 1 || n2 != 0 {
+		t.Errorf("Trino ran %d and %d EXPLAINs of the two statements, want 1 and 0", n1, n2)
+	}
+	for series, want := range map[string]float64{
+		`prestroid_explains_by_reason_total{reason="hot"}`:             1,
+		`prestroid_explains_by_reason_total{reason="skipped_ceiling"}`: 1,
+		`prestroid_fail_open_total{reason="busy"}`:                     1,
+	} {
+		if v := metric(t, base, series); v != want {
+			t.Errorf("%s = %g, want %g", series, v, want)
+		}
+	}
+}
