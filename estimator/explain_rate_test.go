@@ -275,14 +275,7 @@ func TestExplainCeiling(t *testing.T) {
 		}
 	})
 	t.Run("a background EXPLAIN over the ceiling is dropped, counted", func(t *testing.T) {
-		f := &fakePlanner{}
-		srv := httptest.NewServer(f)
-		defer srv.Close()
-		co := defaults
-		co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
-		co.ExplainRate, co.ExplainBurst = 0.001, 1
-		s := newCascade(t, co, constModel(0.1))
-		s.textHook = textModel
+		s, f, srv := textUnderCeiling(t, 1, 0.1)
 		for i := range 3 {
 			if e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM region WHERE r_regionkey = %d -- text 0.05 0.1 0.2", i)); e.Source != estimate.SourceText {
 				t.Fatalf("%d: source %s", i, e.Source)
@@ -294,14 +287,7 @@ func TestExplainCeiling(t *testing.T) {
 		}
 	})
 	t.Run("a background EXPLAIN leaves the hot path half the bucket", func(t *testing.T) {
-		f := &fakePlanner{}
-		srv := httptest.NewServer(f)
-		defer srv.Close()
-		co := defaults
-		co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
-		co.ExplainRate, co.ExplainBurst = 0.001, 4
-		s := newCascade(t, co, constModel(0.1))
-		s.textHook = textModel
+		s, f, srv := textUnderCeiling(t, 4, 0.1)
 		// Text answers: the background takes a token while the bucket holds
 		// 3 or more (1 + 4/2): two of four.
 		for i := range 4 {
@@ -322,14 +308,7 @@ func TestExplainCeiling(t *testing.T) {
 		}
 	})
 	t.Run("near the ceiling the hot path explains the statements likeliest to be placed wrong", func(t *testing.T) {
-		f := &fakePlanner{}
-		srv := httptest.NewServer(f)
-		defer srv.Close()
-		co := defaults
-		co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
-		co.ExplainRate, co.ExplainBurst = 0.001, 4
-		s := newCascade(t, co, constModel(0.5))
-		s.textHook = textModel
+		s, _, srv := textUnderCeiling(t, 4, 0.5)
 		est := func(i int, text string) *estimate.Estimate {
 			e, err := s.EstimateOn(context.Background(), []string{srv.URL}, fmt.Sprintf("SELECT * FROM nation WHERE n_nationkey = %d -- text %s", i, text), alice)
 			if err != nil {
@@ -357,4 +336,19 @@ func TestExplainCeiling(t *testing.T) {
 			t.Errorf("counts %+v, want 3 hot, 1 skipped_ceiling", c)
 		}
 	})
+}
+
+// textUnderCeiling is the text cascade under when-uncertain (the model's
+// number model) with a ceiling of burst EXPLAINs and no refill to speak
+// of, in front of a fake planner that counts them (srv its server).
+func textUnderCeiling(t *testing.T, burst int, model float64) (*Service, *fakePlanner, *httptest.Server) {
+	f := &fakePlanner{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	co := defaults
+	co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
+	co.ExplainRate, co.ExplainBurst = 0.001, burst
+	s := newCascade(t, co, constModel(model))
+	s.textHook = textModel
+	return s, f, srv
 }

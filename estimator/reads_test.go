@@ -83,6 +83,14 @@ func readsFleet(tb testing.TB, st history.Store) (s *Service, est func(sql strin
 			s.Flush()
 		}
 	}
+	// An observation whose background EXPLAIN was pending is learned
+	// once that finishes, after Flush: wait for all 120, or the learner's
+	// reads (the statement's runs, the drifts) land in a probe's count.
+	for deadline := time.Now().Add(10 * time.Second); s.HistoryStats().Observed < 120; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d of 120 observations learned after 10 s", s.HistoryStats().Observed)
+		}
+	}
 	s.Flush()
 	s.stopBackground()
 	return s, est

@@ -19,22 +19,7 @@ import (
 // schema is another plan: explained.
 func TestRepeatByAnotherUserRunsNoExplain(t *testing.T) {
 	t.Parallel()
-	trino := e2e.TrinoURL(t)
-	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`clusters:
-  - {name: live, url: %q, class: small}
-routing:
-  classes:
-    - {name: small}
-  monitor_interval: 1s
-  estimate_timeout: 60s
-estimator:
-  explain: always           # every statement the history cannot answer is explained on the hot path
-  history:
-    path: %q
-`, trino, filepath.Join(dir, "history.db"))
-	_, base := e2e.ServeConfig(t, bin, cfg)
+	trino, base := serveEstimator(t, oneClass, "  explain: always           # every statement the history cannot answer is explained on the hot path\n")
 	m := marker()
 	sql := "SELECT custkey, count(*) FROM orders WHERE orderstatus = 'F' GROUP BY custkey /* " + m + " */"
 	session := func(user, schema string) map[string]string {
@@ -75,22 +60,7 @@ estimator:
 // runs no second EXPLAIN, hot or background.
 func TestRepeatByAnotherUserRunsNoBackgroundExplain(t *testing.T) {
 	t.Parallel()
-	trino := e2e.TrinoURL(t)
-	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`clusters:
-  - {name: live, url: %q, class: small}
-routing:
-  classes:
-    - {name: small}
-  monitor_interval: 1s
-  estimate_timeout: 60s
-estimator:
-  explain: never            # the text stage answers; the EXPLAIN runs in the background
-  history:
-    path: %q
-`, trino, filepath.Join(dir, "history.db"))
-	_, base := e2e.ServeConfig(t, bin, cfg)
+	trino, base := serveEstimator(t, oneClass, "  explain: never            # the text stage answers; the EXPLAIN runs in the background\n")
 	m := marker()
 	sql := "SELECT nationkey, count(*) FROM customer WHERE mktsegment = 'MACHINERY' GROUP BY nationkey /* " + m + " */"
 	session := func(user string) map[string]string {
@@ -151,24 +121,10 @@ func postAs(t *testing.T, base, sql string, h map[string]string) http.Header {
 // counters say why.
 func TestExplainCeilingDecidesWithoutThePlan(t *testing.T) {
 	t.Parallel()
-	trino := e2e.TrinoURL(t)
-	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`clusters:
-  - {name: live, url: %q, class: small}
-routing:
-  classes:
-    - {name: small}
-  monitor_interval: 1s
-  estimate_timeout: 60s
-estimator:
-  explain: always
+	trino, base := serveEstimator(t, oneClass, `  explain: always
   explain_rate: 0.0001      # one token, the next in ~3 hours
   explain_burst: 1
-  history:
-    path: %q
-`, trino, filepath.Join(dir, "history.db"))
-	_, base := e2e.ServeConfig(t, bin, cfg)
+`)
 	session := map[string]string{"X-Trino-User": "alice", "X-Trino-Catalog": "tpch", "X-Trino-Schema": "tiny"}
 	m1, m2 := marker(), marker()
 	h := postAs(t, base, "SELECT orderpriority, count(*) FROM orders GROUP BY orderpriority /* "+m1+" */", session)
@@ -192,4 +148,29 @@ estimator:
 			t.Errorf("%s = %g, want %g", series, v, want)
 		}
 	}
+}
+
+// oneClass is serveEstimator's routing.classes: one class, unbounded.
+const oneClass = "    - {name: small}\n"
+
+// serveEstimator starts the binary in front of the real Trino, one
+// cluster of class small, with the routing classes' YAML list items
+// classes and the estimator block's lines estimator (indented two
+// spaces), a history of its own; it returns Trino's URL and the proxy's.
+func serveEstimator(t *testing.T, classes, estimator string) (trino, base string) {
+	t.Helper()
+	trino = e2e.TrinoURL(t)
+	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
+	cfg := fmt.Sprintf(`clusters:
+  - {name: live, url: %q, class: small}
+routing:
+  classes:
+%s  monitor_interval: 1s
+  estimate_timeout: 60s
+estimator:
+%s  history:
+    path: %q
+`, trino, classes, estimator, filepath.Join(t.TempDir(), "history.db"))
+	_, base = e2e.ServeConfig(t, bin, cfg)
+	return trino, base
 }

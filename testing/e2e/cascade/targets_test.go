@@ -58,26 +58,11 @@ func TestHistoryServesPeakMemoryAndElapsed(t *testing.T) {
 // and another statement of that shape is placed before the plan.
 func TestDecisionBoundsExplainATargetThePrePlanStageCannotPlace(t *testing.T) {
 	t.Parallel()
-	trino := e2e.TrinoURL(t)
-	bin := e2e.RequireEnv(t, "PRESTROID_BIN")
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`clusters:
-  - {name: live, url: %q, class: small}
-routing:
-  classes:
-    - {name: small, max_cpu_seconds: 100}
-    - {name: large}
-  monitor_interval: 1s
-  estimate_timeout: 60s
-estimator:
-  explain: when-uncertain
+	trino, base := serveEstimator(t, "    - {name: small, max_cpu_seconds: 100}\n    - {name: large}\n", `  explain: when-uncertain
   decision_bounds:
     peak_memory: [4GB]
   cache_ttl: -1s
-  history:
-    path: %q
-`, trino, filepath.Join(dir, "history.db"))
-	_, base := e2e.ServeConfig(t, bin, cfg)
+`)
 	m := marker()
 	// A table no other test of this package reads: the text model (which
 	// reads table sizes) defers its first statement to the plan until its
