@@ -309,6 +309,7 @@ func TestExplainCeiling(t *testing.T) {
 	})
 	t.Run("near the ceiling the hot path explains the statements likeliest to be placed wrong", func(t *testing.T) {
 		s, _, srv := textUnderCeiling(t, 4, 0.5)
+		s.opts.Cascade.ClassQuantile = 0.5 // routed by the median (at 0.9, below: misplaced)
 		est := func(i int, text string) *estimate.Estimate {
 			e, err := s.EstimateOn(context.Background(), []string{srv.URL}, fmt.Sprintf("SELECT * FROM nation WHERE n_nationkey = %d -- text %s", i, text), alice)
 			if err != nil {
@@ -323,8 +324,8 @@ func TestExplainCeiling(t *testing.T) {
 			}
 		}
 		// An interval that only reaches the bound (median 0.5 s, σ 0.62:
-		// p = 0.13) needs 1 + 4/2·(1 − 0.26) = 2.5 tokens: with 2 left it is
-		// placed by the text stage.
+		// routed below it, p = 0.13 it runs longer) needs 1 + 4/2·(1 − 0.26)
+		// = 2.5 tokens: with 2 left it is placed by the text stage.
 		if e := est(2, "0.25 0.5 1.1"); e.Explained() || !e.ExplainSkipped || e.Source != estimate.SourceText {
 			t.Errorf("a statement far from the bound near the ceiling: %+v, want the text stage's, explain skipped", e)
 		}
@@ -351,4 +352,36 @@ func textUnderCeiling(t *testing.T, burst int, model float64) (*Service, *fakePl
 	s := newCascade(t, co, constModel(model))
 	s.textHook = textModel
 	return s, f, srv
+}
+
+// The chance that the text estimate's class is wrong is judged where the
+// router places it: by its ClassQuantile quantile.
+func TestMisplaced(t *testing.T) {
+	co := defaults
+	co.ClassBounds = classes // 1 s, 10 s, unbounded
+	sigma := math.Log(1.1/0.5) / estimate.NormalQuantile(0.9)
+	for _, c := range []struct {
+		name          string
+		median, cq    float64
+		want, epsilon float64
+	}{
+		{"the median on a bound: either side", 1, 0.5, 0.5, 1e-9},
+		{"by the median, 0.5 s: 13% it runs past 1 s", 0.5, 0.5, 0.13, 0.01},
+		{"by the 90% quantile, 0.5 s is routed above 1 s: 87% it stays below", 0.5, 0.9, 0.87, 0.01},
+		{"between two bounds: outside either", 3.16, 0.5, 1 - (0.5*math.Erfc(-math.Log(10/3.16)/sigma/math.Sqrt2) - 0.5*math.Erfc(-math.Log(1/3.16)/sigma/math.Sqrt2)), 1e-9},
+	} {
+		co.ClassQuantile = c.cq
+		if p := co.misplaced(&estimate.Estimate{CPUSeconds: c.median, Sigma: sigma}); math.Abs(p-c.want) > c.epsilon {
+			t.Errorf("%s: %.4f, want %.4f", c.name, p, c.want)
+		}
+	}
+	if n := hotNeed(nil, false, &co)(10); n != 1 {
+		t.Errorf("no text estimate: %v tokens, want 1", n)
+	}
+	if n := hotNeed(&estimate.Estimate{CPUSeconds: 0.01, Sigma: 0.1}, false, &co)(10); math.Abs(n-6) > 1e-6 {
+		t.Errorf("surely right: %v tokens, want 6 (backgroundNeed's)", n)
+	}
+	if n := hotNeed(&estimate.Estimate{CPUSeconds: 0.01, Sigma: 0.1}, true, &co)(10); n != 1 {
+		t.Errorf("far from the text model's training: %v tokens, want 1", n)
+	}
 }

@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"math"
+	"slices"
 	"sync/atomic"
 
 	"github.com/prestroid/prestroid/estimate"
@@ -24,7 +25,7 @@ import (
 type explainStage struct{}
 
 func (explainStage) run(s *Service, r *request) (*estimate.Estimate, error) {
-	planner, release, ceiling := s.explainSlot(r.planners, hotNeed(r.text, r.textFar, s.opts.Cascade.ClassBounds))
+	planner, release, ceiling := s.explainSlot(r.planners, hotNeed(r.text, r.textFar, &s.opts.Cascade))
 	if release == nil {
 		if ceiling {
 			s.count(reasonSkippedCeiling)
@@ -108,26 +109,53 @@ func (s *Service) explainSlot(planners []string, need func(burst int) float64) (
 // tokens the next new shape's decision needs.
 func backgroundNeed(burst int) float64 { return 1 + float64(burst/2) }
 
-// hotNeed is the tokens a hot-path EXPLAIN needs, by the chance that the
-// statement's class is not the one its text estimate (text; nil: none,
-// far: far from the text model's training, its σ no measure) gives:
-// p = Φ(−d/σ), d the distance in ln CPU from its median to the
-// nearest class bound (bounds; 0: unbounded) and σ its spread. A median on
-// a bound (p = ½), or no text estimate, needs 1 token; a statement whose
-// interval only just reaches a bound (p near 0) nearly backgroundNeed's.
-// Under the ceiling (the bucket near empty) the statements the text
-// stage is most likely to place wrong are explained, the others placed by
-// the text stage; below it (the bucket full) every one is explained.
-func hotNeed(text *estimate.Estimate, far bool, bounds []float64) func(burst int) float64 {
+// hotNeed is the tokens a hot-path EXPLAIN needs, by the chance p that
+// the text stage's estimate (text; nil: none; far: far from the text
+// model's training, its σ no measure) places the statement in the wrong
+// class (misplaced): 1 + burst/2 · (1 − 2p), at least 1. A statement as
+// likely wrong as right (p ≥ ½), or without a text estimate, needs 1
+// token; one the text stage nearly surely places right (p near 0) nearly
+// backgroundNeed's. Under the ceiling (the bucket near empty) the
+// statements the text stage is likeliest to place wrong are explained,
+// the others placed by the text stage; below it (the bucket full) every
+// one is explained.
+func hotNeed(text *estimate.Estimate, far bool, co *CascadeOptions) func(burst int) float64 {
 	p := 0.5
 	if text != nil && !far && text.CPUSeconds > 0 && text.Sigma > 0 {
-		p = 0
-		for _, b := range bounds {
-			if b > 0 {
-				d := math.Abs(math.Log(text.CPUSeconds / b))
-				p = max(p, 0.5*math.Erfc(d/text.Sigma/math.Sqrt2))
-			}
+		p = co.misplaced(text)
+	}
+	return func(burst int) float64 { return 1 + float64(burst)/2*max(0, 1-2*p) }
+}
+
+// misplaced is the chance, under e's lognormal CPU time, that the time
+// lies on another side of the CPU's bounds (the routing classes' and
+// decision_bounds') than e's ClassQuantile quantile, by which the router
+// places it: 1 − (Φ(z(upper)) − Φ(z(lower))) for the side's bounds, z(b)
+// = (ln b − ln median)/σ. Under a cautious quantile (0.9) a statement
+// whose median lies well below a bound its 90% quantile passes is routed
+// above it and most likely wrong (too large a class); with the median it
+// would be the chance of lying beyond the nearest bound.
+func (co *CascadeOptions) misplaced(e *estimate.Estimate) float64 {
+	cq := co.ClassQuantile
+	if !(cq > 0 && cq < 1) {
+		cq = 0.5
+	}
+	bounds := slices.Clone(co.Bounds[estimate.TargetCPU])
+	for i, b := range co.ClassBounds {
+		if b > 0 && i < len(co.ClassBounds)-1 {
+			bounds = append(bounds, b)
 		}
 	}
-	return func(burst int) float64 { return 1 + float64(burst)/2*(1-2*p) }
+	slices.Sort(bounds)
+	side := co.side(estimate.TargetCPU, e.Quantile(cq))
+	cdf := func(i int) float64 { // Φ(z(bounds[i])), 0 below the first, 1 above the last
+		if i < 0 {
+			return 0
+		}
+		if i >= len(bounds) {
+			return 1
+		}
+		return 0.5 * math.Erfc(-math.Log(bounds[i]/e.CPUSeconds)/e.Sigma/math.Sqrt2)
+	}
+	return 1 - (cdf(side) - cdf(side-1))
 }

@@ -56,7 +56,7 @@ func TestExplainStage(t *testing.T) {
 			if tc.shape {
 				observe(s, "SELECT * FROM orders WHERE o_orderkey = 2 /* cost 1000 */", 4)
 			}
-			_, release, _ := s.explainSlot([]string{srv.URL}, hotNeed(nil, false, nil)) // the one slot
+			_, release, _ := s.explainSlot([]string{srv.URL}, hotNeed(nil, false, &defaults)) // the one slot
 			defer release()
 			r := newRequest([]string{srv.URL}, q)
 			if _, err := (historyStage{}).run(s, r); err != nil {
