@@ -381,6 +381,11 @@ func TestMisplaced(t *testing.T) {
 	if n := hotNeed(&estimate.Estimate{CPUSeconds: 0.01, Sigma: 0.1}, false, &co)(10); math.Abs(n-6) > 1e-6 {
 		t.Errorf("surely right: %v tokens, want 6 (backgroundNeed's)", n)
 	}
+	for burst := 1; burst <= 5; burst++ { // never more than the bucket, nor than a background EXPLAIN
+		if n := hotNeed(&estimate.Estimate{CPUSeconds: 0.01, Sigma: 0.1}, false, &co)(burst); n > backgroundNeed(burst) || n > float64(burst) {
+			t.Errorf("burst %d: %v tokens, more than the bucket or backgroundNeed's %v", burst, n, backgroundNeed(burst))
+		}
+	}
 	if n := hotNeed(&estimate.Estimate{CPUSeconds: 0.01, Sigma: 0.1}, true, &co)(10); n != 1 {
 		t.Errorf("far from the text model's training: %v tokens, want 1", n)
 	}

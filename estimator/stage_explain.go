@@ -112,10 +112,11 @@ func backgroundNeed(burst int) float64 { return 1 + float64(burst/2) }
 // hotNeed is the tokens a hot-path EXPLAIN needs, by the chance p that
 // the text stage's estimate (text; nil: none; far: far from the text
 // model's training, its σ no measure) places the statement in the wrong
-// class (misplaced): 1 + burst/2 · (1 − 2p), at least 1. A statement as
-// likely wrong as right (p ≥ ½), or without a text estimate, needs 1
-// token; one the text stage nearly surely places right (p near 0) nearly
-// backgroundNeed's. Under the ceiling (the bucket near empty) the
+// class (misplaced): 1 + ⌊burst/2⌋ · (1 − 2p), at least 1 and at most
+// backgroundNeed's (so never more than the bucket holds: with a burst of
+// 1, every EXPLAIN needs its one token). A statement as likely wrong as
+// right (p ≥ ½), or without a text estimate, needs 1 token; one the text
+// stage nearly surely places right (p near 0) nearly backgroundNeed's. Under the ceiling (the bucket near empty) the
 // statements the text stage is likeliest to place wrong are explained,
 // the others placed by the text stage; below it (the bucket full) every
 // one is explained.
@@ -124,7 +125,7 @@ func hotNeed(text *estimate.Estimate, far bool, co *CascadeOptions) func(burst i
 	if text != nil && !far && text.CPUSeconds > 0 && text.Sigma > 0 {
 		p = co.misplaced(text)
 	}
-	return func(burst int) float64 { return 1 + float64(burst)/2*max(0, 1-2*p) }
+	return func(burst int) float64 { return 1 + float64(burst/2)*max(0, 1-2*p) }
 }
 
 // misplaced is the chance, under e's lognormal CPU time, that the time
