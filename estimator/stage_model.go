@@ -140,20 +140,20 @@ func (s *Service) modelPrior(mf *bundle.Manifest, engine dialect.Engine) float64
 //
 //   - A statement without residuals of its own (source model) is served
 //     the blend line's prediction once it is fitted (blendLine: ln actual
-//     − ln model on ln optimizer − ln model, learned from the statements
-//     it served, through the origin, its slope the optimizer's weight in
-//     [0, 1]), with that
-//     line's prediction spread as its Sigma. The precision weights below
-//     take both spreads as independent and each line as unbiased where
-//     the statement lies; on Parquet neither held: the optimizer's line
-//     under-predicts the largest statements (models/README.md, "Where the
-//     ≥ 1 s first sights are missed") and its spread is not the error of
-//     its number at a statement it extrapolates to, so the blend pulled
-//     the model's right number down. Replaying the committed served runs
-//     with the blend fitted prequentially put the first sights' p90
-//     q-error at 2.98 against the precision weights' 3.38 (≥ 1 s CPU: 2.36
-//     against 2.81), medians level (models/README.md, "A blend the
-//     deployment learns").
+//     − ln model on ln optimizer − ln model through the origin, learned
+//     from the statements it served so, its slope the optimizer's weight
+//     in [0, 1]), with that line's prediction spread as its Sigma. The
+//     precision weights below take both spreads as independent and each
+//     line as unbiased where the statement lies; on Parquet neither held:
+//     the optimizer's line under-predicts the largest statements
+//     (models/README.md, "Where the ≥ 1 s first sights are missed") and
+//     its spread is not the error of its number at a statement it
+//     extrapolates to, so the blend pulled the model's right number down.
+//     Replaying the committed served runs with the line fitted
+//     prequentially put the first sights' median / p90 q-error at 1.52 /
+//     2.90 against the precision weights' 1.55 / 3.38 (≥ 1 s CPU: 1.48 /
+//     2.29 against 1.59 / 2.81; models/README.md, "A blend the deployment
+//     learns"); served live it was within the runs' noise.
 //   - Until then, and for model+residual (a shape with narrow residuals
 //     keeps nearly its own number), the precision-weighted mean in ln CPU
 //     (blend: e.Sigma² against sd²), the served Sigma the smaller.
