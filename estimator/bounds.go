@@ -39,44 +39,57 @@ func MergeBounds(lists ...Bounds) Bounds {
 	return out
 }
 
-// bounded reports whether target t has a decision bound: one of Bounds, or
-// for the CPU time a bound between two routing classes.
-func (co *CascadeOptions) bounded(t estimate.Target) bool {
-	if len(co.Bounds[t]) > 0 {
-		return true
+// eachBound calls f with each of target t's decision bounds: Bounds[t]
+// and, for the CPU time, the routing classes' bounds but the last
+// class's (a value above it still goes to the last class, as
+// routing.ClassFor places it). Unordered; a bound in both lists twice.
+func (co *CascadeOptions) eachBound(t estimate.Target, f func(b float64)) {
+	for _, b := range co.Bounds[t] {
+		f(b)
 	}
-	if t != estimate.TargetCPU {
-		return false
-	}
-	for i, b := range co.ClassBounds {
-		if b > 0 && i < len(co.ClassBounds)-1 {
-			return true
+	if t == estimate.TargetCPU {
+		for i, b := range co.ClassBounds {
+			if b > 0 && i < len(co.ClassBounds)-1 {
+				f(b)
+			}
 		}
 	}
-	return false
 }
 
-// side is the number of target t's decision bounds below x: two values
-// are on one side of every bound when their sides are equal. The routing
-// classes' bounds count for the CPU time, but for the last class's (a
-// value above it still goes to the last class, as routing.ClassFor places it). -1 for
-// NaN, which lies on no side.
+// bounded reports whether target t has a decision bound (eachBound).
+func (co *CascadeOptions) bounded(t estimate.Target) bool {
+	found := false
+	co.eachBound(t, func(float64) { found = true })
+	return found
+}
+
+// side is the number of target t's decision bounds (eachBound) below x:
+// two values are on one side of every bound when their sides are equal.
+// -1 for NaN, which lies on no side.
 func (co *CascadeOptions) side(t estimate.Target, x float64) int {
 	if math.IsNaN(x) {
 		return -1
 	}
 	n := 0
-	for _, b := range co.Bounds[t] {
+	co.eachBound(t, func(b float64) {
 		if x > b {
 			n++
 		}
-	}
-	if t == estimate.TargetCPU {
-		for i, b := range co.ClassBounds {
-			if b > 0 && i < len(co.ClassBounds)-1 && x > b {
-				n++
-			}
-		}
-	}
+	})
 	return n
+}
+
+// around gives the bounds of x's side (side): lo the largest of target
+// t's decision bounds below x (0 when none), hi the smallest at or above
+// it (+Inf when none).
+func (co *CascadeOptions) around(t estimate.Target, x float64) (lo, hi float64) {
+	hi = math.Inf(1)
+	co.eachBound(t, func(b float64) {
+		if x > b {
+			lo = max(lo, b)
+		} else {
+			hi = min(hi, b)
+		}
+	})
+	return lo, hi
 }

@@ -3,7 +3,6 @@ package estimator
 import (
 	"context"
 	"math"
-	"slices"
 	"sync/atomic"
 
 	"github.com/prestroid/prestroid/estimate"
@@ -116,47 +115,45 @@ func backgroundNeed(burst int) float64 { return 1 + float64(burst/2) }
 // backgroundNeed's (so never more than the bucket holds: with a burst of
 // 1, every EXPLAIN needs its one token). A statement as likely wrong as
 // right (p ≥ ½), or without a text estimate, needs 1 token; one the text
-// stage nearly surely places right (p near 0) nearly backgroundNeed's. Under the ceiling (the bucket near empty) the
-// statements the text stage is likeliest to place wrong are explained,
-// the others placed by the text stage; below it (the bucket full) every
-// one is explained.
+// stage nearly surely places right (p near 0) nearly backgroundNeed's.
+// Under the ceiling (the bucket near empty) the statements the text
+// stage is likeliest to place wrong are explained, the others placed by
+// the text stage; below it (the bucket full) every one is explained. p is
+// worked out at the first call, so without a ceiling (no bucket asks)
+// never.
 func hotNeed(text *estimate.Estimate, far bool, co *CascadeOptions) func(burst int) float64 {
-	p := 0.5
-	if text != nil && !far && text.CPUSeconds > 0 && text.Sigma > 0 {
-		p = co.misplaced(text)
+	p := math.NaN()
+	return func(burst int) float64 {
+		if math.IsNaN(p) {
+			p = 0.5
+			if text != nil && !far && text.CPUSeconds > 0 && text.Sigma > 0 {
+				p = co.misplaced(text)
+			}
+		}
+		return 1 + float64(burst/2)*max(0, 1-2*p)
 	}
-	return func(burst int) float64 { return 1 + float64(burst/2)*max(0, 1-2*p) }
 }
 
 // misplaced is the chance, under e's lognormal CPU time, that the time
-// lies on another side of the CPU's bounds (the routing classes' and
-// decision_bounds') than e's ClassQuantile quantile, by which the router
-// places it: 1 − (Φ(z(upper)) − Φ(z(lower))) for the side's bounds, z(b)
-// = (ln b − ln median)/σ. Under a cautious quantile (0.9) a statement
-// whose median lies well below a bound its 90% quantile passes is routed
-// above it and most likely wrong (too large a class); with the median it
-// would be the chance of lying beyond the nearest bound.
+// lies on another side of the CPU's decision bounds (the routing
+// classes' and decision_bounds') than e's ClassQuantile quantile, by
+// which the router places it: 1 − (Φ(z(hi)) − Φ(z(lo))) for that side's
+// bounds (around), z(b) = (ln b − ln median)/σ. Under a cautious quantile
+// (0.9) a statement whose median lies well below a bound its 90% quantile
+// passes is routed above it and most likely wrong (too large a class);
+// with the median it would be the chance of lying beyond the nearest
+// bound.
 func (co *CascadeOptions) misplaced(e *estimate.Estimate) float64 {
 	cq := co.ClassQuantile
 	if !(cq > 0 && cq < 1) {
 		cq = 0.5
 	}
-	bounds := slices.Clone(co.Bounds[estimate.TargetCPU])
-	for i, b := range co.ClassBounds {
-		if b > 0 && i < len(co.ClassBounds)-1 {
-			bounds = append(bounds, b)
-		}
-	}
-	slices.Sort(bounds)
-	side := co.side(estimate.TargetCPU, e.Quantile(cq))
-	cdf := func(i int) float64 { // Φ(z(bounds[i])), 0 below the first, 1 above the last
-		if i < 0 {
+	lo, hi := co.around(estimate.TargetCPU, e.Quantile(cq))
+	cdf := func(b float64) float64 { // Φ(z(b)): 0 at no bound below, 1 at none above
+		if b <= 0 {
 			return 0
 		}
-		if i >= len(bounds) {
-			return 1
-		}
-		return 0.5 * math.Erfc(-math.Log(bounds[i]/e.CPUSeconds)/e.Sigma/math.Sqrt2)
+		return 0.5 * math.Erfc(-math.Log(b/e.CPUSeconds)/e.Sigma/math.Sqrt2)
 	}
-	return 1 - (cdf(side) - cdf(side-1))
+	return 1 - (cdf(hi) - cdf(lo))
 }
