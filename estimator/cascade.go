@@ -382,7 +382,7 @@ const (
 	keySize      = "g:size"      // (ln(1+rows) of the largest named table, ln CPU): the size line (sizeLine)
 	keyRepeat    = "g:repeat"    // a repeat's |ln actual − the statement's corrected mean before it|, scaled (repeats.go)
 	keyCold      = "g:cold"      // a statement's second run's ln CPU − its first's: the first run's drift (repeats.go)
-	keyBlend     = "g:blend"     // (ln optimizer − ln model, ln actual − ln model) of statements without residuals: the blend line (blendLearned)
+	keyBlend     = "g:blend"     // (ln optimizer − ln model, ln actual − ln model) of statements without residuals: the blend line (blendOptimizer, blendLine)
 )
 
 // HistoryKeys are the history keys of sql run in the session h: the exact

@@ -276,11 +276,7 @@ func TestExplainCeiling(t *testing.T) {
 	})
 	t.Run("a background EXPLAIN over the ceiling is dropped, counted", func(t *testing.T) {
 		s, f, srv := textUnderCeiling(t, 1, 0.1)
-		for i := range 3 {
-			if e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM region WHERE r_regionkey = %d -- text 0.05 0.1 0.2", i)); e.Source != estimate.SourceText {
-				t.Fatalf("%d: source %s", i, e.Source)
-			}
-		}
+		textAnswers(t, s, srv.URL, 3)
 		waitFor(t, "the background EXPLAIN", func() bool { return s.BackgroundStats().Done == 1 })
 		if c, bg := s.ExplainCounts(), s.BackgroundStats(); f.explains.Load() != 1 || c.Learn != 1 || c.SkippedCeiling != 2 || bg.Skipped != 2 {
 			t.Errorf("%d EXPLAINs, counts %+v, background %+v; want 1, 1 learn, 2 skipped_ceiling", f.explains.Load(), c, bg)
@@ -290,11 +286,7 @@ func TestExplainCeiling(t *testing.T) {
 		s, f, srv := textUnderCeiling(t, 4, 0.1)
 		// Text answers: the background takes a token while the bucket holds
 		// 3 or more (1 + 4/2): two of four.
-		for i := range 4 {
-			if e := estimateSQL(t, s, []string{srv.URL}, fmt.Sprintf("SELECT * FROM region WHERE r_regionkey = %d -- text 0.05 0.1 0.2", i)); e.Source != estimate.SourceText {
-				t.Fatalf("%d: source %s", i, e.Source)
-			}
-		}
+		textAnswers(t, s, srv.URL, 4)
 		waitFor(t, "the background EXPLAINs", func() bool { return s.BackgroundStats().Done == 2 })
 		// The hot path still has its two.
 		for i := range 3 {
@@ -337,6 +329,17 @@ func TestExplainCeiling(t *testing.T) {
 			t.Errorf("counts %+v, want 3 hot, 1 skipped_ceiling", c)
 		}
 	})
+}
+
+// textAnswers estimates n statements of one shape that the text stage
+// answers (their background EXPLAINs are the ceiling's to allow).
+func textAnswers(t *testing.T, s *Service, planner string, n int) {
+	t.Helper()
+	for i := range n {
+		if e := estimateSQL(t, s, []string{planner}, fmt.Sprintf("SELECT * FROM region WHERE r_regionkey = %d -- text 0.05 0.1 0.2", i)); e.Source != estimate.SourceText {
+			t.Fatalf("%d: source %s", i, e.Source)
+		}
+	}
 }
 
 // textUnderCeiling is the text cascade under when-uncertain (the model's

@@ -148,7 +148,8 @@ func runBenchReplay(trino, model, ortLib string, settings []string, tune replayT
 				if len(tune.cacheKeys) > 0 {
 					name += " cache=" + key
 				}
-				if tune.explainRate > 0 && mode != "always" {
+				capped := tune.explainRate > 0 && mode != "always" // always is the reference
+				if capped {
 					name += " rate=" + strconv.FormatFloat(tune.explainRate, 'g', -1, 64)
 				}
 				base, _, stop, err := startEstimatingProxy(trino, model, ortLib, func(cfg *config.Config) {
@@ -156,7 +157,7 @@ func runBenchReplay(trino, model, ortLib string, settings []string, tune replayT
 					cfg.Estimator.CacheShapeOnly = key == "shape"
 					cfg.Estimator.Explain = mode
 					cfg.Estimator.LearnMinRuns = learn
-					if mode != "always" {
+					if capped {
 						cfg.Estimator.ExplainRate, cfg.Estimator.ExplainBurst = tune.explainRate, tune.explainBurst
 					}
 					cfg.Routing.Classes, cfg.Clusters = nil, nil
