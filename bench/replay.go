@@ -84,6 +84,7 @@ type replayRun struct {
 	source             string
 	est, model, actual float64 // CPU seconds; model 0 when the model did not run on the hot path
 	optimizer          float64 // the calibrated optimizer's CPU seconds (0: no hot-path plan, or not fitted yet)
+	text               float64 // the text stage's CPU seconds on a statement the model served (0: not known)
 	lo, hi             float64 // the served central 80% interval, CPU seconds
 	class              int     // the class of the cluster it went to (-1: not a class's)
 	decide             time.Duration
@@ -416,6 +417,7 @@ func replayOne(c *http.Client, base string, eng dialect.Engine, user string, it 
 	r.lo, r.hi = estimateField(est, "lo"), estimateField(est, "hi")
 	r.model = estimateField(est, "model")
 	r.optimizer = estimateField(est, "optimizer")
+	r.text = estimateField(est, "text")
 	r.decide = serverTiming(h.Get("Server-Timing"), "prestroid")
 	r.class = -1
 	if c, ok := strings.CutPrefix(h.Get("X-Prestroid-Cluster"), "class"); ok {

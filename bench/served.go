@@ -35,6 +35,9 @@ const (
 	kindNewShape    = "new shape"
 	kindNewLiterals = "new literals"
 	kindRepeat      = "repeat"
+	// kindWarmUp is a statement of ServedOptions.Warm: run before the
+	// measured passes, learned from, not scored.
+	kindWarmUp = "warm-up"
 )
 
 // ServedWorkload says which statements bench served runs: the templates of
@@ -60,8 +63,8 @@ type ServedWorkload struct {
 	SessionShare float64
 }
 
-// names lists the template names of w's parts (kept by w.Templates).
-func (w ServedWorkload) names() ([]string, error) {
+// Names lists the template names of w's parts (kept by w.Templates).
+func (w ServedWorkload) Names() ([]string, error) {
 	if w.Split == nil {
 		return nil, errors.New("bench served: no split")
 	}
@@ -89,7 +92,7 @@ func (w ServedWorkload) names() ([]string, error) {
 // w's template names that cannot be built: neither a template file of ts
 // nor a generator kind.
 func (w ServedWorkload) GenConfig(ts []collector.Template) (cfg collector.GenConfig, gen, skipped []string, err error) {
-	names, err := w.names()
+	names, err := w.Names()
 	if err != nil {
 		return cfg, nil, nil, err
 	}
@@ -151,6 +154,14 @@ type ServedOptions struct {
 	Items   []collector.Item
 	Repeats int
 	Seed    uint64
+	// Warm are statements of other templates (the split's training part)
+	// run once each, in a seeded shuffled order, before the first pass:
+	// the deployment, and the optimizer baseline's fit, learn from them as
+	// from any traffic, so the passes measure what a deployment that has
+	// been running serves a template it never saw, beside a new one (no
+	// Warm). They are not scored (the report's WarmUp counts them); Runs
+	// gets them with kind "warm-up" and pass -1.
+	Warm []collector.Item
 	// MaxDuration stops the run after the statement running when it has
 	// passed (the report covers the executions completed). Zero: none.
 	MaxDuration time.Duration
@@ -190,9 +201,16 @@ type servedLog struct {
 	minCalib int
 }
 
-// add appends r, first giving it the optimizer's number from the fit on
-// the executions before it (prequential), then teaching the fit r.
+// add appends r to the scored executions after learn.
 func (l *servedLog) add(r servedRun) servedRun {
+	r = l.learn(r)
+	l.runs = append(l.runs, r)
+	return r
+}
+
+// learn gives r the optimizer's number from the fit on the executions
+// before it (prequential), then teaches the fit r.
+func (l *servedLog) learn(r servedRun) servedRun {
 	r.opt = 0
 	if !math.IsNaN(r.cost) {
 		x := math.Log1p(max(r.cost, 0))
@@ -203,7 +221,6 @@ func (l *servedLog) add(r servedRun) servedRun {
 		}
 		l.cal = l.cal.AddXY(x, math.Log(max(r.actual, 0.001)), 0, time.Time{})
 	}
-	l.runs = append(l.runs, r)
 	return r
 }
 
@@ -235,9 +252,64 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 	}
 	fmt.Fprintf(w, "served: %d statements (%d scales) x %d passes through %s as %s, class bounds %v s, seed %d\n",
 		len(o.Items), len(scales), 1+o.Repeats, o.ProxyURL, ServedUser, o.Bounds, o.Seed)
+	if len(o.Warm) > 0 {
+		fmt.Fprintf(w, "after a warm-up of %d statements of other templates (learned from, not scored)\n", len(o.Warm))
+	}
 	start := time.Now()
-	total := len(o.Items) * (1 + o.Repeats)
+	total := len(o.Warm) + len(o.Items)*(1+o.Repeats)
 	done := 0
+	// run sends one statement through the proxy and gives its execution
+	// (cost is asked only for a completed one); false when it did not
+	// complete or was not estimated (counted in rep.Skipped).
+	run := func(it collector.Item, kind string, pass, stmt int, cost func() float64) (servedRun, bool) {
+		done++
+		r, err := replayOne(client, o.ProxyURL, o.Engine, ServedUser, it)
+		name := fmt.Sprintf("%s v%d %s", it.Workload.Template, it.Workload.Variant, it.Workload.Scale)
+		if err != nil {
+			reason := "failed"
+			if errors.Is(err, errNotEstimated) {
+				reason = "not estimated"
+			}
+			if kind == kindWarmUp {
+				reason += " (warm-up)"
+			}
+			rep.Skipped[reason]++
+			fmt.Fprintf(w, "  skipped %s (%s): %v\n", name, kind, err)
+			return servedRun{}, false
+		}
+		r.kind, r.template, r.variant = kind, it.Workload.Template, it.Workload.Variant
+		sr := servedRun{replayRun: r, scale: it.Workload.Scale, pass: pass, stmt: stmt, cost: cost()}
+		if kind == kindWarmUp {
+			sr = log.learn(sr)
+			rep.WarmUp++
+		} else {
+			sr = log.add(sr)
+		}
+		if o.Runs != nil {
+			writeServedRun(o.Runs, sr)
+		}
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "served %d/%d %-28s %-12s %-14s est %8.3fs actual %8.3fs q %6.2f\n", done, total, name, kind,
+				sr.source, sr.est, sr.actual, qerr(sr.est, sr.actual))
+		}
+		return sr, true
+	}
+	// ask gives the statement's plan cost, asked from the coordinator.
+	ask := func(it collector.Item) float64 {
+		c := planCost(ctx, explain, o.Trino, o.Engine, it)
+		if math.IsNaN(c) {
+			rep.ExplainFailed++
+		}
+		return c
+	}
+	// The warm-up's own order: the passes' stay those of a run without one.
+	for j, i := range rand.New(rand.NewPCG(o.Seed, 29)).Perm(len(o.Warm)) {
+		if ctx.Err() != nil {
+			break
+		}
+		it := o.Warm[i]
+		run(it, kindWarmUp, -1, j, func() float64 { return ask(it) })
+	}
 passes:
 	for pass := 0; pass <= o.Repeats; pass++ {
 		for _, i := range rng.Perm(len(o.Items)) {
@@ -258,34 +330,13 @@ passes:
 					kind = kindNewLiterals
 				}
 			}
-			done++
-			r, err := replayOne(client, o.ProxyURL, o.Engine, ServedUser, it)
-			name := fmt.Sprintf("%s v%d %s", it.Workload.Template, it.Workload.Variant, it.Workload.Scale)
-			if err != nil {
-				reason := "failed"
-				if errors.Is(err, errNotEstimated) {
-					reason = "not estimated"
+			if _, ok := run(it, kind, pass, i, func() float64 {
+				if !asked[i] {
+					asked[i], costs[i] = true, ask(it)
 				}
-				rep.Skipped[reason]++
-				fmt.Fprintf(w, "  skipped %s (%s): %v\n", name, kind, err)
-				continue
-			}
-			completed[shape] = true
-			if !asked[i] {
-				asked[i] = true
-				costs[i] = planCost(ctx, explain, o.Trino, o.Engine, it)
-				if math.IsNaN(costs[i]) {
-					rep.ExplainFailed++
-				}
-			}
-			r.kind, r.template, r.variant = kind, it.Workload.Template, it.Workload.Variant
-			sr := log.add(servedRun{replayRun: r, scale: it.Workload.Scale, pass: pass, stmt: i, cost: costs[i]})
-			if o.Runs != nil {
-				writeServedRun(o.Runs, sr)
-			}
-			if o.Progress != nil {
-				fmt.Fprintf(o.Progress, "served %d/%d %-28s %-12s %-14s est %8.3fs actual %8.3fs q %6.2f\n", done, total, name, kind,
-					sr.source, sr.est, sr.actual, qerr(sr.est, sr.actual))
+				return costs[i]
+			}); ok {
+				completed[shape] = true
 			}
 		}
 	}
@@ -319,7 +370,7 @@ func planCost(ctx context.Context, c *plan.ExplainClient, server string, eng dia
 func writeServedRun(w io.Writer, r servedRun) {
 	b, _ := json.Marshal(map[string]any{"pass": r.pass, "stmt": r.stmt, "kind": r.kind, "template": r.template,
 		"variant": r.variant, "scale": r.scale, "source": r.source, "est": r.est, "lo": r.lo, "hi": r.hi,
-		"model": r.model, "optimizer": r.optimizer, "cost": num(r.cost), "opt": r.opt, "actual": r.actual,
+		"model": r.model, "optimizer": r.optimizer, "text": r.text, "cost": num(r.cost), "opt": r.opt, "actual": r.actual,
 		"class": r.class, "decide_ms": float64(r.decide.Microseconds()) / 1000, "explained": r.explained})
 	w.Write(append(b, '\n'))
 }
@@ -337,11 +388,12 @@ func (x num) MarshalJSON() ([]byte, error) {
 
 // ServedReport is every figure of bench served (--out writes it as JSON).
 type ServedReport struct {
-	Statements    int            `json:"statements"`     // distinct statements
-	Repeats       int            `json:"repeats"`        // passes after the first
-	Executions    int            `json:"executions"`     // completed
-	Skipped       map[string]int `json:"skipped"`        // by reason: failed, not estimated (the proxy failed open)
-	ExplainFailed int            `json:"explain_failed"` // statements whose direct EXPLAIN failed (no optimizer number)
+	Statements    int            `json:"statements"`        // distinct statements
+	Repeats       int            `json:"repeats"`           // passes after the first
+	Executions    int            `json:"executions"`        // completed
+	Skipped       map[string]int `json:"skipped"`           // by reason: failed, not estimated (the proxy failed open)
+	ExplainFailed int            `json:"explain_failed"`    // statements whose direct EXPLAIN failed (no optimizer number)
+	WarmUp        int            `json:"warm_up,omitempty"` // warm-up executions completed (ServedOptions.Warm; not scored)
 	Stopped       string         `json:"stopped,omitempty"`
 	Elapsed       string         `json:"elapsed"`
 	Bounds        []float64      `json:"class_bounds"`
@@ -535,6 +587,9 @@ func servedRow(runs []servedRun, bounds []float64) ServedRow {
 // Text writes the report's tables: one per scale, then the overall one.
 func (rep *ServedReport) Text(w io.Writer) {
 	fmt.Fprintf(w, "\n%d executions of %d statements in %s", rep.Executions, rep.Statements, rep.Elapsed)
+	if rep.WarmUp > 0 {
+		fmt.Fprintf(w, " after %d warm-up executions", rep.WarmUp)
+	}
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintf(w, "; skipped %v", rep.Skipped)
 	}

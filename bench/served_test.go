@@ -111,6 +111,29 @@ func TestServedOptimizerBaselineIsFittedOnlyOnEarlierExecutions(t *testing.T) {
 	}
 }
 
+// A warm-up execution teaches the optimizer baseline's fit as any other
+// does but is not one of the scored executions.
+func TestServedWarmUpIsLearnedNotScored(t *testing.T) {
+	line := func(cost float64) float64 { return math.Exp(1 + 0.5*math.Log1p(cost)) }
+	log := &servedLog{minCalib: 10}
+	for i := range 10 {
+		cost := math.Pow(10, float64(i))
+		log.learn(servedRun{replayRun: replayRun{kind: kindWarmUp, est: 1, actual: line(cost)}, pass: -1, cost: cost})
+	}
+	if len(log.runs) != 0 {
+		t.Fatalf("%d warm-up executions scored, want none", len(log.runs))
+	}
+	r := log.add(servedRun{replayRun: replayRun{kind: kindNewShape, est: 1, actual: 100}, cost: 5})
+	if math.Abs(r.opt-line(5)) > 1e-6*line(5) {
+		t.Errorf("first scored execution: optimizer %v, want %v (the fit on the warm-up)", r.opt, line(5))
+	}
+	rep := &ServedReport{Bounds: []float64{2}, Skipped: map[string]int{}}
+	rep.fill(log.runs, []string{"tiny"})
+	if rep.Executions != 1 || rowOf(t, rep.Overall, "all, first sight").N != 1 {
+		t.Errorf("report: %d executions, want only the one scored", rep.Executions)
+	}
+}
+
 func TestServedReportJSONWritesNullForFiguresOfNothing(t *testing.T) {
 	rep := &ServedReport{Bounds: []float64{2}, Skipped: map[string]int{}}
 	rep.fill([]servedRun{run(kindNewShape, "model", 1, 0.5, 2, 1, 0)}, []string{"tiny"})

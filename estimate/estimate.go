@@ -132,6 +132,12 @@ type Estimate struct {
 	// path and the calibration is fitted: what the optimizer stage would
 	// have said, beside the model's number. 0 when not known.
 	OptimizerCPUSeconds float64
+	// TextCPUSeconds is the text stage's number (the statement and its
+	// tables' sizes, with the deployment's corrections) on a statement the
+	// model stage served, when the statement was not far from the text
+	// model's training: a third opinion beside the model's and the
+	// optimizer's. 0 when not known.
+	TextCPUSeconds float64 `json:",omitempty"`
 
 	// Explain, Featurize and Infer are how long each step took: the
 	// EXPLAIN round trip, plan JSON to tensors, and inference (queued and

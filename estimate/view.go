@@ -65,9 +65,9 @@ func NewJSON(e Estimate) JSON {
 // AppendHeader appends the X-Prestroid-Estimate header's value to b: the
 // source, the point estimate and the central 80% interval in CPU seconds,
 // the model's own number before the cascade's corrections when the model
-// ran, the calibrated optimizer's when known, the predicted peak memory
-// (bytes) and elapsed time (seconds) when known, and "explain-skipped"
-// when the EXPLAIN bound was reached, e.g.
+// ran, the calibrated optimizer's and the text stage's when known, the
+// predicted peak memory (bytes) and elapsed time (seconds) when known, and
+// "explain-skipped" when the EXPLAIN bound was reached, e.g.
 //
 //	history; cpu=1.25; lo=1.16; hi=1.34
 //	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12; mem=5.2e+07; elapsed=0.9
@@ -87,6 +87,10 @@ func (e Estimate) AppendHeader(b []byte) []byte {
 	if e.OptimizerCPUSeconds > 0 {
 		b = append(b, "; optimizer="...)
 		b = strconv.AppendFloat(b, e.OptimizerCPUSeconds, 'g', 4, 64)
+	}
+	if e.TextCPUSeconds > 0 {
+		b = append(b, "; text="...)
+		b = strconv.AppendFloat(b, e.TextCPUSeconds, 'g', 4, 64)
 	}
 	if q := e.PeakMemory; q.Known() {
 		b = append(b, "; mem="...)

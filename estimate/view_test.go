@@ -23,6 +23,7 @@ func TestAppendHeader(t *testing.T) {
 		{Estimate{CPUSeconds: 2, Source: SourceModelResidual, Cached: true}, "model+residual; cpu=2; lo=2; hi=2; cached"},
 		{Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, Source: SourceModel}, "model; cpu=2; lo=2; hi=2; model=0.5"},
 		{Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, Source: SourceModel}, "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7"},
+		{Estimate{CPUSeconds: 2, ModelCPUSeconds: 0.5, OptimizerCPUSeconds: 7, TextCPUSeconds: 1.5, Source: SourceModel}, "model; cpu=2; lo=2; hi=2; model=0.5; optimizer=7; text=1.5"},
 	} {
 		if got := string(tc.e.AppendHeader([]byte("x: "))); got != "x: "+tc.want {
 			t.Errorf("X-Prestroid-Estimate %q, want %q", got, tc.want)

@@ -44,6 +44,9 @@ func (modelStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	s.correct(r.reads, e, r.b, s.modelPrior(r.manifest(), r.engine))
 	if !r.textFar {
 		blendTextTargets(e, r.manifest(), r.text)
+		if r.text != nil {
+			e.TextCPUSeconds = r.text.CPUSeconds
+		}
 	}
 	if secs, sd, ok := s.calibrated(r.reads, r.b); ok {
 		e.OptimizerCPUSeconds = secs

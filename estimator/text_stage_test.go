@@ -82,6 +82,15 @@ func TestTextStageChoosesByModeAndInterval(t *testing.T) {
 		if e.Source != c.want {
 			t.Errorf("%s, %q: source %s, want %s", c.mode, c.sql, e.Source, c.want)
 		}
+		// The model's estimate carries the text stage's number beside its
+		// own (under always the text stage does not run).
+		want := textNumber(c.sql)
+		if c.mode == ExplainAlways {
+			want = 0
+		}
+		if c.want == estimate.SourceModel && e.TextCPUSeconds != want {
+			t.Errorf("%s, %q: text number %v beside the model's, want %v", c.mode, c.sql, e.TextCPUSeconds, want)
+		}
 		hot := e.Planner != ""
 		if wantHot := c.want != estimate.SourceText; hot != wantHot {
 			t.Errorf("%s, %q: EXPLAIN on the hot path %v, want %v", c.mode, c.sql, hot, wantHot)
@@ -105,6 +114,14 @@ func TestTextStageChoosesByModeAndInterval(t *testing.T) {
 }
 
 func textQ(sql string, i int) float64 { _, secs := textModel(sql); return secs[i] }
+
+// textNumber is the text model's median for sql, 0 when it has none.
+func textNumber(sql string) float64 {
+	if _, secs := textModel(sql); secs != nil {
+		return secs[1]
+	}
+	return 0
+}
 func textLo(sql string) float64       { return textQ(sql, 0) }
 func textMid(sql string) float64      { return textQ(sql, 1) }
 func textHi(sql string) float64       { return textQ(sql, 2) }
@@ -376,8 +393,13 @@ func TestTextStageDefersWhenTableSizesAreUnknownOrBeyondTraining(t *testing.T) {
 		s := newTextCascade(t, c.mode, 0.5)
 		s.textHookReads = 10
 		s.opts.TableStats = z
-		if got := withPlanner(t, s, c.sql).Source; got != c.want {
-			t.Errorf("%s, %q: source %s, want %s", c.mode, c.sql, got, c.want)
+		e := withPlanner(t, s, c.sql)
+		if e.Source != c.want {
+			t.Errorf("%s, %q: source %s, want %s", c.mode, c.sql, e.Source, c.want)
+		}
+		// A text number far from the text model's training is not shown beside the model's.
+		if c.want == estimate.SourceModel && e.TextCPUSeconds != 0 {
+			t.Errorf("%s, %q: text number %v beside the model's, want none (far)", c.mode, c.sql, e.TextCPUSeconds)
 		}
 	}
 }

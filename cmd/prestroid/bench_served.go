@@ -14,11 +14,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +43,8 @@ type servedFlags struct {
 	binary, trino, engine, classes, explain, model string
 	ortLib                                         string
 	workloads, split, parts, templates, domains    string
+	warmParts                                      string
+	warmStatements                                 int
 	scales, catalog                                string
 	variants, repeats                              int
 	seed                                           int64
@@ -64,6 +68,8 @@ func servedFlagSet(f *servedFlags) *flag.FlagSet {
 	fs.StringVar(&f.split, "split", "data/split.json", "template-level train/validation/test split")
 	fs.StringVar(&f.parts, "parts", "test", "parts of the split whose templates run, comma-separated")
 	fs.StringVar(&f.templates, "templates", "", "keep only these templates of the parts, comma-separated (e.g. tpch/q12,gen/window; empty: all)")
+	fs.StringVar(&f.warmParts, "warm-parts", "", "parts of the split whose templates warm the deployment up before the passes (e.g. train): run once through the proxy, learned from, not scored (empty: none, a new deployment)")
+	fs.IntVar(&f.warmStatements, "warm-statements", 60, "how many warm-up statements, drawn (seeded) from --warm-parts' templates at --scales, one variant each")
 	fs.StringVar(&f.domains, "domains", "data/domains.json", "literal domains of the variant generator (missing ones are read from --trino, not saved)")
 	fs.StringVar(&f.scales, "scales", "tiny,sf1", "schemas the templates are filled at, comma-separated, in order")
 	fs.StringVar(&f.catalog, "catalog", "iceberg", "storage catalog of the materialized copies, as collect --storage (empty: the tpch/tpcds connectors)")
@@ -152,6 +158,10 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	if err != nil {
 		return err
 	}
+	warm, err := warmItems(ctx, f, wl, db, ts, dom)
+	if err != nil {
+		return err
+	}
 	if len(skipped) > 0 {
 		fmt.Printf("not run: %s (neither a template file in %s nor a generator kind)\n", strings.Join(skipped, ", "), f.workloads)
 	}
@@ -182,7 +192,7 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	fmt.Printf("prestroid serve (%s) on %s, its log in %s\n", f.binary, proxy.base, logPath)
 
 	o := bench.ServedOptions{ProxyURL: proxy.base, Trino: f.trino, Engine: eng, Bounds: bounds, Items: items,
-		Repeats: f.repeats, Seed: uint64(f.seed), MaxDuration: f.maxDuration}
+		Repeats: f.repeats, Seed: uint64(f.seed), MaxDuration: f.maxDuration, Warm: warm}
 	if f.progress {
 		o.Progress = os.Stderr
 	}
@@ -203,13 +213,59 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	}
 	rep.Settings = map[string]any{"binary": f.binary, "trino": f.trino, "engine": eng.String(), "classes": bounds, "explain": f.explain,
 		"model": f.model, "parts": wl.Parts, "templates": wl.Templates, "scales": wl.Scales, "catalog": f.catalog,
-		"variants": f.variants, "repeats": f.repeats, "estimate_timeout": f.estimateTimeout.String(), "seed": f.seed, "session_share": f.sessionShare,
+		"variants": f.variants, "repeats": f.repeats, "warm_parts": f.warmParts, "warm_statements": len(warm), "estimate_timeout": f.estimateTimeout.String(), "seed": f.seed, "session_share": f.sessionShare,
 		"not_run": skipped, "config": string(cfg)}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(f.out, append(b, '\n'), 0o644)
+}
+
+// warmItems are the warm-up statements of f (--warm-parts,
+// --warm-statements): the templates of those parts that are not measured
+// (wl's), filled at wl's scales with one variant each as collect fills
+// them, and f.warmStatements of them drawn with f.seed; none without
+// --warm-parts.
+func warmItems(ctx context.Context, f *servedFlags, wl bench.ServedWorkload, db *sql.DB, ts []collector.Template, dom *collector.Domains) ([]collector.Item, error) {
+	if f.warmParts == "" || f.warmStatements <= 0 {
+		return nil, nil
+	}
+	measured, err := wl.Names()
+	if err != nil {
+		return nil, err
+	}
+	ww := wl
+	ww.Parts, ww.Templates, ww.Variants = splitList(f.warmParts), nil, 1
+	names, err := ww.Names()
+	if err != nil {
+		return nil, err
+	}
+	ww.Templates = slices.DeleteFunc(names, func(n string) bool { return slices.Contains(measured, n) })
+	if len(ww.Templates) == 0 {
+		return nil, fmt.Errorf("--warm-parts %s: no template that is not measured", f.warmParts)
+	}
+	gen, _, _, err := ww.GenConfig(ts)
+	if err != nil {
+		return nil, err
+	}
+	if db != nil {
+		if err := fetchDomains(ctx, db, dom, ts, gen); err != nil {
+			return nil, err
+		}
+		if f.catalog != "" {
+			if err := checkStorage(ctx, db, f.catalog, ts, gen); err != nil {
+				return nil, err
+			}
+		}
+	}
+	items, _, err := ww.Items(ts, dom)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(uint64(f.seed), 31))
+	rng.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+	return items[:min(len(items), f.warmStatements)], nil
 }
 
 // servedConfig is the proxy's configuration: listening on port, one

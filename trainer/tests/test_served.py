@@ -1,7 +1,7 @@
 import math
 import random
 
-from trainer.served import Line, quantile, replay
+from trainer.served import Line, Plane, quantile, replay
 
 
 def test_line_through_the_origin_holds_the_weight_to_0_1():
@@ -32,6 +32,40 @@ def test_replay_learns_which_number_to_trust():
     # Repeats and other sources are not scored, nor learned from.
     other = [dict(r, source="text") for r in runs[:5]] + [dict(r, kind="repeat") for r in runs[:5]]
     assert replay(other).q.get("served", []) == []
+
+
+def test_warm_up_is_learned_from_not_scored_and_the_file_order_is_the_order():
+    rng = random.Random(2)
+
+    def row(kind, p, stmt):
+        truth = rng.gauss(1.0, 1.0)
+        return {"pass": p, "stmt": stmt, "kind": kind, "source": "model", "actual": math.exp(truth),
+                "model": math.exp(truth + 1.0), "optimizer": math.exp(truth), "est": math.exp(truth + 1.0)}
+
+    # the measured pass written first in the file, its statements' numbers descending;
+    # the warm-up (pass -1) after it: it still runs, and teaches, first
+    runs = [row("new shape", 0, 100 - i) for i in range(5)] + [row("warm-up", -1, i) for i in range(12)]
+    s = replay(runs, all_sizes=True, min_fit=10)
+    assert len(s.q["served"]) == 5
+    assert max(s.q["line"]) < 1.0 + 1e-9   # the optimizer's weight learned as 1 from the warm-up
+    assert min(s.q["served"]) > 2.7
+
+
+def test_plane_holds_the_weights_to_the_simplex():
+    p = Plane()
+    rng = random.Random(3)
+    for _ in range(50):
+        x1, x2 = rng.gauss(0, 1), rng.gauss(0, 1)
+        p.add(x1, x2, 0.3 * x1 + 0.5 * x2)
+    w1, w2 = p.weights()
+    assert abs(w1 - 0.3) < 1e-9 and abs(w2 - 0.5) < 1e-9
+    q = Plane()
+    for _ in range(50):
+        x1, x2 = rng.gauss(0, 1), rng.gauss(0, 1)
+        q.add(x1, x2, 2 * x1 + 2 * x2)   # beyond both numbers: held to w1 + w2 = 1
+    w1, w2 = q.weights()
+    assert abs(w1 + w2 - 1) < 1e-9 and w1 >= 0 and w2 >= 0
+    assert Plane().predict(1.0, 1.0) is None
 
 
 def test_quantile_interpolates():
