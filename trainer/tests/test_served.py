@@ -1,7 +1,7 @@
 import math
 import random
 
-from trainer.served import Line, Plane, quantile, replay
+from trainer.served import Line, Plane, pool, quantile, replay, wilson
 
 
 def test_line_through_the_origin_holds_the_weight_to_0_1():
@@ -66,6 +66,28 @@ def test_plane_holds_the_weights_to_the_simplex():
     w1, w2 = q.weights()
     assert abs(w1 + w2 - 1) < 1e-9 and w1 >= 0 and w2 >= 0
     assert Plane().predict(1.0, 1.0) is None
+
+
+def test_pool_counts_over_runs_without_the_warm_up():
+    def x(kind, source, est, lo, hi, actual, cls, opt=0.0):
+        return {"kind": kind, "source": source, "est": est, "lo": lo, "hi": hi, "actual": actual, "class": cls, "opt": opt}
+
+    runs = [
+        [x("warm-up", "model", 1, 0.5, 2, 50, 0),                # not scored: would be too small
+         x("new shape", "model", 2, 1, 4, 4, 0, opt=1.0),        # q 2, covered, class <= 2 s for 4 s: too small
+         x("repeat", "history", 4, 3, 5, 4.4, 1)],               # q 1.1, covered
+        [x("new literals", "text", 0.1, 0.05, 0.2, 0.4, 0),      # q 4, not covered
+         x("repeat", "history", 0.5, 0.4, 0.6, 0.5, 0)],
+    ]
+    p = pool(runs, [2.0, 20.0])
+    assert p["executions"] == 4
+    assert p["q"]["first sight"]["n"] == 2 and p["q"]["first sight >= 1 s"]["n"] == 1
+    assert abs(p["q"]["first sight >= 1 s"]["median"] - 2.0) < 1e-12
+    assert p["coverage"]["history"]["share"] == 1.0 and p["coverage"]["text"]["share"] == 0.0
+    assert p["too_small"]["share"] == 0.25
+    assert p["vs_optimizer"]["n"] == 1 and p["vs_optimizer"]["optimizer"][0] == 4.0
+    lo, hi = wilson(80, 100)
+    assert lo < 0.8 < hi and hi - lo < 0.15
 
 
 def test_quantile_interpolates():

@@ -21,6 +21,17 @@ against the actual CPU time:
 prints the median / p90 q-error of each per run and pooled, for first
 sights (new shape, new literals) of at least 1 s CPU, or all of them with
 `--all`.
+
+    python -m trainer.served --pooled [--classes 2,20] RUN.runs.jsonl.gz ...
+
+prints what the served estimate achieved over all the runs together, each
+figure with a 90% interval for the sampling noise (a run scores 20-30
+first sights of at least 1 s, so one run's p90 is its second or third
+worst): q-error median and p90 of first sights (all, and of at least 1 s
+CPU; percentile bootstrap) and of repeats, the served estimate and the
+bench's calibrated optimizer on the same first sights, each source's 80%
+interval coverage (Wilson interval) and the share of executions routed to
+a class too small for their CPU (class bounds as the bench's --classes).
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ import argparse
 import gzip
 import json
 import math
+import random
 from dataclasses import dataclass, field
 
 
@@ -159,6 +171,79 @@ def replay(executions: list[dict], *, all_sizes: bool = False, min_fit: int = 10
     return out
 
 
+def bootstrap(xs: list[float], p: float, *, draws: int = 2000, seed: int = 1) -> tuple[float, float]:
+    """The 90% percentile-bootstrap interval of the p quantile of xs."""
+    if not xs:
+        return math.nan, math.nan
+    rng = random.Random(seed)
+    qs = sorted(quantile([rng.choice(xs) for _ in xs], p) for _ in range(draws))
+    return qs[int(0.05 * draws)], qs[int(0.95 * draws) - 1]
+
+
+def wilson(k: int, n: int, z: float = 1.645) -> tuple[float, float]:
+    """The 90% Wilson interval of a share of k in n."""
+    if n == 0:
+        return math.nan, math.nan
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return c - h, c + h
+
+
+def pool(runs: list[list[dict]], bounds: list[float]) -> dict:
+    """The served figures over every run's scored executions together."""
+    q: dict[str, list[float]] = {"first sight": [], "first sight >= 1 s": [], "repeat": []}
+    vs: list[tuple[float, float]] = []
+    cover: dict[str, list[int]] = {}
+    small = total = 0
+    for executions in runs:
+        for x in executions:
+            if x.get("kind") == "warm-up" or not x.get("source"):
+                continue
+            a, e = x["actual"], x["est"]
+            err = qerror(max(e, 0.001), a)
+            total += 1
+            if x["kind"] == "repeat":
+                q["repeat"].append(err)
+            else:
+                q["first sight"].append(err)
+                if a >= 1:
+                    q["first sight >= 1 s"].append(err)
+                if (x.get("opt") or 0) > 0:
+                    vs.append((err, qerror(x["opt"], a)))
+            c = cover.setdefault(x["source"], [0, 0])
+            c[0] += x["lo"] <= a <= x["hi"]
+            c[1] += 1
+            cls = x.get("class", -1)
+            small += 0 <= cls < len(bounds) and bounds[cls] < a
+    out: dict = {"executions": total, "q": {}, "coverage": {}}
+    for k, xs in q.items():
+        out["q"][k] = {"n": len(xs), "median": quantile(xs, 0.5), "median_90ci": bootstrap(xs, 0.5),
+                       "p90": quantile(xs, 0.9), "p90_90ci": bootstrap(xs, 0.9)}
+    served, opt = [a for a, _ in vs], [b for _, b in vs]
+    out["vs_optimizer"] = {"n": len(vs), "served": (quantile(served, 0.5), quantile(served, 0.9)),
+                           "optimizer": (quantile(opt, 0.5), quantile(opt, 0.9))}
+    for src, (k, n) in sorted(cover.items()):
+        out["coverage"][src] = {"n": n, "share": k / n, "share_90ci": wilson(k, n)}
+    out["too_small"] = {"n": total, "share": small / total if total else math.nan, "share_90ci": wilson(small, total)}
+    return out
+
+
+def print_pooled(p: dict) -> None:
+    print(f"{p['executions']} executions")
+    for k, r in p["q"].items():
+        print(f"{k:20s} n={r['n']:4d}  median {r['median']:.2f} [{r['median_90ci'][0]:.2f}, {r['median_90ci'][1]:.2f}]"
+              f"  p90 {r['p90']:.2f} [{r['p90_90ci'][0]:.2f}, {r['p90_90ci'][1]:.2f}]")
+    v = p["vs_optimizer"]
+    print(f"first sights with a calibrated optimizer number (n={v['n']}): served {v['served'][0]:.2f} / {v['served'][1]:.2f},"
+          f" optimizer {v['optimizer'][0]:.2f} / {v['optimizer'][1]:.2f}")
+    for src, c in p["coverage"].items():
+        print(f"80% coverage {src:15s} {100 * c['share']:3.0f}% [{100 * c['share_90ci'][0]:.0f}, {100 * c['share_90ci'][1]:.0f}] (n={c['n']})")
+    t = p["too_small"]
+    print(f"too-small class {100 * t['share']:.1f}% [{100 * t['share_90ci'][0]:.1f}, {100 * t['share_90ci'][1]:.1f}] (n={t['n']})")
+
+
 def read_runs(path: str) -> list[dict]:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
@@ -176,7 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--all", action="store_true", help="every first sight, not only those of at least 1 s CPU")
     ap.add_argument("--min-fit", type=int, default=10, help="executions the line needs before it serves")
+    ap.add_argument("--pooled", action="store_true", help="the served figures over all the runs together, with 90%% intervals")
+    ap.add_argument("--classes", default="2,20", help="the runs' class bounds in CPU seconds (bench served --classes)")
     args = ap.parse_args(argv)
+    if args.pooled:
+        print_pooled(pool([read_runs(p) for p in args.runs], [float(b) for b in args.classes.split(",")]))
+        return 0
     pooled = Scores()
     for p in args.runs:
         s = replay(read_runs(p), all_sizes=args.all, min_fit=args.min_fit)
