@@ -9,7 +9,8 @@ import (
 // FuzzFingerprint: any input is fingerprinted without panicking, and a
 // fingerprint is its own fingerprint.
 func FuzzFingerprint(f *testing.F) {
-	for _, s := range []string{"SELECT 1", "select 'a''b' -- x\n", `SELECT "q""x" FROM t /* c`, "1e+5.3e-2", "'unterminated", `"open`} {
+	for _, s := range []string{"SELECT 1", "select 'a''b' -- x\n", `SELECT "q""x" FROM t /* c`, "1e+5.3e-2", "'unterminated", `"open`,
+		"SELECT x BETWEEN (-1) AND -(2) - -3 FROM t WHERE y IN ((?), -'a')"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -28,6 +29,10 @@ func TestFingerprint(t *testing.T) {
 		{"SELECT * FROM t WHERE x = 1", "select *\n  from T where X = 42;"},
 		{"SELECT 'a''b', 1.5e3 -- comment\nFROM t", "SELECT 'zz', 7 /* other */ FROM t"},
 		{`SELECT "Mixed" FROM t WHERE d = DATE '2000-01-01'`, `select "Mixed" from t where d = date '2001-02-03'`},
+		// A sign or grouping parentheses are the literal's: the same statement.
+		{"SELECT * FROM t WHERE p BETWEEN (-155.25) AND 2694.75", "SELECT * FROM t WHERE p BETWEEN 1006.20 AND 3006.20"},
+		{"SELECT * FROM t WHERE p BETWEEN -5 AND +5 OR q IN (-1)", "SELECT * FROM t WHERE p BETWEEN 5 AND 5 OR q IN (1)"},
+		{"SELECT -1, x FROM t WHERE y > (+2) AND z = ((3))", "SELECT 1, x FROM t WHERE y > 2 AND z = 3"},
 	}
 	for _, c := range cases {
 		if fa, fb := Fingerprint(c.a), Fingerprint(c.b); fa != fb {
@@ -37,8 +42,15 @@ func TestFingerprint(t *testing.T) {
 	if a, b := Fingerprint(`SELECT "Mixed" FROM t`), Fingerprint(`SELECT "mixed" FROM t`); a == b {
 		t.Errorf("quoted identifiers folded: %q", a)
 	}
-	if got := Fingerprint("SELECT a1, x FROM t2 WHERE y IN (1, 2)"); got != "select a1 , x from t2 where y in ( ? , ? )" {
-		t.Errorf("Fingerprint = %q", got)
+	for sql, want := range map[string]string{
+		"SELECT a1, x FROM t2 WHERE y IN (1, 2)": "select a1 , x from t2 where y in ( ? , ? )",
+		// Binary minus and calls keep their tokens.
+		"SELECT x - 5, x -5, round(7), \"f\"(-2) FROM t": "select x - ? , x - ? , round ( ? ) , \"f\" ( ? ) from t",
+		"SELECT (x) - (-5) FROM t;":                       "select ( x ) - ? from t",
+	} {
+		if got := Fingerprint(sql); got != want {
+			t.Errorf("Fingerprint(%q) = %q, want %q", sql, got, want)
+		}
 	}
 }
 

@@ -6,9 +6,13 @@ import "strings"
 // separated by one space, unquoted words lower-cased, string and numeric
 // literals replaced by "?" (quoted identifiers are kept as written). Two
 // statements that differ only in literals share a fingerprint: their plans
-// have the same shape. The estimator keys its caches and the history's
-// shapes on it, the collector the query shapes whose code a Trino JVM has
-// compiled.
+// have the same shape. A number's sign is part of the literal (-5 and 5
+// are both "?"), and so are parentheses around a lone literal that group
+// rather than call ((-155.25) is "?"; f(5) stays "f ( ? )"): clients and
+// generators write a negative bound so, and BETWEEN (-155.25) AND 2694.75
+// is the same statement as BETWEEN 1006.20 AND 3006.20. The estimator keys
+// its caches and the history's shapes on it, the collector the query
+// shapes whose code a Trino JVM has compiled.
 func Fingerprint(sql string) string { return normalize(sql, false) }
 
 // Normalize is Fingerprint with the literals kept: two statements that
@@ -16,34 +20,73 @@ func Fingerprint(sql string) string { return normalize(sql, false) }
 // (the history's exact-statement key).
 func Normalize(sql string) string { return normalize(sql, true) }
 
+// emitted is a token as normalize wrote it.
+type emitted struct {
+	text string
+	kind Kind
+}
+
 func normalize(sql string, keepLiterals bool) string {
-	var b strings.Builder
-	b.Grow(len(sql))
-	// Tokens are separated by one space whatever the original spacing.
-	emit := func(s string) {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(s)
-	}
+	out := make([]emitted, 0, len(sql)/4)
 	sc := NewScanner(Statement, sql)
 	for t := sc.Next(); t.Kind != EOF; t = sc.Next() {
 		switch t.Kind {
 		case String, Number:
 			if keepLiterals {
-				emit(t.Text)
-			} else {
-				emit("?")
+				out = append(out, emitted{t.Text, t.Kind})
+				continue
 			}
+			// -5: the sign is the literal's when it follows no operand.
+			if n := len(out); t.Kind == Number && n > 0 && (out[n-1].text == "-" || out[n-1].text == "+") && !operand(out[:n-1]) {
+				out = out[:n-1]
+			}
+			out = append(out, emitted{"?", t.Kind})
 		case Word:
-			emit(strings.ToLower(t.Text))
+			out = append(out, emitted{strings.ToLower(t.Text), Word})
 		default: // quoted identifiers as written, punctuation
-			emit(t.Text)
+			out = append(out, emitted{t.Text, t.Kind})
+			// (?) that groups a literal is the literal.
+			if n := len(out); !keepLiterals && t.Text == ")" && n >= 3 && out[n-2].text == "?" && out[n-3].text == "(" && !operand(out[:n-3]) {
+				out = append(out[:n-3], out[n-2])
+			}
 		}
 	}
-	out := b.String()
-	for strings.HasSuffix(out, " ;") || out == ";" {
-		out = strings.TrimSuffix(strings.TrimSuffix(out, ";"), " ")
+	for n := len(out); n > 0 && out[n-1].text == ";"; n = len(out) {
+		out = out[:n-1]
 	}
-	return out
+	var b strings.Builder
+	b.Grow(len(sql))
+	for i, e := range out {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(e.text)
+	}
+	return b.String()
+}
+
+// operand reports whether the last of the tokens written ends an operand
+// (an identifier, a literal, a closing bracket): a + or - after it is
+// binary, a ( after it calls a function. After a keyword, an operator,
+// an opening bracket, a comma or nothing it is neither.
+func operand(out []emitted) bool {
+	if len(out) == 0 {
+		return false
+	}
+	e := out[len(out)-1]
+	switch e.kind {
+	case Word:
+		return !operatorKeywords[e.text]
+	case Punct: // "?": a literal written, or a parameter
+		return e.text == ")" || e.text == "]" || e.text == "?"
+	}
+	return true // a literal, a quoted identifier
+}
+
+// operatorKeywords are the keywords after which a sign or a parenthesis
+// begins an operand (lower case).
+var operatorKeywords = map[string]bool{
+	"select": true, "distinct": true, "all": true, "where": true, "and": true, "or": true, "not": true, "between": true,
+	"when": true, "then": true, "else": true, "case": true, "in": true, "is": true, "like": true, "escape": true,
+	"on": true, "having": true, "by": true, "limit": true, "offset": true, "fetch": true, "values": true, "return": true,
 }
