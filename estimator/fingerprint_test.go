@@ -46,7 +46,7 @@ func TestFingerprint(t *testing.T) {
 		"SELECT a1, x FROM t2 WHERE y IN (1, 2)": "select a1 , x from t2 where y in ( ? , ? )",
 		// Binary minus and calls keep their tokens.
 		"SELECT x - 5, x -5, round(7), \"f\"(-2) FROM t": "select x - ? , x - ? , round ( ? ) , \"f\" ( ? ) from t",
-		"SELECT (x) - (-5) FROM t;":                       "select ( x ) - ? from t",
+		"SELECT (x) - (-5) FROM t;":                      "select ( x ) - ? from t",
 	} {
 		if got := Fingerprint(sql); got != want {
 			t.Errorf("Fingerprint(%q) = %q, want %q", sql, got, want)

@@ -115,6 +115,10 @@ func TestTextStageChoosesByModeAndInterval(t *testing.T) {
 
 func textQ(sql string, i int) float64 { _, secs := textModel(sql); return secs[i] }
 
+func textLo(sql string) float64  { return textQ(sql, 0) }
+func textMid(sql string) float64 { return textQ(sql, 1) }
+func textHi(sql string) float64  { return textQ(sql, 2) }
+
 // textNumber is the text model's median for sql, 0 when it has none.
 func textNumber(sql string) float64 {
 	if _, secs := textModel(sql); secs != nil {
@@ -122,9 +126,6 @@ func textNumber(sql string) float64 {
 	}
 	return 0
 }
-func textLo(sql string) float64       { return textQ(sql, 0) }
-func textMid(sql string) float64      { return textQ(sql, 1) }
-func textHi(sql string) float64       { return textQ(sql, 2) }
 
 // sigma is a constant model uncertainty for decides.
 func sigma(v float64) func(estimate.Target) float64 {
