@@ -48,7 +48,7 @@ type servedFlags struct {
 	scales, catalog                                string
 	variants, repeats                              int
 	seed                                           int64
-	sessionShare                                   float64
+	sessionShare, textMaxSeconds                   float64
 	maxDuration, estimateTimeout                   time.Duration
 	runsOut, out, serveLog                         string
 	progress                                       bool
@@ -62,6 +62,7 @@ func servedFlagSet(f *servedFlags) *flag.FlagSet {
 	fs.StringVar(&f.engine, "engine", "", "engine of --trino: trino or presto (default: its /v1/info version says; PrestoDB runs on the tpch connector, --catalog '')")
 	fs.StringVar(&f.classes, "classes", "2,20", "routing classes' CPU-second bounds, comma-separated, increasing (a last unbounded class is added)")
 	fs.StringVar(&f.explain, "explain", "", "estimator.explain of the proxy: always, when-uncertain or never (default: the shipped default)")
+	fs.Float64Var(&f.textMaxSeconds, "text-max-seconds", 0, "estimator.text_max_seconds of the proxy: the text stage decides a statement only when its interval ends below it (0: the shipped default; negative: no bound)")
 	fs.StringVar(&f.model, "model", "", "model bundle directory (estimator.model; default: the embedded model)")
 	fs.StringVar(&f.ortLib, "ort-lib", "", "ONNX Runtime library (estimator.ort_lib; default: $PRESTROID_ORT_LIB, then the one `make ort` installs)")
 	fs.StringVar(&f.workloads, "workloads", "../shared/workloads", "directory with tpch/*.sql and tpcds/*.sql: trinodb/trino's benchmark queries (docs/workloads.md)")
@@ -213,7 +214,7 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	}
 	rep.Settings = map[string]any{"binary": f.binary, "trino": f.trino, "engine": eng.String(), "classes": bounds, "explain": f.explain,
 		"model": f.model, "parts": wl.Parts, "templates": wl.Templates, "scales": wl.Scales, "catalog": f.catalog,
-		"variants": f.variants, "repeats": f.repeats, "warm_parts": f.warmParts, "warm_statements": len(warm), "estimate_timeout": f.estimateTimeout.String(), "seed": f.seed, "session_share": f.sessionShare,
+		"variants": f.variants, "repeats": f.repeats, "warm_parts": f.warmParts, "warm_statements": len(warm), "estimate_timeout": f.estimateTimeout.String(), "text_max_seconds": f.textMaxSeconds, "seed": f.seed, "session_share": f.sessionShare,
 		"not_run": skipped, "config": string(cfg)}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
@@ -293,6 +294,8 @@ func servedConfig(f *servedFlags, bounds []float64, port int) ([]byte, error) {
 			Explain string `yaml:"explain,omitempty"`
 			Model   string `yaml:"model,omitempty"`
 			ORTLib  string `yaml:"ort_lib,omitempty"`
+			// TextMaxSeconds: 0 leaves the shipped default.
+			TextMaxSeconds float64 `yaml:"text_max_seconds,omitempty"`
 		} `yaml:"estimator,omitempty"`
 	}
 	c.Listen = "127.0.0.1:" + strconv.Itoa(port)
@@ -305,6 +308,7 @@ func servedConfig(f *servedFlags, bounds []float64, port int) ([]byte, error) {
 		c.Clusters = append(c.Clusters, cluster{Name: cl.Name, URL: f.trino, Class: cl.Name})
 	}
 	c.Estimator.Explain, c.Estimator.Model, c.Estimator.ORTLib = f.explain, f.model, f.ortLib
+	c.Estimator.TextMaxSeconds = f.textMaxSeconds
 	if f.estimateTimeout > 0 {
 		c.Routing.EstimateTimeout = f.estimateTimeout.String()
 	}

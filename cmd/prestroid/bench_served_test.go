@@ -100,9 +100,15 @@ func TestBenchServedConfigIsOneClusterPerClassAndTheShippedDefaults(t *testing.T
 	if time.Duration(cfg.Routing.EstimateTimeout) != config.DefaultEstimateTimeout {
 		t.Errorf("estimate timeout %v without --estimate-timeout, want the shipped %v", time.Duration(cfg.Routing.EstimateTimeout), config.DefaultEstimateTimeout)
 	}
-	f = &servedFlags{trino: "http://t:1", estimateTimeout: 10 * time.Second}
+	if cfg.Estimator.TextMaxSeconds != def.Estimator.TextMaxSeconds {
+		t.Errorf("text_max_seconds %v without --text-max-seconds, want the shipped %v", cfg.Estimator.TextMaxSeconds, def.Estimator.TextMaxSeconds)
+	}
+	f = &servedFlags{trino: "http://t:1", estimateTimeout: 10 * time.Second, textMaxSeconds: 0.5}
 	if cfg = loadServed(t, f, []float64{5}); time.Duration(cfg.Routing.EstimateTimeout) != 10*time.Second {
 		t.Errorf("--estimate-timeout 10s: the proxy's budget is %v", time.Duration(cfg.Routing.EstimateTimeout))
+	}
+	if cfg.Estimator.TextMaxSeconds != 0.5 {
+		t.Errorf("--text-max-seconds 0.5: the proxy's is %v", cfg.Estimator.TextMaxSeconds)
 	}
 }
 
