@@ -30,8 +30,9 @@ first sights of at least 1 s, so one run's p90 is its second or third
 worst): q-error median and p90 of first sights (all, and of at least 1 s
 CPU; percentile bootstrap) and of repeats, the served estimate and the
 bench's calibrated optimizer on the same first sights, each source's 80%
-interval coverage (Wilson interval) and the share of executions routed to
-a class too small for their CPU (class bounds as the bench's --classes).
+interval coverage (Wilson interval), the share of executions routed to a
+class too small for their CPU (class bounds as the bench's --classes), the
+share of first sights explained on the hot path and the decision's median.
 """
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ def pool(runs: list[list[dict]], bounds: list[float]) -> dict:
     q: dict[str, list[float]] = {"first sight": [], "first sight >= 1 s": [], "repeat": []}
     vs: list[tuple[float, float]] = []
     cover: dict[str, list[int]] = {}
-    small = total = 0
+    small = total = explained = 0
+    decide: list[float] = []
     for executions in runs:
         for x in executions:
             if x.get("kind") == "warm-up" or not x.get("source"):
@@ -208,10 +210,12 @@ def pool(runs: list[list[dict]], bounds: list[float]) -> dict:
                 q["repeat"].append(err)
             else:
                 q["first sight"].append(err)
+                explained += bool(x.get("explained"))
                 if a >= 1:
                     q["first sight >= 1 s"].append(err)
                 if (x.get("opt") or 0) > 0:
                     vs.append((err, qerror(x["opt"], a)))
+            decide.append(x.get("decide_ms") or 0.0)
             c = cover.setdefault(x["source"], [0, 0])
             c[0] += x["lo"] <= a <= x["hi"]
             c[1] += 1
@@ -227,6 +231,9 @@ def pool(runs: list[list[dict]], bounds: list[float]) -> dict:
     for src, (k, n) in sorted(cover.items()):
         out["coverage"][src] = {"n": n, "share": k / n, "share_90ci": wilson(k, n)}
     out["too_small"] = {"n": total, "share": small / total if total else math.nan, "share_90ci": wilson(small, total)}
+    n1 = len(q["first sight"])
+    out["explained_first_sights"] = explained / n1 if n1 else math.nan
+    out["decision_p50_ms"] = quantile(decide, 0.5)
     return out
 
 
@@ -242,6 +249,7 @@ def print_pooled(p: dict) -> None:
         print(f"80% coverage {src:15s} {100 * c['share']:3.0f}% [{100 * c['share_90ci'][0]:.0f}, {100 * c['share_90ci'][1]:.0f}] (n={c['n']})")
     t = p["too_small"]
     print(f"too-small class {100 * t['share']:.1f}% [{100 * t['share_90ci'][0]:.1f}, {100 * t['share_90ci'][1]:.1f}] (n={t['n']})")
+    print(f"first sights explained on the hot path {100 * p['explained_first_sights']:.0f}%; decision p50 {p['decision_p50_ms']:.2f} ms")
 
 
 def read_runs(path: str) -> list[dict]:
