@@ -152,11 +152,12 @@ func (s *Service) modelPrior(mf *bundle.Manifest, engine dialect.Engine) float64
 //     (models/README.md, "Where the ≥ 1 s first sights are missed") and
 //     its spread is not the error of its number at a statement it
 //     extrapolates to, so the blend pulled the model's right number down.
-//     Replaying the committed served runs with the line fitted
-//     prequentially put the first sights' median / p90 q-error at 1.52 /
-//     2.90 against the precision weights' 1.55 / 3.38 (≥ 1 s CPU: 1.48 /
-//     2.29 against 1.59 / 2.81; models/README.md, "A blend the deployment
-//     learns"); served live it was within the runs' noise.
+//     Replaying 21 committed served runs in the order they ran, the line
+//     fitted prequentially, put the first sights of at least 1 s CPU at a
+//     median / p90 q-error of 1.47 / 2.65 against the precision weights'
+//     1.57 / 2.77 (all first sights level: 1.57 / 3.70 against 1.56 /
+//     3.70; models/README.md, "A blend the deployment learns"); served
+//     live it was within the runs' noise.
 //   - Until then, and for model+residual (a shape with narrow residuals
 //     keeps nearly its own number), the precision-weighted mean in ln CPU
 //     (blend: e.Sigma² against sd²), the served Sigma the smaller.
