@@ -258,10 +258,10 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 	start := time.Now()
 	total := len(o.Warm) + len(o.Items)*(1+o.Repeats)
 	done := 0
-	// run sends one statement through the proxy and gives its execution
+	// run sends one statement through the proxy and records its execution
 	// (cost is asked only for a completed one); false when it did not
 	// complete or was not estimated (counted in rep.Skipped).
-	run := func(it collector.Item, kind string, pass, stmt int, cost func() float64) (servedRun, bool) {
+	run := func(it collector.Item, kind string, pass, stmt int, cost func() float64) bool {
 		done++
 		r, err := replayOne(client, o.ProxyURL, o.Engine, ServedUser, it)
 		name := fmt.Sprintf("%s v%d %s", it.Workload.Template, it.Workload.Variant, it.Workload.Scale)
@@ -275,7 +275,7 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 			}
 			rep.Skipped[reason]++
 			fmt.Fprintf(w, "  skipped %s (%s): %v\n", name, kind, err)
-			return servedRun{}, false
+			return false
 		}
 		r.kind, r.template, r.variant = kind, it.Workload.Template, it.Workload.Variant
 		sr := servedRun{replayRun: r, scale: it.Workload.Scale, pass: pass, stmt: stmt, cost: cost()}
@@ -292,7 +292,7 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 			fmt.Fprintf(o.Progress, "served %d/%d %-28s %-12s %-14s est %8.3fs actual %8.3fs q %6.2f\n", done, total, name, kind,
 				sr.source, sr.est, sr.actual, qerr(sr.est, sr.actual))
 		}
-		return sr, true
+		return true
 	}
 	// ask gives the statement's plan cost, asked from the coordinator.
 	ask := func(it collector.Item) float64 {
@@ -330,12 +330,12 @@ passes:
 					kind = kindNewLiterals
 				}
 			}
-			if _, ok := run(it, kind, pass, i, func() float64 {
+			if run(it, kind, pass, i, func() float64 {
 				if !asked[i] {
 					asked[i], costs[i] = true, ask(it)
 				}
 				return costs[i]
-			}); ok {
+			}) {
 				completed[shape] = true
 			}
 		}
