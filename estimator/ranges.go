@@ -8,8 +8,9 @@ import (
 
 // rangeLiterals are the literals of sql that bound a range — the operands
 // of <, <=, >, >= and BETWEEN … AND …, with what is computed with them
-// (DATE '1994-01-01' + INTERVAL '1' YEAR gives both literals) — in
-// order, each followed by a 0 byte; "" when there are none. On a table
+// (DATE '1994-01-01' + INTERVAL '1' YEAR gives both literals), a number
+// with its sign (BETWEEN (-155.25) AND …) — in order, each followed by a
+// 0 byte; "" when there are none. On a table
 // partitioned or sorted by the column, they decide how much is read: a
 // year of lineitem by month(shipdate) reads 12 of its 83 partitions, a
 // window over the data's last months fewer. Equality and IN literals are
@@ -20,12 +21,12 @@ import (
 // range of its shape, for as long as the cache's TTL.
 func rangeLiterals(sql string) string {
 	var b strings.Builder
-	in := false          // inside the operand of a range comparison
-	between := false     // the next AND at the operand's depth is BETWEEN's
-	depth, start := 0, 0 // parenthesis depth now, and where the operand began
-	var last sqllex.Token
+	in := false                   // inside the operand of a range comparison
+	between := false              // the next AND at the operand's depth is BETWEEN's
+	depth, start := 0, 0          // parenthesis depth now, and where the operand began
+	var before, last sqllex.Token // the two tokens before t
 	sc := sqllex.NewScanner(sqllex.Statement, sql)
-	for t := sc.Next(); t.Kind != sqllex.EOF; last, t = t, sc.Next() {
+	for t := sc.Next(); t.Kind != sqllex.EOF; before, last, t = last, t, sc.Next() {
 		if rangeOp(sql, t) {
 			if !in && (last.Kind == sqllex.String || last.Kind == sqllex.Number) {
 				b.WriteString(last.Text) // DATE '1994-01-01' <= shipdate
@@ -43,6 +44,9 @@ func rangeLiterals(sql string) string {
 			}
 		case !in:
 		case t.Kind == sqllex.String || t.Kind == sqllex.Number:
+			if t.Kind == sqllex.Number && (last.Text == "-" || last.Text == "+") && last.Kind == sqllex.Punct && !sqllex.EndsOperand(before) {
+				b.WriteString(last.Text) // BETWEEN (-155.25) AND …: the bound's sign
+			}
 			b.WriteString(t.Text)
 			b.WriteByte(0)
 		case t.Is("and") && depth == start && between:

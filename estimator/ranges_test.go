@@ -29,6 +29,7 @@ func TestRangeLiterals(t *testing.T) {
 		{"ends at the clause", "SELECT * FROM t WHERE q < 24 ORDER BY 1 LIMIT 10", []string{"24"}},
 		{"not a range", "SELECT * FROM t WHERE a <> 3 AND b != 4", nil},
 		{"<> after a range", "SELECT * FROM t WHERE a <= 3 AND b<>4 AND c>=5", []string{"3", "5"}},
+		{"a bound's sign", "SELECT * FROM t WHERE p BETWEEN (-155.25) AND +2694.75 AND q > x - 5", []string{"-155.25", "+2694.75", "5"}},
 	} {
 		got := strings.Split(strings.TrimSuffix(rangeLiterals(tc.sql), "\x00"), "\x00")
 		if len(got) == 1 && got[0] == "" {

@@ -66,19 +66,28 @@ func normalize(sql string, keepLiterals bool) string {
 }
 
 // operand reports whether the last of the tokens written ends an operand
-// (an identifier, a literal, a closing bracket): a + or - after it is
-// binary, a ( after it calls a function. After a keyword, an operator,
-// an opening bracket, a comma or nothing it is neither.
+// (endsOperand); false when none was written.
 func operand(out []emitted) bool {
-	if len(out) == 0 {
+	return len(out) > 0 && endsOperand(out[len(out)-1].kind, out[len(out)-1].text)
+}
+
+// EndsOperand reports whether t ends an operand: an identifier, a
+// literal, a closing bracket. A + or - after it is binary, a ( after it
+// calls a function; after a keyword, an operator, an opening bracket or a
+// comma (or nothing: the zero Token) it is neither, and a sign before a
+// number belongs to the number.
+func EndsOperand(t Token) bool { return endsOperand(t.Kind, strings.ToLower(t.Text)) }
+
+// endsOperand is EndsOperand of a token of kind whose text is lower-cased
+// when it is a word.
+func endsOperand(kind Kind, text string) bool {
+	switch kind {
+	case EOF, Space, Comment:
 		return false
-	}
-	e := out[len(out)-1]
-	switch e.kind {
 	case Word:
-		return !operatorKeywords[e.text]
+		return !operatorKeywords[text]
 	case Punct: // "?": a literal written, or a parameter
-		return e.text == ")" || e.text == "]" || e.text == "?"
+		return text == ")" || text == "]" || text == "?"
 	}
 	return true // a literal, a quoted identifier
 }
