@@ -20,55 +20,78 @@ func Fingerprint(sql string) string { return normalize(sql, false) }
 // (the history's exact-statement key).
 func Normalize(sql string) string { return normalize(sql, true) }
 
-// emitted is a token as normalize wrote it.
-type emitted struct {
-	text string
-	kind Kind
+// mark is where a token normalize wrote starts in its buffer, and its
+// kind.
+type mark struct {
+	start int
+	kind  Kind
 }
 
 func normalize(sql string, keepLiterals bool) string {
-	out := make([]emitted, 0, len(sql)/4)
+	buf := make([]byte, 0, len(sql))
+	// The tokens written, for Fingerprint's folds (one may look back past
+	// an earlier fold, so all are kept); a statement's first 64 on the
+	// stack.
+	var small [64]mark
+	marks := small[:0]
+	text := func(i int) []byte { // the i-th token written
+		if i+1 < len(marks) {
+			return buf[marks[i].start : marks[i+1].start-1]
+		}
+		return buf[marks[i].start:]
+	}
+	is := func(i int, s string) bool { return string(text(i)) == s }
+	// operand: the token before the i-th ends an operand (false: none).
+	operand := func(i int) bool {
+		if i == 0 {
+			return false
+		}
+		if marks[i-1].kind == Word {
+			return !operatorKeywords[string(text(i-1))]
+		}
+		return endsOperand(marks[i-1].kind, string(text(i-1)))
+	}
+	// drop removes the tokens from the i-th on.
+	drop := func(i int) {
+		buf = buf[:max(marks[i].start-1, 0)]
+		marks = marks[:i]
+	}
+	emit := func(s string, k Kind) {
+		if len(buf) > 0 {
+			buf = append(buf, ' ')
+		}
+		marks = append(marks, mark{len(buf), k})
+		buf = append(buf, s...)
+	}
 	sc := NewScanner(Statement, sql)
 	for t := sc.Next(); t.Kind != EOF; t = sc.Next() {
 		switch t.Kind {
 		case String, Number:
 			if keepLiterals {
-				out = append(out, emitted{t.Text, t.Kind})
+				emit(t.Text, t.Kind)
 				continue
 			}
 			// -5: the sign is the literal's when it follows no operand.
-			if n := len(out); t.Kind == Number && n > 0 && (out[n-1].text == "-" || out[n-1].text == "+") && !operand(out[:n-1]) {
-				out = out[:n-1]
+			if n := len(marks); t.Kind == Number && n > 0 && (is(n-1, "-") || is(n-1, "+")) && !operand(n-1) {
+				drop(n - 1)
 			}
-			out = append(out, emitted{"?", t.Kind})
+			emit("?", t.Kind)
 		case Word:
-			out = append(out, emitted{strings.ToLower(t.Text), Word})
+			emit(strings.ToLower(t.Text), Word)
 		default: // quoted identifiers as written, punctuation
-			out = append(out, emitted{t.Text, t.Kind})
+			emit(t.Text, t.Kind)
 			// (?) that groups a literal is the literal.
-			if n := len(out); !keepLiterals && t.Text == ")" && n >= 3 && out[n-2].text == "?" && out[n-3].text == "(" && !operand(out[:n-3]) {
-				out = append(out[:n-3], out[n-2])
+			if n := len(marks); !keepLiterals && t.Text == ")" && n >= 3 && is(n-2, "?") && is(n-3, "(") && !operand(n-3) {
+				k := marks[n-2].kind
+				drop(n - 3)
+				emit("?", k)
 			}
 		}
 	}
-	for n := len(out); n > 0 && out[n-1].text == ";"; n = len(out) {
-		out = out[:n-1]
+	for n := len(marks); n > 0 && is(n-1, ";"); n = len(marks) {
+		drop(n - 1)
 	}
-	var b strings.Builder
-	b.Grow(len(sql))
-	for i, e := range out {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(e.text)
-	}
-	return b.String()
-}
-
-// operand reports whether the last of the tokens written ends an operand
-// (endsOperand); false when none was written.
-func operand(out []emitted) bool {
-	return len(out) > 0 && endsOperand(out[len(out)-1].kind, out[len(out)-1].text)
+	return string(buf)
 }
 
 // EndsOperand reports whether t ends an operand: an identifier, a
