@@ -154,8 +154,9 @@ type ServedOptions struct {
 	Items   []collector.Item
 	Repeats int
 	Seed    uint64
-	// Warm are statements of other templates (the split's training part)
-	// run once each, in a seeded shuffled order, before the first pass:
+	// Warm are statements of other templates (the split's training part,
+	// drawn by the caller) run once each, in their order, before the first
+	// pass:
 	// the deployment, and the optimizer baseline's fit, learn from them as
 	// from any traffic, so the passes measure what a deployment that has
 	// been running serves a template it never saw, beside a new one (no
@@ -302,12 +303,12 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 		}
 		return c
 	}
-	// The warm-up's own order: the passes' stay those of a run without one.
-	for j, i := range rand.New(rand.NewPCG(o.Seed, 29)).Perm(len(o.Warm)) {
+	// The warm-up in its given order, before the passes' shuffles (which
+	// stay those of a run without one).
+	for j, it := range o.Warm {
 		if ctx.Err() != nil {
 			break
 		}
-		it := o.Warm[i]
 		run(it, kindWarmUp, -1, j, func() float64 { return ask(it) })
 	}
 passes:
