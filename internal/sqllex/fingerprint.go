@@ -43,13 +43,7 @@ func normalize(sql string, keepLiterals bool) string {
 	is := func(i int, s string) bool { return string(text(i)) == s }
 	// operand: the token before the i-th ends an operand (false: none).
 	operand := func(i int) bool {
-		if i == 0 {
-			return false
-		}
-		if marks[i-1].kind == Word {
-			return !operatorKeywords[string(text(i-1))]
-		}
-		return endsOperand(marks[i-1].kind, string(text(i-1)))
+		return i > 0 && endsOperand(marks[i-1].kind, string(text(i-1)))
 	}
 	// drop removes the tokens from the i-th on.
 	drop := func(i int) {
