@@ -173,6 +173,16 @@ type ServedOptions struct {
 	// Runs, when set, gets one JSON line per completed execution; Progress
 	// a line per execution as it goes.
 	Runs, Progress io.Writer
+	// VersusURL, when set, is a second serving proxy (another bundle or
+	// setting) in front of the same coordinator: every statement, the
+	// warm-up's too, also runs through it, right before or after the first
+	// proxy's execution (which one goes first is drawn per statement with
+	// Seed), so that both meet the coordinator equally warm. Each proxy
+	// learns from its own executions only. The report gains the second
+	// proxy's figures (Versus) and the pair's on the same statements
+	// (Paired); VersusRuns gets its executions as Runs gets the first's.
+	VersusURL  string
+	VersusRuns io.Writer
 }
 
 // servedRun is one execution: as the proxy served and placed it
@@ -188,6 +198,9 @@ type servedRun struct {
 	// optimizer's CPU seconds (0: no cost, or fewer than MinCalibration
 	// executions before it).
 	cost, opt float64
+	// first: in a paired run (ServedOptions.VersusURL), this execution
+	// came before the other proxy's of the same statement.
+	first bool
 }
 
 // servedLog holds the executions in the order they completed, with the
@@ -240,11 +253,20 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 	client := &http.Client{Timeout: 10 * time.Minute}
 	explain := &plan.ExplainClient{HTTP: &http.Client{Timeout: 10 * time.Minute}}
 	rng := rand.New(rand.NewPCG(o.Seed, 23))
-	log := &servedLog{minCalib: o.MinCalibration}
 	costs := make([]float64, len(o.Items))
 	asked := make([]bool, len(o.Items))
 	completed := map[string]bool{} // template@scale with an execution completed
-	rep := &ServedReport{Statements: len(o.Items), Bounds: o.Bounds, Repeats: o.Repeats, Skipped: map[string]int{}}
+	newReport := func() *ServedReport {
+		return &ServedReport{Statements: len(o.Items), Bounds: o.Bounds, Repeats: o.Repeats, Skipped: map[string]int{}}
+	}
+	rep := newReport()
+	arms := []*servedArm{{name: "a", url: o.ProxyURL, log: &servedLog{minCalib: o.MinCalibration}, rep: rep, runs: o.Runs}}
+	if o.VersusURL != "" {
+		arms = append(arms, &servedArm{name: "b", url: o.VersusURL, log: &servedLog{minCalib: o.MinCalibration}, rep: newReport(), runs: o.VersusRuns})
+	}
+	// which proxy runs a statement first: its own stream, so that the
+	// passes' orders stay those of a run with one proxy
+	coin := rand.New(rand.NewPCG(o.Seed, 29))
 	var scales []string
 	for _, it := range o.Items {
 		if !slices.Contains(scales, it.Workload.Scale) {
@@ -253,18 +275,21 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 	}
 	fmt.Fprintf(w, "served: %d statements (%d scales) x %d passes through %s as %s, class bounds %v s, seed %d\n",
 		len(o.Items), len(scales), 1+o.Repeats, o.ProxyURL, ServedUser, o.Bounds, o.Seed)
+	if o.VersusURL != "" {
+		fmt.Fprintf(w, "paired: each statement also through %s (b), before or after a's execution as drawn\n", o.VersusURL)
+	}
 	if len(o.Warm) > 0 {
 		fmt.Fprintf(w, "after a warm-up of %d statements of other templates (learned from, not scored)\n", len(o.Warm))
 	}
 	start := time.Now()
-	total := len(o.Warm) + len(o.Items)*(1+o.Repeats)
+	total := (len(o.Warm) + len(o.Items)*(1+o.Repeats)) * len(arms)
 	done := 0
-	// run sends one statement through the proxy and records its execution
-	// (cost is asked only for a completed one); false when it did not
-	// complete or was not estimated (counted in rep.Skipped).
-	run := func(it collector.Item, kind string, pass, stmt int, cost func() float64) bool {
+	// runOn sends one statement through one proxy and records its
+	// execution (cost is asked only for a completed one); false when it
+	// did not complete or was not estimated (counted in its Skipped).
+	runOn := func(a *servedArm, first bool, it collector.Item, kind string, pass, stmt int, cost func() float64) bool {
 		done++
-		r, err := replayOne(client, o.ProxyURL, o.Engine, ServedUser, it)
+		r, err := replayOne(client, a.url, o.Engine, ServedUser, it)
 		name := fmt.Sprintf("%s v%d %s", it.Workload.Template, it.Workload.Variant, it.Workload.Scale)
 		if err != nil {
 			reason := "failed"
@@ -274,26 +299,41 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 			if kind == kindWarmUp {
 				reason += " (warm-up)"
 			}
-			rep.Skipped[reason]++
-			fmt.Fprintf(w, "  skipped %s (%s): %v\n", name, kind, err)
+			a.rep.Skipped[reason]++
+			fmt.Fprintf(w, "  skipped %s (%s%s): %v\n", name, kind, a.label(len(arms)), err)
 			return false
 		}
 		r.kind, r.template, r.variant = kind, it.Workload.Template, it.Workload.Variant
-		sr := servedRun{replayRun: r, scale: it.Workload.Scale, pass: pass, stmt: stmt, cost: cost()}
+		sr := servedRun{replayRun: r, scale: it.Workload.Scale, pass: pass, stmt: stmt, cost: cost(), first: first && len(arms) > 1}
 		if kind == kindWarmUp {
-			sr = log.learn(sr)
-			rep.WarmUp++
+			sr = a.log.learn(sr)
+			a.rep.WarmUp++
 		} else {
-			sr = log.add(sr)
+			sr = a.log.add(sr)
 		}
-		if o.Runs != nil {
-			writeServedRun(o.Runs, sr)
+		if a.runs != nil {
+			writeServedRun(a.runs, sr, len(arms) > 1)
 		}
 		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "served %d/%d %-28s %-12s %-14s est %8.3fs actual %8.3fs q %6.2f\n", done, total, name, kind,
-				sr.source, sr.est, sr.actual, qerr(sr.est, sr.actual))
+			fmt.Fprintf(o.Progress, "served %d/%d %-28s %-12s%s %-14s est %8.3fs actual %8.3fs q %6.2f\n", done, total, name, kind,
+				a.label(len(arms)), sr.source, sr.est, sr.actual, qerr(sr.est, sr.actual))
 		}
 		return true
+	}
+	// run sends the statement through every proxy, in the order drawn;
+	// whether the first proxy's (a's) execution completed.
+	run := func(it collector.Item, kind string, pass, stmt int, cost func() float64) bool {
+		order := arms
+		if len(arms) > 1 && coin.IntN(2) == 1 {
+			order = []*servedArm{arms[1], arms[0]}
+		}
+		ok := false
+		for j, a := range order {
+			if c := runOn(a, j == 0, it, kind, pass, stmt, cost); a == arms[0] {
+				ok = c
+			}
+		}
+		return ok
 	}
 	// ask gives the statement's plan cost, asked from the coordinator.
 	ask := func(it collector.Item) float64 {
@@ -341,10 +381,33 @@ passes:
 			}
 		}
 	}
-	rep.Elapsed = time.Since(start).Round(time.Second).String()
-	rep.fill(log.runs, scales)
+	for _, a := range arms {
+		a.rep.Elapsed = time.Since(start).Round(time.Second).String()
+		a.rep.Stopped = rep.Stopped
+		a.rep.fill(a.log.runs, scales)
+	}
+	if len(arms) > 1 {
+		rep.Versus = arms[1].rep
+		rep.Paired = pairedRows(arms[0].log.runs, arms[1].log.runs)
+	}
 	rep.Text(w)
 	return rep, nil
+}
+
+// servedArm is one serving proxy of a run: its executions, its report.
+type servedArm struct {
+	name, url string
+	log       *servedLog
+	rep       *ServedReport
+	runs      io.Writer
+}
+
+// label names the arm in a paired run's lines ("" with one proxy).
+func (a *servedArm) label(arms int) string {
+	if arms < 2 {
+		return ""
+	}
+	return " [" + a.name + "]"
 }
 
 // planCost asks the coordinator directly for the statement's distributed
@@ -367,12 +430,17 @@ func planCost(ctx context.Context, c *plan.ExplainClient, server string, eng dia
 
 // writeServedRun writes r as one JSON line (CPU in seconds, decision time
 // in milliseconds; cost null when the EXPLAIN failed, opt 0 while the
-// optimizer baseline had no number).
-func writeServedRun(w io.Writer, r servedRun) {
-	b, _ := json.Marshal(map[string]any{"pass": r.pass, "stmt": r.stmt, "kind": r.kind, "template": r.template,
+// optimizer baseline had no number); in a paired run also whether it ran
+// before the other proxy's execution (first).
+func writeServedRun(w io.Writer, r servedRun, paired bool) {
+	m := map[string]any{"pass": r.pass, "stmt": r.stmt, "kind": r.kind, "template": r.template,
 		"variant": r.variant, "scale": r.scale, "source": r.source, "est": r.est, "lo": r.lo, "hi": r.hi,
 		"model": r.model, "optimizer": r.optimizer, "text": r.text, "cost": num(r.cost), "opt": r.opt, "actual": r.actual,
-		"class": r.class, "decide_ms": float64(r.decide.Microseconds()) / 1000, "explained": r.explained})
+		"class": r.class, "decide_ms": float64(r.decide.Microseconds()) / 1000, "explained": r.explained}
+	if paired {
+		m["first"] = r.first
+	}
+	b, _ := json.Marshal(m)
 	w.Write(append(b, '\n'))
 }
 
@@ -407,6 +475,88 @@ type ServedReport struct {
 	// executions (all scales) grouped by how many executions had finished
 	// before them (learningBins), for a cluster the model has not seen.
 	Learning []ServedRow `json:"learning"`
+	// Versus is the second proxy's report in a paired run
+	// (ServedOptions.VersusURL), Paired the two on the same statements.
+	Versus *ServedReport `json:"versus,omitempty"`
+	Paired []PairedRow   `json:"paired,omitempty"`
+}
+
+// PairedRow compares the two proxies of a paired run on the executions of
+// one group that completed through both (the same statement in the same
+// pass). Each proxy's estimate is scored against its own execution's CPU
+// (A, B) and against the geometric mean of the two executions' (AMean,
+// BMean: the same number for both, which takes the two executions' noise
+// and the coordinator's warmth out of the comparison); ACloser is the share
+// where a's estimate is nearer that mean. FirstOverSecond is the median
+// ratio of the CPU of the execution that ran first to the other's: what
+// running first costs (above 1: the first meets a colder coordinator).
+type PairedRow struct {
+	Group           string `json:"group"`
+	N               int    `json:"n"`
+	AQ50            num    `json:"a_q50"`
+	AQ90            num    `json:"a_q90"`
+	BQ50            num    `json:"b_q50"`
+	BQ90            num    `json:"b_q90"`
+	AMeanQ50        num    `json:"a_mean_q50"`
+	AMeanQ90        num    `json:"a_mean_q90"`
+	BMeanQ50        num    `json:"b_mean_q50"`
+	BMeanQ90        num    `json:"b_mean_q90"`
+	ACloser         num    `json:"a_closer"`
+	FirstOverSecond num    `json:"first_over_second"`
+}
+
+// pairedRows groups the executions a and b share (pass and statement) as
+// the tables do, the CPU bound on the pair's geometric mean.
+func pairedRows(a, b []servedRun) []PairedRow {
+	type key struct{ pass, stmt int }
+	bs := map[key]servedRun{}
+	for _, r := range b {
+		bs[key{r.pass, r.stmt}] = r
+	}
+	type both struct{ a, b servedRun }
+	var pairs []both
+	for _, r := range a {
+		if o, ok := bs[key{r.pass, r.stmt}]; ok {
+			pairs = append(pairs, both{r, o})
+		}
+	}
+	mean := func(p both) float64 { return math.Sqrt(max(p.a.actual, 0.001) * max(p.b.actual, 0.001)) }
+	groups := []struct {
+		name string
+		keep func(both) bool
+	}{
+		{"first sight", func(p both) bool { return p.a.kind != kindRepeat }},
+		{"first sight, cpu>=1s", func(p both) bool { return p.a.kind != kindRepeat && mean(p) >= 1 }},
+		{"repeat", func(p both) bool { return p.a.kind == kindRepeat }},
+		{"repeat, cpu>=1s", func(p both) bool { return p.a.kind == kindRepeat && mean(p) >= 1 }},
+	}
+	var out []PairedRow
+	for _, g := range groups {
+		var qa, qb, ma, mb, ratio []float64
+		closer := 0
+		for _, p := range pairs {
+			if !g.keep(p) {
+				continue
+			}
+			m := mean(p)
+			qa, qb = append(qa, qerr(p.a.est, p.a.actual)), append(qb, qerr(p.b.est, p.b.actual))
+			ea, eb := qerr(p.a.est, m), qerr(p.b.est, m)
+			ma, mb = append(ma, ea), append(mb, eb)
+			if ea < eb {
+				closer++
+			}
+			first, second := p.a, p.b
+			if p.b.first {
+				first, second = p.b, p.a
+			}
+			ratio = append(ratio, max(first.actual, 0.001)/max(second.actual, 0.001))
+		}
+		out = append(out, PairedRow{Group: g.name, N: len(qa),
+			AQ50: num(quantile(qa, 0.5)), AQ90: num(quantile(qa, 0.9)), BQ50: num(quantile(qb, 0.5)), BQ90: num(quantile(qb, 0.9)),
+			AMeanQ50: num(quantile(ma, 0.5)), AMeanQ90: num(quantile(ma, 0.9)), BMeanQ50: num(quantile(mb, 0.5)), BMeanQ90: num(quantile(mb, 0.9)),
+			ACloser: num(float64(closer) / float64(len(qa))), FirstOverSecond: num(quantile(ratio, 0.5))})
+	}
+	return out
 }
 
 // learningBins are the lower bounds of Learning's groups: first-sight
@@ -585,8 +735,30 @@ func servedRow(runs []servedRun, bounds []float64) ServedRow {
 		Optimizer: base(optServed, opt), Model: base(modelServed, model)}
 }
 
-// Text writes the report's tables: one per scale, then the overall one.
+// Text writes the report's tables: one per scale, then the overall one;
+// in a paired run the first proxy's (a), the second's (b) and the pair's.
 func (rep *ServedReport) Text(w io.Writer) {
+	if rep.Versus == nil {
+		rep.text(w)
+		return
+	}
+	fmt.Fprintln(w, "\n=== a")
+	rep.text(w)
+	fmt.Fprintln(w, "\n=== b")
+	rep.Versus.text(w)
+	fmt.Fprintln(w, "\n=== a and b on the same statements: q-error against each one's own CPU, and against the pair's geometric mean CPU (mean);")
+	fmt.Fprintln(w, "a closer: share where a's estimate is nearer the mean; first/second: median CPU ratio of the execution that ran first to the other's")
+	fmt.Fprintf(w, "%-22s %5s %13s %13s %13s %13s %9s %13s\n", "group", "n", "p50 a/b", "p90 a/b", "mean p50 a/b", "mean p90 a/b", "a closer", "first/second")
+	for _, r := range rep.Paired {
+		if r.N == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%-22s %5d %13s %13s %13s %13s %9s %13s\n", r.Group, r.N, pair(r.AQ50, r.BQ50), pair(r.AQ90, r.BQ90),
+			pair(r.AMeanQ50, r.BMeanQ50), pair(r.AMeanQ90, r.BMeanQ90), pc(r.ACloser), f2(r.FirstOverSecond))
+	}
+}
+
+func (rep *ServedReport) text(w io.Writer) {
 	fmt.Fprintf(w, "\n%d executions of %d statements in %s", rep.Executions, rep.Statements, rep.Elapsed)
 	if rep.WarmUp > 0 {
 		fmt.Fprintf(w, " after %d warm-up executions", rep.WarmUp)

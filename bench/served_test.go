@@ -221,3 +221,62 @@ func TestServedLearningGroupsFirstSightByFinishedExecutions(t *testing.T) {
 		}
 	}
 }
+
+func TestServedPairedRowsScoreBothOnTheSameStatements(t *testing.T) {
+	at := func(r servedRun, pass, stmt int, first bool) servedRun {
+		r.pass, r.stmt, r.first = pass, stmt, first
+		return r
+	}
+	a := []servedRun{
+		// statement 0: a ran first (4 s), b second (1 s): mean 2 s
+		at(run(kindNewShape, "model", 2, 1, 4, 4, 1), 0, 0, true),
+		// statement 1: b first (0.5 s), a second (0.5 s)
+		at(run(kindNewLiterals, "text", 0.25, 0.1, 1, 0.5, 0), 0, 1, false),
+		// statement 2: only a completed
+		at(run(kindNewShape, "model", 1, 0.5, 2, 1, 0), 0, 2, true),
+		at(run(kindRepeat, "history", 2, 1, 3, 2, 1), 1, 0, false),
+	}
+	b := []servedRun{
+		at(run(kindNewShape, "model", 8, 4, 16, 1, 1), 0, 0, false),
+		at(run(kindNewLiterals, "text", 0.5, 0.1, 1, 0.5, 0), 0, 1, true),
+		at(run(kindRepeat, "history", 1, 0.5, 2, 2, 1), 1, 0, true),
+	}
+	rows := map[string]PairedRow{}
+	for _, r := range pairedRows(a, b) {
+		rows[r.Group] = r
+	}
+	fs := rows["first sight"]
+	if fs.N != 2 {
+		t.Fatalf("first sight: %d pairs, want 2 (statement 2 ran through a only)", fs.N)
+	}
+	// (quantile: the nearest rank above, so the p50 of two is the larger)
+	// against each one's own CPU: a 2/4 → 2 and 0.25/0.5 → 2; b 8/1 → 8 and 1
+	if !near(fs.AQ50, 2) || !near(fs.BQ50, 8) {
+		t.Errorf("own CPU: a p50 %v b p50 %v, want 2 and 8", fs.AQ50, fs.BQ50)
+	}
+	// against the pair's mean CPU (2 s and 0.5 s): a 1 and 2; b 4 and 1
+	if !near(fs.AMeanQ50, 2) || !near(fs.BMeanQ50, 4) || !near(fs.ACloser, 0.5) {
+		t.Errorf("mean CPU: a %v b %v a closer %v, want 2, 4, 50%%", fs.AMeanQ50, fs.BMeanQ50, fs.ACloser)
+	}
+	// the first execution's CPU over the second's: 4/1 (a first) and 0.5/0.5 (b first)
+	if !near(fs.FirstOverSecond, 4) {
+		t.Errorf("first/second %v, want 4 and 1's upper median", fs.FirstOverSecond)
+	}
+	if big := rows["first sight, cpu>=1s"]; big.N != 1 || !near(big.AMeanQ50, 1) || !near(big.BMeanQ50, 4) || !near(big.ACloser, 1) {
+		t.Errorf("first sight >= 1 s: %+v, want statement 0 alone", big)
+	}
+	if rp := rows["repeat"]; rp.N != 1 || !near(rp.AQ50, 1) || !near(rp.BQ50, 2) || !near(rp.FirstOverSecond, 1) {
+		t.Errorf("repeat: %+v", rp)
+	}
+	var buf bytes.Buffer
+	rep := &ServedReport{Bounds: []float64{2}, Skipped: map[string]int{}, Versus: &ServedReport{Bounds: []float64{2}, Skipped: map[string]int{}},
+		Paired: pairedRows(a, b)}
+	rep.fill(a, []string{"tiny"})
+	rep.Versus.fill(b, []string{"tiny"})
+	rep.Text(&buf)
+	for _, want := range []string{"=== a", "=== b", "first sight, cpu>=1s", "first/second"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("report text lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

@@ -169,8 +169,8 @@ const (
 )
 
 // EnsembleConfig is one `prestroid ensemble`: a bundle whose model is the
-// mean of the member bundles' outputs, or a plain and a cost-anchored
-// member gated by the plan's size (trainer/trainer/ensemble.py).
+// mean of the member bundles' outputs, or plain and cost-anchored members
+// gated by the plan's size (trainer/trainer/ensemble.py).
 type EnsembleConfig struct {
 	// Out is the bundle directory to write (replaced). Required.
 	Out string
@@ -181,7 +181,8 @@ type EnsembleConfig struct {
 	// DefaultPython().
 	Python string
 	// Bundles are the members, two or more, from one training workdir;
-	// with Gate exactly two, the plain network first.
+	// with Gate pairs of a plain network then a cost-anchored one (one
+	// pair, or several: seeds of each side, averaged before the gate).
 	Bundles []string
 	// Gate combines a plain and a cost-anchored member by the plan's size
 	// instead of averaging: the anchored one's weight is a sigmoid of the
@@ -206,8 +207,8 @@ func Ensemble(cfg *EnsembleConfig) error {
 	if len(cfg.Bundles) < 2 {
 		return fmt.Errorf("need two or more bundles, have %d", len(cfg.Bundles))
 	}
-	if cfg.Gate && (len(cfg.Bundles) != 2 || cfg.Workdir == "") {
-		return fmt.Errorf("--gate takes two bundles (plain, cost-anchored) and --workdir, have %d bundles, workdir %q", len(cfg.Bundles), cfg.Workdir)
+	if cfg.Gate && (len(cfg.Bundles)%2 != 0 || cfg.Workdir == "") {
+		return fmt.Errorf("--gate takes pairs of bundles (plain, cost-anchored, ...) and --workdir, have %d bundles, workdir %q", len(cfg.Bundles), cfg.Workdir)
 	}
 	for _, b := range cfg.Bundles {
 		if _, _, err := LoadBundleEncoder(b); err != nil { // the serving side's reader

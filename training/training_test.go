@@ -348,7 +348,7 @@ func TestEnsembleChecksItsMembersFirst(t *testing.T) {
 		{EnsembleConfig{Bundles: []string{"a", "b"}}, "--out"},
 		{EnsembleConfig{Out: t.TempDir(), Bundles: []string{"a"}}, "two or more"},
 		{EnsembleConfig{Out: t.TempDir(), Bundles: []string{"nope-a", "nope-b"}, Python: "/bin/false"}, "member nope-a"},
-		{EnsembleConfig{Out: t.TempDir(), Bundles: []string{"a", "b", "c"}, Workdir: "w", Gate: true}, "--gate takes two bundles"},
+		{EnsembleConfig{Out: t.TempDir(), Bundles: []string{"a", "b", "c"}, Workdir: "w", Gate: true}, "--gate takes pairs of bundles"},
 		{EnsembleConfig{Out: t.TempDir(), Bundles: []string{"a", "b"}, Gate: true}, "--workdir"},
 	} {
 		if err := Ensemble(&tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -41,6 +41,7 @@ func init() {
 // servedFlags are bench served's flags.
 type servedFlags struct {
 	binary, trino, engine, classes, explain, model string
+	versusModel                                    string
 	ortLib                                         string
 	workloads, split, parts, templates, domains    string
 	warmParts                                      string
@@ -64,6 +65,7 @@ func servedFlagSet(f *servedFlags) *flag.FlagSet {
 	fs.StringVar(&f.explain, "explain", "", "estimator.explain of the proxy: always, when-uncertain or never (default: the shipped default)")
 	fs.Float64Var(&f.textMaxSeconds, "text-max-seconds", 0, "estimator.text_max_seconds of the proxy: the text stage decides a statement only when its interval ends below it (0: the shipped default; negative: no bound)")
 	fs.StringVar(&f.model, "model", "", "model bundle directory (estimator.model; default: the embedded model)")
+	fs.StringVar(&f.versusModel, "versus-model", "", "a second proxy, the same but for this model bundle (\"embedded\": the embedded model), through which every statement also runs, before or after the first as drawn per statement: both reports and the two on the same statements (its runs and log named as the first's with .versus after the stem: x.runs.jsonl, x.versus.runs.jsonl)")
 	fs.StringVar(&f.ortLib, "ort-lib", "", "ONNX Runtime library (estimator.ort_lib; default: $PRESTROID_ORT_LIB, then the one `make ort` installs)")
 	fs.StringVar(&f.workloads, "workloads", "../shared/workloads", "directory with tpch/*.sql and tpcds/*.sql: trinodb/trino's benchmark queries (docs/workloads.md)")
 	fs.StringVar(&f.split, "split", "data/split.json", "template-level train/validation/test split")
@@ -194,6 +196,33 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 
 	o := bench.ServedOptions{ProxyURL: proxy.base, Trino: f.trino, Engine: eng, Bounds: bounds, Items: items,
 		Repeats: f.repeats, Seed: uint64(f.seed), MaxDuration: f.maxDuration, Warm: warm}
+	var vcfg []byte
+	if f.versusModel != "" {
+		vf := *f
+		vf.model = f.versusModel
+		if vf.model == "embedded" {
+			vf.model = ""
+		}
+		vport, err := bench.FreeTCPPort()
+		if err != nil {
+			return err
+		}
+		if vcfg, err = servedConfig(&vf, bounds, vport); err != nil {
+			return err
+		}
+		vcfgPath := filepath.Join(dir, "prestroid-versus.yaml")
+		if err := os.WriteFile(vcfgPath, vcfg, 0o600); err != nil {
+			return err
+		}
+		vlog := versusPath(logPath)
+		vproxy, err := startServe(ctx, f.binary, vcfgPath, vlog, vport, f.ortLib != "")
+		if err != nil {
+			return fmt.Errorf("--versus-model: %w", err)
+		}
+		defer vproxy.stop()
+		fmt.Printf("versus: prestroid serve (%s) on %s with the model %s, its log in %s\n", f.binary, vproxy.base, f.versusModel, vlog)
+		o.VersusURL = vproxy.base
+	}
 	if f.progress {
 		o.Progress = os.Stderr
 	}
@@ -204,6 +233,14 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 		}
 		defer rf.Close()
 		o.Runs = rf
+		if o.VersusURL != "" {
+			vf, err := os.Create(versusPath(f.runsOut))
+			if err != nil {
+				return err
+			}
+			defer vf.Close()
+			o.VersusRuns = vf
+		}
 	}
 	rep, err := bench.Served(ctx, os.Stdout, o)
 	if err != nil {
@@ -216,6 +253,9 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 		"model": f.model, "parts": wl.Parts, "templates": wl.Templates, "scales": wl.Scales, "catalog": f.catalog,
 		"variants": f.variants, "repeats": f.repeats, "warm_parts": f.warmParts, "warm_statements": len(warm), "estimate_timeout": f.estimateTimeout.String(), "text_max_seconds": f.textMaxSeconds, "seed": f.seed, "session_share": f.sessionShare,
 		"not_run": skipped, "config": string(cfg)}
+	if f.versusModel != "" {
+		rep.Settings["versus_model"], rep.Settings["versus_config"] = f.versusModel, string(vcfg)
+	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -317,6 +357,17 @@ func servedConfig(f *servedFlags, bounds []float64, port int) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte("# prestroid bench served: the shipped defaults but for these\n"), b...), nil
+}
+
+// versusPath is path's name for the second proxy of a paired run:
+// ".versus" after the stem (up to the first dot), so that it keeps every
+// extension: x.runs.jsonl → x.versus.runs.jsonl.
+func versusPath(path string) string {
+	dir, base := filepath.Split(path)
+	if i := strings.IndexByte(base, '.'); i > 0 {
+		return dir + base[:i] + ".versus" + base[i:]
+	}
+	return path + ".versus"
 }
 
 // servedLogPath is where the proxy's stderr goes: --serve-log, else

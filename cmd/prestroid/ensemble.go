@@ -16,7 +16,7 @@ func init() {
 }
 
 const ensembleUsage = `usage: prestroid ensemble --out DIR [--workdir W] BUNDLE BUNDLE...
-       prestroid ensemble --gate --out DIR --workdir W PLAIN ANCHORED
+       prestroid ensemble --gate --out DIR --workdir W PLAIN ANCHORED [PLAIN ANCHORED]...
 
 Writes one bundle whose model is the mean of the member bundles' outputs
 (one ONNX graph). The members must come from one "prestroid train" workdir
@@ -31,7 +31,9 @@ largest row estimate (--gate-input rows; or cost: ln(1 + sum cpuCost))
 passes the --gate-quantile of the training plans' (a sigmoid --gate-width
 wide): the plain network inside the training range, the anchor for plans
 that read more than nearly any plan in training (models/README.md, "The
-gated network"). The first member's text stage is carried over.
+gated network"). Several pairs (e.g. seeds of each) gate the mean of the
+plain members against the mean of the anchored ones. The first member's
+text stage is carried over.
 
 flags:
 `
@@ -44,7 +46,7 @@ func runEnsemble(args []string) int {
 	}
 	out := fs.String("out", "", "bundle directory to write (replaced; required)")
 	workdir := fs.String("workdir", "", "the members' prestroid train workdir: test metrics and parity on its test split")
-	gate := fs.Bool("gate", false, "two members, plain then cost-anchored: the anchored one's weight grows with the plan's size")
+	gate := fs.Bool("gate", false, "pairs of members, plain then cost-anchored: the anchored ones' weight grows with the plan's size")
 	quantile := fs.Float64("gate-quantile", training.DefaultGateQuantile, "with --gate: the gate's centre, this quantile of the training plans' gate input")
 	width := fs.Float64("gate-width", training.DefaultGateWidth, "with --gate: the gate's width in ln units")
 	input := fs.String("gate-input", training.DefaultGateInput, "with --gate: what the gate reads, ln of the plan's largest row estimate (rows) or ln(1 + sum cpuCost) (cost)")

@@ -108,15 +108,25 @@ def test_ensemble_refuses_members_of_different_featurizations(tmp_path, members)
     assert not os.path.exists(tmp_path / "ens") and not os.path.exists(tmp_path / "ens.tmp")
 
 
-def _gate_members(tmp_path):
-    """A plain and a scale-free cost-anchored member of one workdir whose
-    training plans' ln cost is 19 or 21 (so its median is 20)."""
+def _gate_members(tmp_path, pairs=1):
+    """pairs of a plain and a scale-free cost-anchored member of one workdir
+    whose training plans' ln cost is 19 or 21 (so its median is 20)."""
     z, wd = _workdir(tmp_path, train_x=[19.0, 21.0])
     anchor = dict(ANCHOR, scale_free=True)
     out = []
+    for i in range(pairs):
+        sfx = "" if i == 0 else f"{i + 1}"
+        out += _gate_pair(tmp_path, z, wd, anchor, sfx, seeds=(1 + 2 * i, 2 + 2 * i))
+    return z, wd, out
+
+
+def _gate_pair(tmp_path, z, wd, anchor, sfx, seeds):
+    out = []
     for name, m, tf, training in (
-            ("plain", _model(k=9, est=True, plan_skip=True, seed=1), "ln_cpu_seconds_minmax", {"seed": 1}),
-            ("anchored", _model(k=9, anchor=anchor, seed=2), "ln_cpu_seconds_minmax_open", {"seed": 2, "cost_anchor": anchor})):
+            ("plain" + sfx, _model(k=9, est=True, plan_skip=True, seed=seeds[0]), "ln_cpu_seconds_minmax",
+             {"seed": seeds[0]}),
+            ("anchored" + sfx, _model(k=9, anchor=anchor, seed=seeds[1]), "ln_cpu_seconds_minmax_open",
+             {"seed": seeds[1], "cost_anchor": anchor})):
         with torch.no_grad():
             expected = m(*_inputs(z)).reshape(-1).numpy()
         p = z["params"]
@@ -128,7 +138,7 @@ def _gate_members(tmp_path):
         b = str(tmp_path / name)
         write_bundle(b, wd, m, z, ["q1", "q2"], expected, manifest)
         out.append((b, m))
-    return z, wd, out
+    return out
 
 
 def test_gate_moves_from_the_plain_network_to_the_anchor_with_the_plan_cost(tmp_path):
@@ -170,6 +180,38 @@ def test_gate_moves_from_the_plain_network_to_the_anchor_with_the_plan_cost(tmp_
     assert man["training"]["gate"]["x_gate"] == pytest.approx(np.quantile(rows, 0.5), abs=1e-5)
     g = 1 / (1 + np.exp(-(z["plan"][:, 3] * EST_SCALE - man["training"]["gate"]["x_gate"]) / 1.0))
     np.testing.assert_allclose(onnx_predict(os.path.join(out, "model.onnx"), z), y0 + g * (y1 - y0), atol=1e-5)
+
+
+def test_a_gate_of_several_pairs_gates_the_mean_of_each_side(tmp_path):
+    z, wd, ms = _gate_members(tmp_path, pairs=3)
+    out = str(tmp_path / "gated3")
+    man = build([b for b, _ in ms], out, workdir=wd, gate=True, gate_quantile=0.5, gate_width=0.5, gate_input="cost")
+    assert "-gated-x3-" in man["model_id"] and [e["seed"] for e in man["training"]["ensemble"]] == [1, 2, 3, 4, 5, 6]
+    with torch.no_grad():
+        ys = [m(*_inputs(z)).reshape(-1).numpy().astype(np.float64) for _, m in ms]
+    y0, y1 = np.mean(ys[0::2], 0), np.mean(ys[1::2], 0)
+    assert np.ptp(ys[0::2], 0).max() > 1e-3 and np.ptp(ys[1::2], 0).max() > 1e-3   # the seeds differ
+    g = 1 / (1 + np.exp(-(z["plan"][:, 0].astype(np.float64) * EST_SCALE - 20.0) / 0.5))
+    np.testing.assert_allclose(onnx_predict(os.path.join(out, "model.onnx"), z), y0 + g * (y1 - y0), atol=1e-5)
+    with open(os.path.join(wd, "predictions_test_prestroid_15_9_4_gated-x3.json")) as f:
+        assert list(json.load(f)) == ["q1", "q2"]
+    # the first pair keeps the names m0_ and m1_ (the targets heads read their trunk)
+    import onnx
+    names = {o for n in onnx.load(os.path.join(out, "model.onnx")).graph.node for o in n.output}
+    assert any(n.startswith("m0_/") for n in names) and any(n.startswith("m1_/") for n in names)
+    assert any(n.startswith("m5_/") for n in names)
+    # an odd count, or a pair in the wrong order, is refused
+    bs = [b for b, _ in ms]
+    with pytest.raises(ValueError, match="pairs of bundles"):
+        build(bs[:3], str(tmp_path / "g"), workdir=wd, gate=True)
+    with pytest.raises(ValueError, match="member 3 .a pair's first. must be a plain"):
+        build(bs[:2] + [bs[3], bs[2]], str(tmp_path / "g"), workdir=wd, gate=True)
+    m = json.load(open(os.path.join(bs[3], "manifest.json")))
+    m["training"]["cost_anchor"] = dict(m["training"]["cost_anchor"], x_ref=1.0)
+    json.dump(m, open(os.path.join(bs[3], "manifest.json"), "w"))
+    with pytest.raises(ValueError, match="cost anchor"):
+        build(bs[:4], str(tmp_path / "g"), workdir=wd, gate=True)
+    assert not os.path.exists(tmp_path / "g")
 
 
 def test_gate_refuses_members_in_the_wrong_roles(tmp_path):

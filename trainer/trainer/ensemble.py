@@ -2,7 +2,7 @@
 or gate a plain network and a cost-anchored one by the plan's size.
 
     python -m trainer.ensemble --out DIR [--workdir W] BUNDLE BUNDLE...
-    python -m trainer.ensemble --gate --out DIR --workdir W PLAIN ANCHORED
+    python -m trainer.ensemble --gate --out DIR --workdir W PLAIN ANCHORED [PLAIN ANCHORED]...
 
 The members must come from one featurization (the same workdir: N, K, C, Pf,
 vocabularies, token vectors, target normalization and inputs) and differ
@@ -12,11 +12,17 @@ it like any bundle (estimator/BUNDLE.md). Seeds alone move a member's test
 MSE by up to 45% on our data (models/README.md); the mean of M members
 removes most of that noise, for M times the inference arithmetic.
 
-With --gate there are two members, a plain network (sigmoid output, bounded
-by its training range) and a cost-anchored one (`--cost-anchor`, transform
-ln_cpu_seconds_minmax_open), and the output is
+With --gate the members come in pairs, a plain network (sigmoid output,
+bounded by its training range) then a cost-anchored one (`--cost-anchor`,
+transform ln_cpu_seconds_minmax_open), and the output is
 
     y = y_plain + g (y_anchored - y_plain)    g = sigmoid((x - x_gate) / width)
+
+with y_plain the mean of the plain members and y_anchored that of the
+anchored ones (one pair: the two networks; several pairs, e.g. seeds: a
+seed ensemble of each side, gated once). Member i sits under the name
+prefix m{i}_ in the graph, so the first pair is m0_ and m1_ whatever the
+number of pairs (trainer.targets reads their trunk tensors),
 
 with x the ln of the plan's largest row estimate (--gate-input rows, the
 default: plan[:, 3] * EST_SCALE) or ln(1 + Σ cpuCost of the plan) (--gate-input
@@ -94,18 +100,24 @@ GATE_INPUTS = {"cost": 0, "rows": 3}
 
 
 def check_gate_members(ms, bundles):
-    """A gate's members: a plain network first, a cost-anchored one second,
-    on one target range."""
-    if len(ms) != 2:
-        raise ValueError(f"a gate takes two bundles (plain, cost-anchored), have {len(ms)}")
-    t0, t1 = ms[0]["target"], ms[1]["target"]
+    """A gate's members: pairs of a plain network then a cost-anchored one,
+    on one target range, the anchored ones with one anchor (the workdir's)."""
+    if len(ms) < 2 or len(ms) % 2:
+        raise ValueError(f"a gate takes pairs of bundles (plain, cost-anchored, ...), have {len(ms)}")
     plain, anchored = transform(False), transform(True)
-    if t0.get("transform") != plain or ms[0].get("training", {}).get("cost_anchor") is not None:
-        raise ValueError(f"{bundles[0]}: the gate's first member must be a plain network (transform {plain})")
-    if t1.get("transform") != anchored or not ms[1].get("training", {}).get("cost_anchor"):
-        raise ValueError(f"{bundles[1]}: the gate's second member must be cost-anchored (--cost-anchor, transform {anchored})")
-    if (t0.get("min"), t0.get("max")) != (t1.get("min"), t1.get("max")):
-        raise ValueError(f"{bundles[1]}: target range {t1} differs from {bundles[0]}'s {t0}")
+    t0 = ms[0]["target"]
+    for i, (m, b) in enumerate(zip(ms, bundles)):
+        t, ca = m["target"], m.get("training", {}).get("cost_anchor")
+        if i % 2 == 0 and (t.get("transform") != plain or ca is not None):
+            which = "first member" if i == 0 else f"member {i + 1} (a pair's first)"
+            raise ValueError(f"{b}: the gate's {which} must be a plain network (transform {plain})")
+        if i % 2 == 1 and (t.get("transform") != anchored or not ca):
+            which = "second member" if i == 1 else f"member {i + 1} (a pair's second)"
+            raise ValueError(f"{b}: the gate's {which} must be cost-anchored (--cost-anchor, transform {anchored})")
+        if (t.get("min"), t.get("max")) != (t0.get("min"), t0.get("max")):
+            raise ValueError(f"{b}: target range {t} differs from {bundles[0]}'s {t0}")
+        if i % 2 == 1 and ca != ms[1]["training"]["cost_anchor"]:
+            raise ValueError(f"{b}: cost anchor {ca} differs from {bundles[1]}'s {ms[1]['training']['cost_anchor']}")
 
 
 def gate_weight(plan, gate):
@@ -118,7 +130,8 @@ def merge_onnx(paths, out_path, gate=None):
     """One ONNX graph: every member under its own name prefix, the shared
     inputs, y = Mean of the members' outputs, or with gate (x_gate, width,
     input) y = y0 + g (y1 - y0), g = Sigmoid((plan[:, c] EST_SCALE - x_gate) / width)
-    for the plan column c of the input."""
+    for the plan column c of the input, y0 the mean of the even members
+    (plain), y1 that of the odd ones (anchored)."""
     import onnx
     from onnx import TensorProto, compose, helper
 
@@ -152,9 +165,19 @@ def merge_onnx(paths, out_path, gate=None):
             helper.make_node("Mul", ["gate_plan0", "gate_scale"], ["gate_scaled"], name="gate_scale"),
             helper.make_node("Sub", ["gate_scaled", "gate_shift"], ["gate_z"], name="gate_shift"),
             helper.make_node("Sigmoid", ["gate_z"], ["gate_g"], name="gate_sigmoid"),
-            helper.make_node("Sub", [outs[1], outs[0]], ["gate_d"], name="gate_diff"),
+        ]
+        sides = []
+        for name, side in (("plain", outs[0::2]), ("anchored", outs[1::2])):
+            if len(side) == 1:
+                sides.append(side[0])
+            else:
+                nodes.append(helper.make_node("Mean", side, [f"gate_{name}"], name=f"gate_{name}_mean"))
+                sides.append(f"gate_{name}")
+        y0, y1 = sides
+        nodes += [
+            helper.make_node("Sub", [y1, y0], ["gate_d"], name="gate_diff"),
             helper.make_node("Mul", ["gate_g", "gate_d"], ["gate_gd"], name="gate_mul"),
-            helper.make_node("Add", [outs[0], "gate_gd"], [out_name], name="gate_out"),
+            helper.make_node("Add", [y0, "gate_gd"], [out_name], name="gate_out"),
         ]
     graph = helper.make_graph(nodes, "prestroid_ensemble", list(first.graph.input), list(first.graph.output), inits)
     merged = helper.make_model(graph, opset_imports=list(first.opset_import), producer_name="prestroid-ensemble")
@@ -166,7 +189,7 @@ def merge_onnx(paths, out_path, gate=None):
 def build(bundles, out, workdir=None, log=sys.stderr, gate=False, gate_quantile=GATE_QUANTILE, gate_width=GATE_WIDTH,
           gate_input=GATE_INPUT):
     """Write the ensemble bundle of bundles to out (replaced only on success).
-    With gate, bundles are (plain, cost-anchored) and workdir is required."""
+    With gate, bundles are pairs (plain, cost-anchored) and workdir is required."""
     ms = check_members(bundles, same_target=not gate)
     g = None
     if gate:
@@ -194,7 +217,8 @@ def combine(outputs, plan, gate):
     if gate is None:
         return np.mean(outputs, 0)
     g = gate_weight(plan, gate)
-    return outputs[0] + g * (outputs[1] - outputs[0])
+    y0, y1 = np.mean(outputs[0::2], 0), np.mean(outputs[1::2], 0)
+    return y0 + g * (y1 - y0)
 
 
 def _build(bundles, ms, tmp, out, workdir, log, gate):
@@ -226,7 +250,7 @@ def _build(bundles, ms, tmp, out, workdir, log, gate):
     members = [m["model_id"] for m in ms]
     tag = hashlib.sha256("|".join(members).encode()).hexdigest()[:6]
     man = {k: v for k, v in m0.items() if k not in ("model_id", "created", "metrics", "training")}
-    kind = f"x{len(bundles)}" if gate is None else "gated"
+    kind = f"x{len(bundles)}" if gate is None else "gated" if len(bundles) == 2 else f"gated-x{len(bundles) // 2}"
     man["model_id"] = (f"subtree-{m0['N']}-{m0['K']}-{m0['Pf']}-{kind}-{created:%Y%m%dT%H%M%SZ}-"
                        f"{m0['training_data_sha256'][:8]}-{tag}")
     if gate is not None:
@@ -260,7 +284,7 @@ def _build(bundles, ms, tmp, out, workdir, log, gate):
             json.dump(dict(zip(read_keys(os.path.join(workdir, "test.keys.txt")), denormalize(p, lo, hi, transform=tf).tolist())), f)
     man["ensemble_check"] = report
     swap_in_bundle(tmp, out, man)
-    how = f"{len(bundles)} members" if gate is None else f"gate at {gate['input']} {gate['x_gate']:.2f} (quantile {gate['quantile']}), width {gate['width']}"
+    how = f"{len(bundles)} members" if gate is None else f"{len(bundles) // 2} pair(s), gate at {gate['input']} {gate['x_gate']:.2f} (quantile {gate['quantile']}), width {gate['width']}"
     print(f"ensemble: bundle {man['model_id']} ({how}, golden |diff| {diff:.2e}) -> {out}", file=log)
     return man
 
@@ -269,12 +293,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="bundle directory to write (replaced)")
     ap.add_argument("--workdir", help="the members' prestroid train workdir: test metrics and parity on its test split")
-    ap.add_argument("--gate", action="store_true", help="two members, plain then cost-anchored: the anchor's weight grows with the plan's size")
+    ap.add_argument("--gate", action="store_true", help="pairs of members, plain then cost-anchored: the anchored ones' weight grows with the plan's size")
     ap.add_argument("--gate-quantile", type=float, default=GATE_QUANTILE, help="the gate's centre: this quantile of the training plans' gate input")
     ap.add_argument("--gate-width", type=float, default=GATE_WIDTH, help="the gate's width in ln units")
     ap.add_argument("--gate-input", default=GATE_INPUT, choices=sorted(GATE_INPUTS),
                     help="what the gate reads: ln(1 + Σ cpuCost) (cost) or ln of the largest row estimate (rows)")
-    ap.add_argument("bundles", nargs="+", help="member bundles (two or more; with --gate: plain, cost-anchored)")
+    ap.add_argument("bundles", nargs="+", help="member bundles (two or more; with --gate: plain, cost-anchored, in pairs)")
     a = ap.parse_args(argv)
     try:
         build(a.bundles, a.out, a.workdir, gate=a.gate, gate_quantile=a.gate_quantile, gate_width=a.gate_width,

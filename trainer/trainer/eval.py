@@ -195,9 +195,13 @@ def main(argv=None):
                     transform=manifest["target"]["transform"])
     P = manifest
     # an ensemble bundle (prestroid ensemble) of M members: prestroid(N-K-Pf)-xM;
-    # a gated one (prestroid ensemble --gate): prestroid(N-K-Pf)-gated
+    # a gated one (prestroid ensemble --gate): prestroid(N-K-Pf)-gated, of M
+    # pairs: prestroid(N-K-Pf)-gated-xM (as trainer.ensemble names its predictions)
     members = len((P.get("training") or {}).get("ensemble") or [])
-    suffix = "_gated" if (P.get("training") or {}).get("gate") else f"_x{members}" if members else ""
+    if (P.get("training") or {}).get("gate"):
+        suffix = "_gated" if members <= 2 else f"_gated-x{members // 2}"
+    else:
+        suffix = f"_x{members}" if members else ""
     own = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix
     add(pretty(own), "prestroid", keys, p)
 
