@@ -1,7 +1,7 @@
 import math
 import random
 
-from trainer.served import Line, Plane, pool, quantile, replay, wilson
+from trainer.served import Line, Plane, paired, pool, quantile, replay, versus_path, wilson
 
 
 def test_line_through_the_origin_holds_the_weight_to_0_1():
@@ -93,3 +93,28 @@ def test_pool_counts_over_runs_without_the_warm_up():
 def test_quantile_interpolates():
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
     assert math.isnan(quantile([], 0.5))
+
+
+def test_paired_scores_both_proxies_against_the_pairs_mean_cpu():
+    def x(pass_, stmt, kind, est, actual, first):
+        return {"pass": pass_, "stmt": stmt, "kind": kind, "est": est, "actual": actual, "first": first}
+
+    a = [x(-1, 0, "warm-up", 1, 1, True),                 # not scored
+         x(0, 0, "new shape", 2, 4, True),                # mean CPU 2: a 1, b 4; a ran first, 4 over 1
+         x(0, 1, "new literals", 0.5, 0.25, False),       # mean 0.25: a 2, b 1; b first, 0.25 over 0.25
+         x(0, 2, "new shape", 1, 1, True),                # b did not complete it: not scored
+         x(1, 0, "repeat", 2, 2, False)]
+    b = [x(-1, 0, "warm-up", 1, 1, False),
+         x(0, 0, "new shape", 8, 1, False),
+         x(0, 1, "new literals", 0.25, 0.25, True),
+         x(1, 0, "repeat", 2, 2, True)]
+    p = paired([(a, b)], draws=200)
+    g = p["groups"]
+    assert g["first sight"]["n"] == 2 and g["first sight >= 1 s"]["n"] == 1 and g["repeat"]["n"] == 1
+    assert g["first sight >= 1 s"]["median"]["a"] == 1.0 and g["first sight >= 1 s"]["median"]["b"] == 4.0
+    assert g["first sight"]["median"]["a"] == 1.5 and g["first sight"]["median"]["b"] == 2.5
+    assert g["first sight"]["a_closer"] == 0.5
+    lo, hi = g["first sight >= 1 s"]["median"]["b_minus_a_90ci"]
+    assert lo == hi == 3.0                                # one pair: every draw is it
+    assert p["first_over_second_median"] == 2.5 and p["first_sights_ordered"] == 2
+    assert versus_path("r/x.runs.jsonl.gz") == "r/x.versus.runs.jsonl.gz" and versus_path("x.runs.jsonl") == "x.versus.runs.jsonl"

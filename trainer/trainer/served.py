@@ -33,6 +33,16 @@ bench's calibrated optimizer on the same first sights, each source's 80%
 interval coverage (Wilson interval), the share of executions routed to a
 class too small for their CPU (class bounds as the bench's --classes), the
 share of first sights explained on the hot path and the decision's median.
+
+    python -m trainer.served --paired RUN.runs.jsonl.gz ...
+
+scores a paired run's two proxies (`bench served --versus-model`: the first
+proxy's executions in RUN, the second's in RUN.versus..., matched by pass
+and statement) on the same statements over all the runs together: each
+estimate against the pair's geometric mean CPU, so that neither gains from
+the order it ran in; median and p90 of each, with a 90% interval for the
+difference of the two (a paired bootstrap: the same statements drawn for
+both), and the share where the first proxy is nearer.
 """
 
 from __future__ import annotations
@@ -252,6 +262,68 @@ def print_pooled(p: dict) -> None:
     print(f"first sights explained on the hot path {100 * p['explained_first_sights']:.0f}%; decision p50 {p['decision_p50_ms']:.2f} ms")
 
 
+def versus_path(path: str) -> str:
+    """The second proxy's runs beside path (bench served --versus-model):
+    ".versus" after the name's stem, x.runs.jsonl.gz -> x.versus.runs.jsonl.gz."""
+    head, sep, base = path.rpartition("/")
+    stem, dot, rest = base.partition(".")
+    return head + sep + stem + ".versus" + dot + rest
+
+
+def pairs_of(a: list[dict], b: list[dict]) -> list[tuple[dict, dict]]:
+    """The scored executions a and b share (pass and statement)."""
+    bs = {(x["pass"], x["stmt"]): x for x in b if x.get("kind") != "warm-up"}
+    return [(x, bs[(x["pass"], x["stmt"])]) for x in a if x.get("kind") != "warm-up" and (x["pass"], x["stmt"]) in bs]
+
+
+def paired(runs: list[tuple[list[dict], list[dict]]], *, draws: int = 2000, seed: int = 1) -> dict:
+    """The two proxies of paired runs on their shared executions, per group:
+    q-errors against the pair's geometric mean CPU, median and p90 of each,
+    the 90% paired-bootstrap interval of b's minus a's, a's share nearer."""
+    groups: dict[str, list[tuple[float, float]]] = {"first sight": [], "first sight >= 1 s": [], "repeat": []}
+    order: list[float] = []
+    for a, b in runs:
+        for x, y in pairs_of(a, b):
+            m = math.sqrt(max(x["actual"], 0.001) * max(y["actual"], 0.001))
+            e = (qerror(max(x["est"], 0.001), m), qerror(max(y["est"], 0.001), m))
+            if x["kind"] == "repeat":
+                groups["repeat"].append(e)
+                continue
+            groups["first sight"].append(e)
+            if m >= 1:
+                groups["first sight >= 1 s"].append(e)
+            if "first" in x:
+                f, g = (x, y) if x["first"] else (y, x)
+                order.append(max(f["actual"], 0.001) / max(g["actual"], 0.001))
+    out: dict = {"groups": {}, "first_over_second_median": quantile(order, 0.5), "first_sights_ordered": len(order)}
+    rng = random.Random(seed)
+    for k, es in groups.items():
+        r: dict = {"n": len(es)}
+        for p, name in ((0.5, "median"), (0.9, "p90")):
+            diffs = []
+            for _ in range(draws if es else 0):
+                d = [rng.choice(es) for _ in es]
+                diffs.append(quantile([e[1] for e in d], p) - quantile([e[0] for e in d], p))
+            diffs.sort()
+            ci = (diffs[int(0.05 * draws)], diffs[int(0.95 * draws) - 1]) if diffs else (math.nan, math.nan)
+            r[name] = {"a": quantile([e[0] for e in es], p), "b": quantile([e[1] for e in es], p), "b_minus_a_90ci": ci}
+        closer = sum(e[0] < e[1] for e in es)
+        r["a_closer"], r["a_closer_90ci"] = (closer / len(es) if es else math.nan), wilson(closer, len(es))
+        out["groups"][k] = r
+    return out
+
+
+def print_paired(p: dict) -> None:
+    print("a and b on the same statements, each against the pair's geometric mean CPU:")
+    for k, r in p["groups"].items():
+        cells = "  ".join(f"{name} a {r[name]['a']:.2f} b {r[name]['b']:.2f} (b - a [{r[name]['b_minus_a_90ci'][0]:+.2f}, "
+                          f"{r[name]['b_minus_a_90ci'][1]:+.2f}])" for name in ("median", "p90"))
+        print(f"{k:20s} n={r['n']:4d}  {cells}  a nearer {100 * r['a_closer']:.0f}% "
+              f"[{100 * r['a_closer_90ci'][0]:.0f}, {100 * r['a_closer_90ci'][1]:.0f}]")
+    print(f"first sights' CPU, the execution that ran first over the other's: median {p['first_over_second_median']:.2f} "
+          f"(n={p['first_sights_ordered']})")
+
+
 def read_runs(path: str) -> list[dict]:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
@@ -271,7 +343,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-fit", type=int, default=10, help="executions the line needs before it serves")
     ap.add_argument("--pooled", action="store_true", help="the served figures over all the runs together, with 90%% intervals")
     ap.add_argument("--classes", default="2,20", help="the runs' class bounds in CPU seconds (bench served --classes)")
+    ap.add_argument("--paired", action="store_true", help="paired runs (bench served --versus-model): the two proxies on the same statements")
     args = ap.parse_args(argv)
+    if args.paired:
+        print_paired(paired([(read_runs(p), read_runs(versus_path(p))) for p in args.runs]))
+        return 0
     if args.pooled:
         print_pooled(pool([read_runs(p) for p in args.runs], [float(b) for b in args.classes.split(",")]))
         return 0
