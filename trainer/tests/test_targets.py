@@ -107,3 +107,18 @@ def test_a_head_with_a_linear_path_starts_as_the_head_without():
     with torch.no_grad():
         lin.lin.weight[0, -1] = 2.0                            # ... and adds a linear function of the inputs
     assert torch.allclose(lin(feat, y) - plain(feat, y), 2.0 * y)
+
+
+def test_trunk_features_are_kept_per_bundle(tmp_path):
+    # a cache of one bundle's trunk features is never another's: the targets
+    # step on an ensemble after the gated bundle of the same workdir read the
+    # gated bundle's CPU output (its heads then disagreed with their graph)
+    from trainer.targets import cache_path
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, graph in ((a, b"graph one"), (b, b"graph two")):
+        d.mkdir()
+        (d / "model.onnx").write_bytes(graph)
+    cache = str(tmp_path / "cache")
+    pa, pb = cache_path(cache, str(a), "train"), cache_path(cache, str(b), "train")
+    assert pa != pb and pa.startswith(cache) and pa != cache_path(cache, str(a), "test")
+    assert pa == cache_path(cache, str(a), "train")

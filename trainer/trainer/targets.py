@@ -40,6 +40,7 @@ target. Writes --results/{template-split,scale-split}.json and report.md.
 import argparse
 import copy
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -145,8 +146,20 @@ def embed(sess, z, batch=256):
     return np.concatenate(feats).astype(np.float32), np.concatenate(ys).astype(np.float32), widths
 
 
+def cache_path(cache, bundle, split):
+    """Where the trunk features of bundle on split are kept in cache: named
+    by the model graph's hash, so that another bundle (a retrain, an
+    ensemble of other members) on the same workdir never reads them."""
+    h = hashlib.sha256()
+    with open(os.path.join(bundle, "model.onnx"), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return os.path.join(cache, f"emb_{split}_{h.hexdigest()[:16]}.npz")
+
+
 def load_workdir(workdir, bundle, cache=None):
-    """Per split: keys, trunk features, the bundle's y, the queries.jsonl rows."""
+    """Per split: keys, trunk features, the bundle's y, the queries.jsonl rows
+    (the features kept in cache, per bundle, when it is given)."""
     from .data import read_keys
     queries = {}
     with open(os.path.join(workdir, "queries.jsonl")) as f:
@@ -157,7 +170,7 @@ def load_workdir(workdir, bundle, cache=None):
     parts = {}
     for split in ("train", "val", "test"):
         keys = read_keys(os.path.join(workdir, f"{split}.keys.txt"))
-        path = cache and os.path.join(cache, f"emb_{split}.npz")
+        path = cache and cache_path(cache, bundle, split)
         if path and os.path.exists(path):
             with np.load(path) as c:
                 feat, y, widths = c["feat"], c["y"], list(c["widths"])
