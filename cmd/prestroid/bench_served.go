@@ -174,20 +174,8 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	port, err := bench.FreeTCPPort()
-	if err != nil {
-		return err
-	}
-	cfg, err := servedConfig(f, bounds, port)
-	if err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(dir, "prestroid.yaml")
-	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
-		return err
-	}
 	logPath := servedLogPath(f)
-	proxy, err := startServe(ctx, f.binary, cfgPath, logPath, port, f.ortLib != "")
+	proxy, cfg, err := startServedProxy(ctx, f, bounds, filepath.Join(dir, "prestroid.yaml"), logPath)
 	if err != nil {
 		return err
 	}
@@ -203,25 +191,14 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 		if vf.model == "embedded" {
 			vf.model = ""
 		}
-		vport, err := bench.FreeTCPPort()
-		if err != nil {
-			return err
-		}
-		if vcfg, err = servedConfig(&vf, bounds, vport); err != nil {
-			return err
-		}
-		vcfgPath := filepath.Join(dir, "prestroid-versus.yaml")
-		if err := os.WriteFile(vcfgPath, vcfg, 0o600); err != nil {
-			return err
-		}
 		vlog := versusPath(logPath)
-		vproxy, err := startServe(ctx, f.binary, vcfgPath, vlog, vport, f.ortLib != "")
+		vproxy, c, err := startServedProxy(ctx, &vf, bounds, filepath.Join(dir, "prestroid-versus.yaml"), vlog)
 		if err != nil {
 			return fmt.Errorf("--versus-model: %w", err)
 		}
 		defer vproxy.stop()
 		fmt.Printf("versus: prestroid serve (%s) on %s with the model %s, its log in %s\n", f.binary, vproxy.base, f.versusModel, vlog)
-		o.VersusURL = vproxy.base
+		o.VersusURL, vcfg = vproxy.base, c
 	}
 	if f.progress {
 		o.Progress = os.Stderr
@@ -357,6 +334,25 @@ func servedConfig(f *servedFlags, bounds []float64, port int) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte("# prestroid bench served: the shipped defaults but for these\n"), b...), nil
+}
+
+// startServedProxy writes f's proxy configuration (servedConfig, on a free
+// port) to cfgPath and starts f.binary serve with it, its log in logPath;
+// the proxy and its configuration.
+func startServedProxy(ctx context.Context, f *servedFlags, bounds []float64, cfgPath, logPath string) (*serveProcess, []byte, error) {
+	port, err := bench.FreeTCPPort()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := servedConfig(f, bounds, port)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return nil, nil, err
+	}
+	p, err := startServe(ctx, f.binary, cfgPath, logPath, port, f.ortLib != "")
+	return p, cfg, err
 }
 
 // versusPath is path's name for the second proxy of a paired run:
