@@ -320,16 +320,25 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 		}
 		return true
 	}
-	// run sends the statement through every proxy, in the order drawn;
-	// whether the first proxy's (a's) execution completed.
+	// run sends the statement through every proxy, in the order drawn
+	// (its plan cost asked once for both); whether the first proxy's (a's)
+	// execution completed.
 	run := func(it collector.Item, kind string, pass, stmt int, cost func() float64) bool {
 		order := arms
 		if len(arms) > 1 && coin.IntN(2) == 1 {
 			order = []*servedArm{arms[1], arms[0]}
 		}
+		var stmtCost float64
+		have := false
+		once := func() float64 {
+			if !have {
+				stmtCost, have = cost(), true
+			}
+			return stmtCost
+		}
 		ok := false
 		for j, a := range order {
-			if c := runOn(a, j == 0, it, kind, pass, stmt, cost); a == arms[0] {
+			if c := runOn(a, j == 0, it, kind, pass, stmt, once); a == arms[0] {
 				ok = c
 			}
 		}
