@@ -120,6 +120,14 @@ def check_gate_members(ms, bundles):
             raise ValueError(f"{b}: cost anchor {ca} differs from {bundles[1]}'s {ms[1]['training']['cost_anchor']}")
 
 
+def kind_name(members, gated):
+    """The name of an ensemble of members in its model id and predictions
+    file: xM (a mean), gated (one pair), gated-xP (P pairs)."""
+    if not gated:
+        return f"x{members}"
+    return "gated" if members == 2 else f"gated-x{members // 2}"
+
+
 def gate_weight(plan, gate):
     """The anchored member's weight per query, (B,) from plan (B, PLAN)."""
     x = plan[:, GATE_INPUTS[gate["input"]]].astype(np.float64) * EST_SCALE
@@ -250,7 +258,7 @@ def _build(bundles, ms, tmp, out, workdir, log, gate):
     members = [m["model_id"] for m in ms]
     tag = hashlib.sha256("|".join(members).encode()).hexdigest()[:6]
     man = {k: v for k, v in m0.items() if k not in ("model_id", "created", "metrics", "training")}
-    kind = f"x{len(bundles)}" if gate is None else "gated" if len(bundles) == 2 else f"gated-x{len(bundles) // 2}"
+    kind = kind_name(len(bundles), gate is not None)
     man["model_id"] = (f"subtree-{m0['N']}-{m0['K']}-{m0['Pf']}-{kind}-{created:%Y%m%dT%H%M%SZ}-"
                        f"{m0['training_data_sha256'][:8]}-{tag}")
     if gate is not None:

@@ -194,14 +194,11 @@ def main(argv=None):
     p = denormalize(onnx_predict(os.path.join(a.bundle, "model.onnx"), z), lo, hi,
                     transform=manifest["target"]["transform"])
     P = manifest
-    # an ensemble bundle (prestroid ensemble) of M members: prestroid(N-K-Pf)-xM;
-    # a gated one (prestroid ensemble --gate): prestroid(N-K-Pf)-gated, of M
-    # pairs: prestroid(N-K-Pf)-gated-xM (as trainer.ensemble names its predictions)
+    # an ensemble bundle (prestroid ensemble, --gate or not): named as
+    # trainer.ensemble names its predictions
+    from .ensemble import kind_name
     members = len((P.get("training") or {}).get("ensemble") or [])
-    if (P.get("training") or {}).get("gate"):
-        suffix = "_gated" if members <= 2 else f"_gated-x{members // 2}"
-    else:
-        suffix = f"_x{members}" if members else ""
+    suffix = "_" + kind_name(members, bool((P.get("training") or {}).get("gate"))) if members else ""
     own = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix
     add(pretty(own), "prestroid", keys, p)
 
