@@ -201,6 +201,10 @@ type servedRun struct {
 	// first: in a paired run (ServedOptions.VersusURL), this execution
 	// came before the other proxy's of the same statement.
 	first bool
+	// session is the session properties the statement ran with (nil:
+	// Trino's defaults), so that a run's figures can be split by them
+	// (python -m trainer.served --session).
+	session map[string]string
 }
 
 // servedLog holds the executions in the order they completed, with the
@@ -304,7 +308,7 @@ func Served(ctx context.Context, w io.Writer, o ServedOptions) (*ServedReport, e
 			return false
 		}
 		r.kind, r.template, r.variant = kind, it.Workload.Template, it.Workload.Variant
-		sr := servedRun{replayRun: r, scale: it.Workload.Scale, pass: pass, stmt: stmt, cost: cost(), first: first && len(arms) > 1}
+		sr := servedRun{replayRun: r, scale: it.Workload.Scale, pass: pass, stmt: stmt, cost: cost(), first: first && len(arms) > 1, session: it.Session}
 		if kind == kindWarmUp {
 			sr = a.log.learn(sr)
 			a.rep.WarmUp++
@@ -439,8 +443,9 @@ func planCost(ctx context.Context, c *plan.ExplainClient, server string, eng dia
 
 // writeServedRun writes r as one JSON line (CPU in seconds, decision time
 // in milliseconds; cost null when the EXPLAIN failed, opt 0 while the
-// optimizer baseline had no number); in a paired run also whether it ran
-// before the other proxy's execution (first).
+// optimizer baseline had no number; session only when the statement set
+// any); in a paired run also whether it ran before the other proxy's
+// execution (first).
 func writeServedRun(w io.Writer, r servedRun, paired bool) {
 	m := map[string]any{"pass": r.pass, "stmt": r.stmt, "kind": r.kind, "template": r.template,
 		"variant": r.variant, "scale": r.scale, "source": r.source, "est": r.est, "lo": r.lo, "hi": r.hi,
@@ -448,6 +453,9 @@ func writeServedRun(w io.Writer, r servedRun, paired bool) {
 		"class": r.class, "decide_ms": float64(r.decide.Microseconds()) / 1000, "explained": r.explained}
 	if paired {
 		m["first"] = r.first
+	}
+	if len(r.session) > 0 {
+		m["session"] = r.session
 	}
 	b, _ := json.Marshal(m)
 	w.Write(append(b, '\n'))

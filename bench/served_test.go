@@ -280,3 +280,29 @@ func TestServedPairedRowsScoreBothOnTheSameStatements(t *testing.T) {
 		}
 	}
 }
+
+func TestServedRunLineCarriesTheStatementsSession(t *testing.T) {
+	var buf bytes.Buffer
+	r := run(kindNewShape, "model", 1, 0.5, 2, 1.5, 0)
+	writeServedRun(&buf, r, false)
+	r.session = map[string]string{"enable_dynamic_filtering": "false", "task_concurrency": "4"}
+	writeServedRun(&buf, r, false)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2", len(lines))
+	}
+	var plain, set map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &set); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := plain["session"]; ok {
+		t.Errorf("a statement in Trino's default session: %s, want no session field", lines[0])
+	}
+	s, _ := set["session"].(map[string]any)
+	if s["enable_dynamic_filtering"] != "false" || s["task_concurrency"] != "4" || len(s) != 2 {
+		t.Errorf("session field %v, want the statement's two properties", set["session"])
+	}
+}

@@ -7,6 +7,7 @@ package main
 // held-out templates, filled as collect fills them.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -41,7 +42,7 @@ func init() {
 // servedFlags are bench served's flags.
 type servedFlags struct {
 	binary, trino, engine, classes, explain, model string
-	versusModel                                    string
+	versusModel, versusBinary                      string
 	ortLib                                         string
 	workloads, split, parts, templates, domains    string
 	warmParts                                      string
@@ -66,6 +67,7 @@ func servedFlagSet(f *servedFlags) *flag.FlagSet {
 	fs.Float64Var(&f.textMaxSeconds, "text-max-seconds", 0, "estimator.text_max_seconds of the proxy: the text stage decides a statement only when its interval ends below it (0: the shipped default; negative: no bound)")
 	fs.StringVar(&f.model, "model", "", "model bundle directory (estimator.model; default: the embedded model)")
 	fs.StringVar(&f.versusModel, "versus-model", "", "a second proxy, the same but for this model bundle (\"embedded\": the embedded model), through which every statement also runs, before or after the first as drawn per statement: both reports and the two on the same statements (its runs and log named as the first's with .versus after the stem: x.runs.jsonl, x.versus.runs.jsonl)")
+	fs.StringVar(&f.versusBinary, "versus-binary", "", "a second proxy, the same but served by this prestroid binary (with --versus-model, that model too), run as --versus-model's: two builds of the cascade judged on the same statements")
 	fs.StringVar(&f.ortLib, "ort-lib", "", "ONNX Runtime library (estimator.ort_lib; default: $PRESTROID_ORT_LIB, then the one `make ort` installs)")
 	fs.StringVar(&f.workloads, "workloads", "../shared/workloads", "directory with tpch/*.sql and tpcds/*.sql: trinodb/trino's benchmark queries (docs/workloads.md)")
 	fs.StringVar(&f.split, "split", "data/split.json", "template-level train/validation/test split")
@@ -185,19 +187,15 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 	o := bench.ServedOptions{ProxyURL: proxy.base, Trino: f.trino, Engine: eng, Bounds: bounds, Items: items,
 		Repeats: f.repeats, Seed: uint64(f.seed), MaxDuration: f.maxDuration, Warm: warm}
 	var vcfg []byte
-	if f.versusModel != "" {
-		vf := *f
-		vf.model = f.versusModel
-		if vf.model == "embedded" {
-			vf.model = ""
-		}
+	vf := versusFlags(f)
+	if vf != nil {
 		vlog := versusPath(logPath)
-		vproxy, c, err := startServedProxy(ctx, &vf, bounds, filepath.Join(dir, "prestroid-versus.yaml"), vlog)
+		vproxy, c, err := startServedProxy(ctx, vf, bounds, filepath.Join(dir, "prestroid-versus.yaml"), vlog)
 		if err != nil {
-			return fmt.Errorf("--versus-model: %w", err)
+			return fmt.Errorf("the second proxy (--versus-model, --versus-binary): %w", err)
 		}
 		defer vproxy.stop()
-		fmt.Printf("versus: prestroid serve (%s) on %s with the model %s, its log in %s\n", f.binary, vproxy.base, f.versusModel, vlog)
+		fmt.Printf("versus: prestroid serve (%s) on %s with the model %s, its log in %s\n", vf.binary, vproxy.base, cmp.Or(vf.model, "embedded"), vlog)
 		o.VersusURL, vcfg = vproxy.base, c
 	}
 	if f.progress {
@@ -230,8 +228,8 @@ func runBenchServed(ctx context.Context, f *servedFlags) error {
 		"model": f.model, "parts": wl.Parts, "templates": wl.Templates, "scales": wl.Scales, "catalog": f.catalog,
 		"variants": f.variants, "repeats": f.repeats, "warm_parts": f.warmParts, "warm_statements": len(warm), "estimate_timeout": f.estimateTimeout.String(), "text_max_seconds": f.textMaxSeconds, "seed": f.seed, "session_share": f.sessionShare,
 		"not_run": skipped, "config": string(cfg)}
-	if f.versusModel != "" {
-		rep.Settings["versus_model"], rep.Settings["versus_config"] = f.versusModel, string(vcfg)
+	if vf != nil {
+		rep.Settings["versus_model"], rep.Settings["versus_binary"], rep.Settings["versus_config"] = cmp.Or(vf.model, "embedded"), vf.binary, string(vcfg)
 	}
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
@@ -334,6 +332,26 @@ func servedConfig(f *servedFlags, bounds []float64, port int) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte("# prestroid bench served: the shipped defaults but for these\n"), b...), nil
+}
+
+// versusFlags are the flags of the second proxy of a paired run: f's, but
+// for --versus-model's bundle ("embedded": the embedded one) and
+// --versus-binary's build where given; nil when neither is (one proxy).
+func versusFlags(f *servedFlags) *servedFlags {
+	if f.versusModel == "" && f.versusBinary == "" {
+		return nil
+	}
+	vf := *f
+	if f.versusModel != "" {
+		vf.model = f.versusModel
+		if vf.model == "embedded" {
+			vf.model = ""
+		}
+	}
+	if f.versusBinary != "" {
+		vf.binary = f.versusBinary
+	}
+	return &vf
 }
 
 // startServedProxy writes f's proxy configuration (servedConfig, on a free

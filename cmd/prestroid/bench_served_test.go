@@ -138,6 +138,35 @@ func TestBenchServedKeepsConfigOverridesOutOfTheProxysEnvironment(t *testing.T) 
 	}
 }
 
+func TestBenchServedSecondProxyDiffersOnlyInTheVersusFlags(t *testing.T) {
+	base := servedFlags{binary: "/b/prestroid", model: "/m/v3", trino: "http://t", explain: "always"}
+	if versusFlags(&base) != nil {
+		t.Error("neither --versus-model nor --versus-binary: want one proxy")
+	}
+	for _, c := range []struct {
+		model, binary      string
+		wantModel, wantBin string
+	}{
+		{"/m/v5", "", "/m/v5", "/b/prestroid"},
+		{"embedded", "", "", "/b/prestroid"},
+		{"", "/b/other", "/m/v3", "/b/other"},
+		{"embedded", "/b/other", "", "/b/other"},
+	} {
+		f := base
+		f.versusModel, f.versusBinary = c.model, c.binary
+		vf := versusFlags(&f)
+		if vf == nil || vf.model != c.wantModel || vf.binary != c.wantBin {
+			t.Fatalf("--versus-model %q --versus-binary %q: %+v, want model %q binary %q", c.model, c.binary, vf, c.wantModel, c.wantBin)
+		}
+		if vf.trino != base.trino || vf.explain != base.explain {
+			t.Errorf("the second proxy's other flags %+v, want the first's", vf)
+		}
+		if f.model != base.model || f.binary != base.binary {
+			t.Errorf("the first proxy's flags changed: %+v", f)
+		}
+	}
+}
+
 // TestBenchServedAgainstTrino runs the command end to end on one
 // template at tiny on the tpch connector: the harness Trino (make test),
 // this package built as the binary under test.

@@ -1,7 +1,10 @@
+import json
 import math
 import random
 
-from trainer.served import Line, Plane, paired, pool, quantile, replay, versus_path, wilson
+import pytest
+
+from trainer.served import Line, Plane, main, paired, pool, quantile, replay, session_filter, versus_path, wilson
 
 
 def test_line_through_the_origin_holds_the_weight_to_0_1():
@@ -118,3 +121,39 @@ def test_paired_scores_both_proxies_against_the_pairs_mean_cpu():
     assert lo == hi == 3.0                                # one pair: every draw is it
     assert p["first_over_second_median"] == 2.5 and p["first_sights_ordered"] == 2
     assert versus_path("r/x.runs.jsonl.gz") == "r/x.versus.runs.jsonl.gz" and versus_path("x.runs.jsonl") == "x.versus.runs.jsonl"
+
+
+def test_session_filter_splits_the_runs_by_a_session_property(tmp_path, capsys):
+    def x(kind, est, actual, session=None):
+        r = {"pass": 0 if kind != "repeat" else 1, "stmt": 0, "kind": kind, "source": "model", "est": est,
+             "lo": est / 2, "hi": est * 2, "actual": actual, "class": 1, "opt": 0.0}
+        if session:
+            r["session"] = session
+        return r
+
+    off = {"enable_dynamic_filtering": "false"}
+    runs = [x("warm-up", 1, 1),
+            x("new shape", 1, 4, off),                                        # q 4, dynamic filtering off
+            x("new literals", 2, 2.2, {"join_distribution_type": "BROADCAST"}),  # q 1.1
+            x("new literals", 3, 3)]                                          # q 1, default session
+    keep = session_filter(["enable_dynamic_filtering=false"], [])
+    assert [r["actual"] for r in runs if keep(r)] == [1, 4]                   # the warm-up always passes
+    keep = session_filter([], ["enable_dynamic_filtering=false"])
+    assert [r["actual"] for r in runs if keep(r)] == [1, 2.2, 3]
+    with pytest.raises(ValueError):
+        session_filter(["enable_dynamic_filtering"], [])
+    path = tmp_path / "r.runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    assert main(["--pooled", "--session", "enable_dynamic_filtering=false", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 executions" in out and "median 4.00" in out
+    assert main(["--pooled", "--not-session", "enable_dynamic_filtering=false", str(path)]) == 0
+    assert "2 executions" in capsys.readouterr().out
+    # a run that records no session: its statements count as run in the default session, with a warning
+    old = tmp_path / "old.runs.jsonl"
+    old.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "session"}) + "\n" for r in runs))
+    assert main(["--pooled", "--not-session", "enable_dynamic_filtering=false", str(old)]) == 0
+    cap = capsys.readouterr()
+    assert "3 executions" in cap.out and "records no session" in cap.err
+    with pytest.raises(SystemExit):
+        main(["--session", "enable_dynamic_filtering=false", str(path)])      # the replay needs every execution

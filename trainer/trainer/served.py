@@ -43,6 +43,16 @@ estimate against the pair's geometric mean CPU, so that neither gains from
 the order it ran in; median and p90 of each, with a 90% interval for the
 difference of the two (a paired bootstrap: the same statements drawn for
 both), and the share where the first proxy is nearer.
+
+    python -m trainer.served --pooled --session enable_dynamic_filtering=false RUN...
+    python -m trainer.served --pooled --not-session enable_dynamic_filtering=false RUN...
+
+keeps only the executions whose statement ran with (or without) that
+session property set to that value (each flag may repeat; all must hold),
+from the `session` field that bench served writes since it records the
+statements' sessions (a run without any is warned about: its statements
+count as run in Trino's default session). With --pooled or --paired only:
+the blend line's replay fits on every execution of a run.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ import gzip
 import json
 import math
 import random
+import sys
 from dataclasses import dataclass, field
 
 
@@ -324,6 +335,28 @@ def print_paired(p: dict) -> None:
           f"(n={p['first_sights_ordered']})")
 
 
+def session_filter(want: list[str], refuse: list[str]):
+    """A predicate on executions: every NAME=VALUE of want set in the
+    execution's session, none of refuse's; warm-ups always pass (the
+    scores skip them, and a replay's fits need them)."""
+    def pairs(specs: list[str]) -> list[tuple[str, str]]:
+        out = []
+        for spec in specs:
+            name, eq, value = spec.partition("=")
+            if not eq or not name:
+                raise ValueError(f"session filter {spec!r}: want NAME=VALUE")
+            out.append((name, value))
+        return out
+    w, r = pairs(want), pairs(refuse)
+
+    def keep(x: dict) -> bool:
+        if x.get("kind") == "warm-up":
+            return True
+        s = x.get("session") or {}
+        return all(s.get(k) == v for k, v in w) and not any(s.get(k) == v for k, v in r)
+    return keep
+
+
 def read_runs(path: str) -> list[dict]:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
@@ -344,12 +377,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pooled", action="store_true", help="the served figures over all the runs together, with 90%% intervals")
     ap.add_argument("--classes", default="2,20", help="the runs' class bounds in CPU seconds (bench served --classes)")
     ap.add_argument("--paired", action="store_true", help="paired runs (bench served --versus-model): the two proxies on the same statements")
+    ap.add_argument("--session", action="append", default=[], metavar="NAME=VALUE",
+                    help="only statements run with this session property (--pooled, --paired; may repeat)")
+    ap.add_argument("--not-session", action="append", default=[], metavar="NAME=VALUE",
+                    help="only statements run without this session property (--pooled, --paired; may repeat)")
     args = ap.parse_args(argv)
+    filtered = bool(args.session or args.not_session)
+    if filtered and not (args.pooled or args.paired):
+        ap.error("--session and --not-session go with --pooled or --paired")
+    keep = session_filter(args.session, args.not_session)
+
+    def load(path: str) -> list[dict]:
+        xs = read_runs(path)
+        if filtered and not any("session" in x for x in xs):
+            print(f"warning: {path} records no session: every statement counts as run in Trino's default session",
+                  file=sys.stderr)
+        return [x for x in xs if keep(x)]
     if args.paired:
-        print_paired(paired([(read_runs(p), read_runs(versus_path(p))) for p in args.runs]))
+        print_paired(paired([(load(p), load(versus_path(p))) for p in args.runs]))
         return 0
     if args.pooled:
-        print_pooled(pool([read_runs(p) for p in args.runs], [float(b) for b in args.classes.split(",")]))
+        print_pooled(pool([load(p) for p in args.runs], [float(b) for b in args.classes.split(",")]))
         return 0
     pooled = Scores()
     for p in args.runs:
