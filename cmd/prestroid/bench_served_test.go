@@ -184,12 +184,18 @@ func TestBenchServedAgainstTrino(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	// the second proxy runs a copy of the build (--versus-binary): its
+	// settings must name the copy
+	bin2 := filepath.Join(dir, "prestroid-versus")
+	if b, err := os.ReadFile(bin); err != nil || os.WriteFile(bin2, b, 0o755) != nil {
+		t.Fatalf("copying the build: %v", err)
+	}
 	var f servedFlags
 	if err := servedFlagSet(&f).Parse([]string{"--binary", bin, "--trino", trinoURL, "--workloads", wl,
 		"--split", "../../data/split.json", "--domains", "../../data/domains.json", "--templates", "tpch/q12",
 		"--scales", "tiny", "--catalog", "", "--variants", "1", "--repeats", "1", "--progress=false",
 		"--ort-lib", os.Getenv("PRESTROID_ORT_LIB"), "--out", filepath.Join(dir, "served.json"),
-		"--runs-out", filepath.Join(dir, "served.runs.jsonl"), "--versus-model", "embedded",
+		"--runs-out", filepath.Join(dir, "served.runs.jsonl"), "--versus-model", "embedded", "--versus-binary", bin2,
 		// a first EXPLAIN on a just-started, busy Trino can outlast the shipped
 		// budget, and the proxy then serves no estimate: not what this tests
 		"--estimate-timeout", "1m"}); err != nil {
@@ -250,8 +256,9 @@ func TestBenchServedAgainstTrino(t *testing.T) {
 	if paired["first sight"] != 1 || paired["repeat"] != 1 {
 		t.Errorf("paired rows %v, want the first sight and the repeat of both", paired)
 	}
-	if !strings.Contains(rep.Settings["versus_config"].(string), "name: class0") || rep.Settings["versus_model"] != "embedded" {
-		t.Errorf("settings %v: want the second proxy's configuration and model", rep.Settings)
+	if !strings.Contains(rep.Settings["versus_config"].(string), "name: class0") || rep.Settings["versus_model"] != "embedded" ||
+		rep.Settings["versus_binary"] != bin2 {
+		t.Errorf("settings %v: want the second proxy's configuration, model and binary", rep.Settings)
 	}
 	// each proxy's executions in its own file; of a statement's two, one ran first
 	first := map[string]int{}
