@@ -199,6 +199,55 @@ func TestGenerateIsDeterministicAndUnique(t *testing.T) {
 	}
 }
 
+func TestGenerateSetsAFixedSessionOverTheDrawnOne(t *testing.T) {
+	ts, err := LoadTemplates(workloadsDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom, err := LoadDomains("../data/domains.json")
+	if err != nil || len(dom.Values) == 0 {
+		t.Skip("no committed domain cache")
+	}
+	cfg := GenConfig{Seed: 1, Scales: []string{"sf1"}, Variants: 6, SessionShare: 0.5, Storage: "iceberg",
+		Templates: []string{"tpcds/q48", "tpch/q12"}}
+	plain := Generate(cfg, ts, dom)
+	cfg.Session = map[string]string{"enable_dynamic_filtering": "false"}
+	off := Generate(cfg, ts, dom)
+	if len(off) != len(plain) || len(off) != 12 {
+		t.Fatalf("%d and %d items, want 12 each", len(plain), len(off))
+	}
+	drawn := 0
+	for i, it := range off {
+		p := plain[i]
+		// the same statement; another key unless its drawn session already had it
+		already := p.Session["enable_dynamic_filtering"] == "false"
+		if it.SQL != p.SQL || it.Workload.Variant != p.Workload.Variant || (it.Key == p.Key) != already {
+			t.Fatalf("item %d: variant %d, keys %s %s (drawn %v): want the same statement, another key unless drawn so",
+				i, it.Workload.Variant, it.Key, p.Key, p.Session)
+		}
+		if it.Session["enable_dynamic_filtering"] != "false" {
+			t.Fatalf("item %d (variant %d): session %v, want dynamic filtering off", i, it.Workload.Variant, it.Session)
+		}
+		// the drawn properties stay beside it (variant 0 draws none)
+		for k, v := range p.Session {
+			if k != "enable_dynamic_filtering" && it.Session[k] != v {
+				t.Fatalf("item %d: session %v lost the drawn %s=%s", i, it.Session, k, v)
+			}
+			drawn++
+		}
+	}
+	if drawn == 0 {
+		t.Fatal("no variant drew a session: the merge is untested")
+	}
+	// the plain plan is what it was: Generate(cfg) did not change its sessions in place
+	for i, p := range Generate(GenConfig{Seed: 1, Scales: []string{"sf1"}, Variants: 6, SessionShare: 0.5, Storage: "iceberg",
+		Templates: []string{"tpcds/q48", "tpch/q12"}}, ts, dom) {
+		if !reflect.DeepEqual(p.Session, plain[i].Session) || (p.Workload.Variant == 0 && len(p.Session) > 0) {
+			t.Fatalf("item %d: session %v, then %v", i, plain[i].Session, p.Session)
+		}
+	}
+}
+
 func TestSplitIsFixedAndByTemplate(t *testing.T) {
 	var names []string
 	for i := 0; i < 111; i++ {

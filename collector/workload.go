@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -175,6 +176,11 @@ type GenConfig struct {
 	// runs on the tpch/tpcds connectors. Queries are drawn the same either
 	// way (same literals and sessions); only their tables differ.
 	Storage string
+	// Session is set on every item over the session drawn for it (a drawn
+	// property of the same name is replaced), variant 0's too: the same
+	// statements, literals included, under e.g. enable_dynamic_filtering
+	// =false. It is part of the items' keys (itemKey).
+	Session map[string]string
 }
 
 // seedFor derives an independent, reproducible random stream for one
@@ -209,6 +215,14 @@ func Generate(cfg GenConfig, templates []Template, dom *Domains) []Item {
 	seen := map[string]bool{}
 	var out []Item
 	add := func(it Item) {
+		if len(cfg.Session) > 0 {
+			merged := maps.Clone(it.Session)
+			if merged == nil {
+				merged = map[string]string{}
+			}
+			maps.Copy(merged, cfg.Session)
+			it.Session = merged
+		}
 		for rep := 0; rep < cfg.Reps; rep++ {
 			it := it
 			it.Workload.Rep = rep

@@ -40,6 +40,7 @@ type collectFlags struct {
 	splitOut                              string
 	storage, engine                       string
 	operatorStats                         bool
+	session                               string
 }
 
 func collectFlagSet(f *collectFlags) *flag.FlagSet {
@@ -54,6 +55,7 @@ func collectFlagSet(f *collectFlags) *flag.FlagSet {
 	fs.StringVar(&f.scales, "scales", "tiny", "comma-separated schemas for the TPC templates, in order")
 	fs.IntVar(&f.variants, "variants", 10, "variants per template and scale (variant 0: the file's own values)")
 	fs.Float64Var(&f.sessionShare, "session-share", 0.5, "share of variants run with a varied session")
+	fs.StringVar(&f.session, "session", "", "session properties set on every query over the drawn ones, NAME=VALUE,... (e.g. enable_dynamic_filtering=false: the same statements without dynamic filtering; part of the keys)")
 	fs.StringVar(&f.templates, "templates", "", "comma-separated template names to keep (e.g. tpcds/q03,tpch/q06); all if empty")
 	fs.StringVar(&f.genScales, "gen-scales", "tiny", "comma-separated schemas for generated large queries; none if empty")
 	fs.IntVar(&f.genVariants, "gen-variants", 20, "generated queries per generator kind and scale")
@@ -122,6 +124,9 @@ func collect(ctx context.Context, f *collectFlags) error {
 		Seed: f.seed, Scales: splitList(f.scales), Variants: f.variants, SessionShare: f.sessionShare,
 		Templates: splitList(f.templates), GenScales: splitList(f.genScales), GenVariants: f.genVariants, Reps: f.reps,
 		Storage: f.storage,
+	}
+	if cfg.Session, err = parseSessionFlag(f.session); err != nil {
+		return err
 	}
 	if err := fetchDomains(ctx, db, dom, ts, cfg); err != nil {
 		return err
@@ -323,4 +328,21 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// parseSessionFlag reads collect's --session: NAME=VALUE pairs separated
+// by commas (nil when empty).
+func parseSessionFlag(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || name == "" || value == "" {
+			return nil, fmt.Errorf("--session %q: want NAME=VALUE,...", s)
+		}
+		out[name] = value
+	}
+	return out, nil
 }

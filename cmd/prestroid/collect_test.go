@@ -36,3 +36,18 @@ func TestCollectEngineIsTheFlagOrTheServersVersion(t *testing.T) {
 		})
 	}
 }
+
+func TestCollectSessionFlagIsNameValuePairs(t *testing.T) {
+	got, err := parseSessionFlag(" enable_dynamic_filtering=false, join_distribution_type=BROADCAST ")
+	if err != nil || len(got) != 2 || got["enable_dynamic_filtering"] != "false" || got["join_distribution_type"] != "BROADCAST" {
+		t.Errorf("two properties: %v, %v", got, err)
+	}
+	if got, err := parseSessionFlag(""); got != nil || err != nil {
+		t.Errorf("empty: %v, %v; want none", got, err)
+	}
+	for _, bad := range []string{"enable_dynamic_filtering", "=false", "a=1,,b=2", "a="} {
+		if _, err := parseSessionFlag(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
