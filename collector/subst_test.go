@@ -142,6 +142,21 @@ func workloadsDir(t *testing.T) string {
 	return d
 }
 
+// templatesAndDomains are the TPC templates and the committed domain
+// cache the generator fills them from (the test is skipped without them).
+func templatesAndDomains(t *testing.T) ([]Template, *Domains) {
+	t.Helper()
+	ts, err := LoadTemplates(workloadsDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom, err := LoadDomains("../data/domains.json")
+	if err != nil || len(dom.Values) == 0 {
+		t.Skip("no committed domain cache")
+	}
+	return ts, dom
+}
+
 func TestTemplatesFillEveryPlaceholder(t *testing.T) {
 	ts, err := LoadTemplates(workloadsDir(t))
 	if err != nil {
@@ -200,14 +215,7 @@ func TestGenerateIsDeterministicAndUnique(t *testing.T) {
 }
 
 func TestGenerateSetsAFixedSessionOverTheDrawnOne(t *testing.T) {
-	ts, err := LoadTemplates(workloadsDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dom, err := LoadDomains("../data/domains.json")
-	if err != nil || len(dom.Values) == 0 {
-		t.Skip("no committed domain cache")
-	}
+	ts, dom := templatesAndDomains(t)
 	cfg := GenConfig{Seed: 1, Scales: []string{"sf1"}, Variants: 6, SessionShare: 0.5, Storage: "iceberg",
 		Templates: []string{"tpcds/q48", "tpch/q12"}}
 	plain := Generate(cfg, ts, dom)

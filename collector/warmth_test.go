@@ -73,14 +73,7 @@ func TestLoadAvgReadsProc(t *testing.T) {
 }
 
 func TestStorageChangesOnlyTheTables(t *testing.T) {
-	ts, err := LoadTemplates(workloadsDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dom, err := LoadDomains("../data/domains.json")
-	if err != nil || len(dom.Values) == 0 {
-		t.Skip("no committed domain cache")
-	}
+	ts, dom := templatesAndDomains(t)
 	cfg := GenConfig{Seed: 1, Scales: []string{"tiny", "sf1"}, Variants: 2, SessionShare: 0.5, GenScales: []string{"tiny"}, GenVariants: 1}
 	conn := Generate(cfg, ts, dom)
 	cfg.Storage = "iceberg"
