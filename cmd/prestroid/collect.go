@@ -330,19 +330,22 @@ func splitList(s string) []string {
 	return out
 }
 
-// parseSessionFlag reads collect's --session: NAME=VALUE pairs separated
-// by commas (nil when empty).
+// parseSessionFlag reads collect's --session, written as an X-Trino-Session
+// header is (NAME=VALUE pairs separated by commas, read by
+// sessionProperties, which the feedback records use too); nil when empty.
+// Unlike a header's, every pair must name a property and give it a value,
+// once.
 func parseSessionFlag(s string) (map[string]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	out := map[string]string{}
-	for _, kv := range strings.Split(s, ",") {
-		name, value, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || name == "" || value == "" {
-			return nil, fmt.Errorf("--session %q: want NAME=VALUE,...", s)
-		}
-		out[name] = value
+	out := sessionProperties([]string{s})
+	ok := len(out) == len(strings.Split(s, ","))
+	for k, v := range out {
+		ok = ok && k != "" && v != ""
+	}
+	if !ok {
+		return nil, fmt.Errorf("--session %q: want NAME=VALUE,... (each property once)", s)
 	}
 	return out, nil
 }

@@ -45,7 +45,10 @@ func TestCollectSessionFlagIsNameValuePairs(t *testing.T) {
 	if got, err := parseSessionFlag(""); got != nil || err != nil {
 		t.Errorf("empty: %v, %v; want none", got, err)
 	}
-	for _, bad := range []string{"enable_dynamic_filtering", "=false", "a=1,,b=2", "a="} {
+	if got, err := parseSessionFlag("time_zone=America%2FNew_York"); err != nil || got["time_zone"] != "America/New_York" {
+		t.Errorf("a URL-encoded value, as in X-Trino-Session: %v, %v", got, err)
+	}
+	for _, bad := range []string{"enable_dynamic_filtering", "=false", "a=1,,b=2", "a=", "a=1,a=2"} {
 		if _, err := parseSessionFlag(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
