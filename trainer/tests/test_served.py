@@ -157,3 +157,5 @@ def test_session_filter_splits_the_runs_by_a_session_property(tmp_path, capsys):
     assert "3 executions" in cap.out and "records no session" in cap.err
     with pytest.raises(SystemExit):
         main(["--session", "enable_dynamic_filtering=false", str(path)])      # the replay needs every execution
+    with pytest.raises(SystemExit):
+        main(["--pooled", "--session", "enable_dynamic_filtering", str(path)])  # not NAME=VALUE: a usage error

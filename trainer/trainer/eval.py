@@ -23,6 +23,7 @@ import numpy as np
 
 from . import baselines as B
 from .data import load_npz, load_queries, read_keys
+from .ensemble import kind_name
 from .metrics import metrics, denormalize, clean, qerrors
 
 
@@ -196,7 +197,6 @@ def main(argv=None):
     P = manifest
     # an ensemble bundle (prestroid ensemble, --gate or not): named as
     # trainer.ensemble names its predictions
-    from .ensemble import kind_name
     members = len((P.get("training") or {}).get("ensemble") or [])
     suffix = "_" + kind_name(members, bool((P.get("training") or {}).get("gate"))) if members else ""
     own = f"prestroid_{P['N']}_{P['K']}_{P['Pf']}" + suffix

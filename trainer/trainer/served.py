@@ -385,7 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     filtered = bool(args.session or args.not_session)
     if filtered and not (args.pooled or args.paired):
         ap.error("--session and --not-session go with --pooled or --paired")
-    keep = session_filter(args.session, args.not_session)
+    try:
+        keep = session_filter(args.session, args.not_session)
+    except ValueError as e:
+        ap.error(str(e))
 
     def load(path: str) -> list[dict]:
         xs = read_runs(path)
