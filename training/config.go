@@ -79,6 +79,10 @@ type Config struct {
 	// featurize step decides; the later steps follow its queries.jsonl.
 	// Empty: the template-level split alone.
 	ScaleSplit string
+	// DynamicFilters builds the O-T-P trees with a clause per dynamic filter
+	// a scan waits for (featurize.TreeOptions.DynamicFilters). The featurize
+	// step decides (meta.json's tree_features); the later steps follow it.
+	DynamicFilters bool
 
 	// N, K, C are the sub-tree node limit, the sub-trees per query and
 	// the convolution depth (docs/design.md §2.4); Pf the predicate vector size

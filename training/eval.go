@@ -66,7 +66,7 @@ func LoadBundleEncoder(dir string) (*featurize.Encoder, *bundle.Manifest, error)
 	}
 	m := &b.Manifest
 	enc := &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: m.Pf,
-		Sampler: featurize.SamplerConfig{N: m.N, K: m.K, C: m.C}}
+		Sampler: featurize.SamplerConfig{N: m.N, K: m.K, C: m.C}, Tree: b.Tree}
 	return enc, m, nil
 }
 
@@ -112,7 +112,7 @@ func EvalPrepare(log io.Writer, bundle string, paths []string, splitPath, scaleS
 	if m.Kind != "" && m.Kind != "subtree" {
 		return fmt.Errorf("bundle kind %q: eval handles sub-tree bundles", m.Kind)
 	}
-	qs, st, err := LoadQueries(paths, splitPath)
+	qs, st, err := LoadQueriesWith(paths, splitPath, enc.Tree)
 	if err != nil {
 		return err
 	}

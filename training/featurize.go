@@ -5,13 +5,15 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 // Featurize is the featurize step: it loads the records (LoadQueries) and
 // writes queries.jsonl, the Word2Vec corpus corpus.txt and meta.json (the
 // LoadStats) into the workdir.
 func Featurize(cfg *Config) error {
-	qs, st, err := LoadQueries(cfg.Data, cfg.Split)
+	qs, st, err := LoadQueriesWith(cfg.Data, cfg.Split, featurize.TreeOptions{DynamicFilters: cfg.DynamicFilters})
 	if err != nil {
 		return err
 	}

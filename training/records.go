@@ -126,12 +126,22 @@ type LoadStats struct {
 	// bundle's manifest says them (training.engines), and the cascade
 	// trusts the model less on a cluster of another engine.
 	Engines []string `json:"engines,omitempty"`
+	// TreeFeatures are the O-T-P tree's optional readings the queries were
+	// featurized with (featurize.TreeOptions.Names; --dynamic-filters): the
+	// later steps build the same trees, and the bundle's manifest says them.
+	TreeFeatures []string `json:"tree_features,omitempty"`
 }
 
 // LoadQueries reads the records, keeps the usable ones (FINISHED, CPU > 0,
 // a plan that converts to an O-T-P tree, a template in the split, or none: live traffic) and
 // featurizes their plans. Duplicate keys keep the first record.
 func LoadQueries(paths []string, splitPath string) ([]*Query, *LoadStats, error) {
+	return LoadQueriesWith(paths, splitPath, featurize.TreeOptions{})
+}
+
+// LoadQueriesWith is LoadQueries building the O-T-P trees with the readings
+// tree (LoadStats.TreeFeatures says them).
+func LoadQueriesWith(paths []string, splitPath string, tree featurize.TreeOptions) ([]*Query, *LoadStats, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("no --data given")
 	}
@@ -147,7 +157,8 @@ func LoadQueries(paths []string, splitPath string) ([]*Query, *LoadStats, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &LoadStats{Files: files, Dropped: map[string]int{}, PerSplit: map[string]int{}, Warmth: map[string]int{}}
+	st := &LoadStats{Files: files, Dropped: map[string]int{}, PerSplit: map[string]int{}, Warmth: map[string]int{},
+		TreeFeatures: tree.Names()}
 	h := sha256.New()
 	seen := map[string]bool{}
 	var out []*Query
@@ -159,7 +170,7 @@ func LoadQueries(paths []string, splitPath string) ([]*Query, *LoadStats, error)
 		}
 		err := collector.ReadRecords(f, func(r *collector.Record) error {
 			st.Records++
-			q, why := makeQuery(r, &split)
+			q, why := makeQuery(r, &split, tree)
 			if q == nil {
 				st.Dropped[why]++
 				return nil
@@ -217,7 +228,7 @@ func liveTemplate(sql string) string {
 
 // makeQuery converts one record, or says why it is not usable. Records of
 // the collector are placed by split.json; live traffic by collector.HashPart.
-func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
+func makeQuery(r *collector.Record, split *collector.Split, tree featurize.TreeOptions) (*Query, string) {
 	switch {
 	case r.Status != collector.StatusFinished:
 		return nil, "status " + r.Status
@@ -250,7 +261,7 @@ func makeQuery(r *collector.Record, split *collector.Split) (*Query, string) {
 		}
 		return nil, "plan parse error"
 	}
-	root, err := featurize.BuildOTP(p)
+	root, err := featurize.BuildOTPWith(p, tree)
 	if err != nil {
 		return nil, "O-T-P error"
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -55,7 +56,18 @@ type tensorInfo struct {
 // tensors.json (with the bundle's global PRED vector), {split}.npz with
 // {split}.keys.txt, and with Full the full-tree chunks.
 func Tensors(cfg *Config) error {
-	qs, _, err := LoadQueries(cfg.Data, cfg.Split)
+	// The trees the featurize step built: its tree features.
+	var st LoadStats
+	if err := readJSON(filepath.Join(cfg.Workdir, "meta.json"), &st); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s has no meta.json: run the featurize step first", cfg.Workdir)
+	} else if err != nil {
+		return err
+	}
+	tree, err := featurize.ParseTreeFeatures(st.TreeFeatures)
+	if err != nil {
+		return fmt.Errorf("meta.json: %w", err)
+	}
+	qs, _, err := LoadQueriesWith(cfg.Data, cfg.Split, tree)
 	if err != nil {
 		return err
 	}
@@ -84,7 +96,7 @@ func Tensors(cfg *Config) error {
 	tgt := TrainTarget(qs)
 	ops, tables := featurize.BuildVocabs(trainRoots)
 	enc := &featurize.Encoder{Ops: ops, Tables: tables, Vectors: vecs, Dim: vecs.Dim,
-		Sampler: featurize.SamplerConfig{N: cfg.N, K: cfg.K, C: cfg.C}}
+		Sampler: featurize.SamplerConfig{N: cfg.N, K: cfg.K, C: cfg.C}, Tree: tree}
 	if err := enc.Sampler.Validate(); err != nil {
 		return err
 	}

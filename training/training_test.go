@@ -2,6 +2,7 @@ package training
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/estimator/featurize"
 )
 
 // The committed small data set: the label-noise runs (real plans and CPU
@@ -272,6 +274,9 @@ func TestTensorsNeedsTheFeaturizedQueries(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.Workdir, "queries.jsonl"), []byte(`{"key":"gone"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(cfg.Workdir, "meta.json"), []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := Tensors(&cfg); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Errorf("a vanished query: %v", err)
 	}
@@ -400,5 +405,45 @@ func TestLoadQueriesKeepsOneKeyPerEngine(t *testing.T) {
 	}
 	if !slices.Equal(st.Engines, []string{"presto", "trino"}) {
 		t.Errorf("engines %v, want [presto trino] (the manifest's training.engines)", st.Engines)
+	}
+}
+
+// TestFeaturizeWithDynamicFilters: the featurize step's --dynamic-filters
+// is recorded in meta.json, its corpus holds the clauses' token, and the
+// tensors step, run on its own, builds the same trees (its test tensors
+// differ from a workdir featurized without it).
+func TestFeaturizeWithDynamicFilters(t *testing.T) {
+	npz := map[bool][]byte{}
+	for _, df := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.Data, cfg.Split, cfg.Workdir, cfg.Pf, cfg.Log, cfg.DynamicFilters = []string{noiseRecords}, splitFile, t.TempDir(), 4, io.Discard, df
+		if err := Run(&cfg, []string{StepFeaturize}); err != nil {
+			t.Fatal(err)
+		}
+		var meta LoadStats
+		if err := readJSON(filepath.Join(cfg.Workdir, "meta.json"), &meta); err != nil {
+			t.Fatal(err)
+		}
+		corpus, err := os.ReadFile(filepath.Join(cfg.Workdir, "corpus.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Equal(meta.TreeFeatures, []string{featurize.TreeFeatureDynamicFilters}); got != df {
+			t.Errorf("--dynamic-filters %v: meta.json tree_features %q", df, meta.TreeFeatures)
+		}
+		if got := strings.Contains(string(corpus), " "+featurize.OpDynamic+"\n"); got != df {
+			t.Errorf("--dynamic-filters %v: the corpus holds %s clauses: %v", df, featurize.OpDynamic, got)
+		}
+		writeTokenVectors(t, cfg.Workdir, cfg.Pf)
+		cfg.DynamicFilters = false // the tensors step follows meta.json, not the flag
+		if err := Tensors(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		if npz[df], err = os.ReadFile(filepath.Join(cfg.Workdir, "test.npz")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bytes.Equal(npz[false], npz[true]) {
+		t.Error("the test tensors are the same with and without the dynamic filter clauses")
 	}
 }

@@ -47,6 +47,7 @@ func trainFlagSet(c *training.Config, data *multiFlag, steps *string) *flag.Flag
 	fs.StringVar(&c.Out, "out", d.Out, "bundle directory to write (required for the train step)")
 	fs.StringVar(&c.Workdir, "workdir", d.Workdir, "directory for intermediate files (default: OUT.work)")
 	fs.StringVar(&c.Split, "split", d.Split, "template-level train/validation/test split")
+	fs.BoolVar(&c.DynamicFilters, "dynamic-filters", d.DynamicFilters, "featurize step: a clause [column DYNAMIC] in a scan's predicate per dynamic filter it waits for (the bundle's tree_features; the later steps follow the workdir)")
 	fs.StringVar(&c.ScaleSplit, "scale-split", d.ScaleSplit, "hold out one scale as the test split instead: a scale (sf10) or \"largest\"; the other scales keep the template split's train/validation parts, test templates train")
 	fs.IntVar(&c.N, "n", d.N, "sub-tree node limit N")
 	fs.IntVar(&c.K, "k", d.K, "sub-trees per query K")

@@ -18,9 +18,9 @@ import (
 	"github.com/prestroid/prestroid/internal/dialect"
 )
 
-// BundleFormatVersion is the model bundle format this package reads
-// (BUNDLE.md).
-const FormatVersion = 1
+// FormatVersion is the newest model bundle format this package reads
+// (BUNDLE.md): 1, or 2, whose manifest may name tree_features.
+const FormatVersion = 2
 
 // Bundle file names (BUNDLE.md).
 const (
@@ -87,20 +87,24 @@ func (e *GoldenError) Error() string {
 
 // Manifest is manifest.json (BUNDLE.md). Unknown keys are ignored.
 type Manifest struct {
-	FormatVersion       int       `json:"format_version"`
-	ModelID             string    `json:"model_id"`
-	Created             string    `json:"created"`
-	Kind                string    `json:"kind"` // "subtree" or "full"
-	N                   int       `json:"N"`
-	K                   int       `json:"K"`
-	C                   int       `json:"C"`
-	Pf                  int       `json:"Pf"`
-	Slots               int       `json:"slots"`
-	TensorFormatVersion int       `json:"tensor_format_version"`
-	Target              Target    `json:"target"`
-	GlobalPredVector    []float32 `json:"global_pred_vector"`
-	TrainingDataSHA256  string    `json:"training_data_sha256"`
-	Training            struct {
+	FormatVersion       int    `json:"format_version"`
+	ModelID             string `json:"model_id"`
+	Created             string `json:"created"`
+	Kind                string `json:"kind"` // "subtree" or "full"
+	N                   int    `json:"N"`
+	K                   int    `json:"K"`
+	C                   int    `json:"C"`
+	Pf                  int    `json:"Pf"`
+	Slots               int    `json:"slots"`
+	TensorFormatVersion int    `json:"tensor_format_version"`
+	// TreeFeatures are the O-T-P tree's optional readings the model was
+	// trained with (featurize.ParseTreeFeatures; format_version 2): the
+	// server builds its trees with them.
+	TreeFeatures       []string  `json:"tree_features,omitempty"`
+	Target             Target    `json:"target"`
+	GlobalPredVector   []float32 `json:"global_pred_vector"`
+	TrainingDataSHA256 string    `json:"training_data_sha256"`
+	Training           struct {
 		Untrained bool   `json:"untrained"`
 		Records   int    `json:"records"`
 		Note      string `json:"note"`
@@ -177,6 +181,7 @@ type Bundle struct {
 	Ops      *featurize.Vocab
 	Tables   *featurize.Vocab
 	Vectors  *featurize.MapVectors // Global = manifest.global_pred_vector
+	Tree     featurize.TreeOptions // manifest.tree_features
 	Model    []byte                // model.onnx
 	Golden   *Golden
 	// TextModel is text.onnx, read when the manifest has a text section.
@@ -250,6 +255,7 @@ func ReadFS(fsys fs.FS, source string) (*Bundle, error) {
 	if err := m.validate(); err != nil {
 		return nil, fail(ManifestFile, "%v", err)
 	}
+	b.Tree, _ = featurize.ParseTreeFeatures(m.TreeFeatures) // validate checked them
 
 	// Vocabularies.
 	for _, v := range []struct {
@@ -333,8 +339,14 @@ func (m *Manifest) UsesEstimates() bool {
 
 // validate checks the manifest on its own.
 func (m *Manifest) validate() error {
-	if m.FormatVersion != FormatVersion {
-		return fmt.Errorf("format_version %d, this server reads %d", m.FormatVersion, FormatVersion)
+	if m.FormatVersion < 1 || m.FormatVersion > FormatVersion {
+		return fmt.Errorf("format_version %d, this server reads 1 to %d", m.FormatVersion, FormatVersion)
+	}
+	if len(m.TreeFeatures) > 0 && m.FormatVersion < 2 {
+		return fmt.Errorf("tree_features %q need format_version 2, have %d", m.TreeFeatures, m.FormatVersion)
+	}
+	if _, err := featurize.ParseTreeFeatures(m.TreeFeatures); err != nil {
+		return err
 	}
 	if m.TensorFormatVersion < 1 || m.TensorFormatVersion > featurize.TensorFormatVersion {
 		return fmt.Errorf("tensor_format_version %d, this server reads 1 to %d", m.TensorFormatVersion, featurize.TensorFormatVersion)

@@ -72,7 +72,7 @@ func LoadModel(b *Bundle, rt Runtime, o ModelOptions) (*Model, error) {
 		cache = prefixCache{c: o.PredicateCache, prefix: mf.ModelID + "\x00"}
 	}
 	m.enc = &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: mf.Pf,
-		Sampler: featurize.SamplerConfig{N: mf.N, K: mf.K, C: mf.C}, Cache: cache}
+		Sampler: featurize.SamplerConfig{N: mf.N, K: mf.K, C: mf.C}, Cache: cache, Tree: b.Tree}
 	if err := m.checkGolden(); err != nil {
 		sess.Close()
 		return nil, fail(GoldenFile, err)
@@ -254,7 +254,7 @@ func (m *Model) Loaded() time.Time { return m.loaded }
 
 // Featurize turns an EXPLAIN plan (JSON) into the model's input.
 func (m *Model) Featurize(planJSON []byte) (*featurize.Features, error) {
-	return featurize.FromPlan(planJSON, m.Encode)
+	return featurize.FromPlan(planJSON, m.enc.Tree, m.Encode)
 }
 
 // Encode turns an O-T-P tree into the model's input.

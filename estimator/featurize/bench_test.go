@@ -114,7 +114,7 @@ func BenchmarkFeaturize(b *testing.B) {
 			b.ResetTimer()
 			cpu := processCPU()
 			for i := 0; i < b.N; i++ {
-				f, err := withOTP(in.plan, in.enc.Encode)
+				f, err := withOTP(in.plan, in.enc.Tree, in.enc.Encode)
 				if err != nil {
 					b.Fatal(err)
 				}

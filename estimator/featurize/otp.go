@@ -1,6 +1,7 @@
 package featurize
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -125,26 +126,72 @@ func (n *OTPNode) IsLeaf() bool { return n.Left == nil && n.Right == nil }
 //   - a node with more than two plan children becomes a left-deep chain of
 //     the same operator, Op(Op(c1, c2), c3), with no PRED child;
 //   - missing children are ∅. Unknown operators are kept by name.
-func BuildOTP(p *plan.Plan) (*OTPNode, error) { return buildOTP(p, true) }
+func BuildOTP(p *plan.Plan) (*OTPNode, error) { return buildOTP(p, true, TreeOptions{}) }
+
+// BuildOTPWith is BuildOTP with the tree's optional readings.
+func BuildOTPWith(p *plan.Plan, o TreeOptions) (*OTPNode, error) { return buildOTP(p, true, o) }
+
+// TreeOptions are the O-T-P tree's optional readings of a plan. A bundle
+// names those its model was trained with (manifest tree_features,
+// TreeFeatures); the zero value is the tree of every bundle before them.
+type TreeOptions struct {
+	// DynamicFilters adds to the PRED of a scan's Filter one clause
+	// [column DYNAMIC] per dynamic filter the scan waits for (the
+	// descriptor's dynamicFilters): the scan reads only the rows whose
+	// column matches the join's other side. Without dynamic filtering
+	// (a session property) the same scan reads the table whole, and the
+	// tree otherwise looks the same.
+	DynamicFilters bool
+}
+
+// TreeFeatureDynamicFilters is TreeOptions.DynamicFilters's name in a
+// manifest's tree_features.
+const TreeFeatureDynamicFilters = "dynamic_filters"
+
+// ErrTreeFeature is wrapped by a tree feature name this build does not know.
+var ErrTreeFeature = errors.New("unknown O-T-P tree feature")
+
+// ParseTreeFeatures reads a manifest's tree_features; a name it does not
+// know is an error (a model trained on a reading this build cannot make).
+func ParseTreeFeatures(names []string) (TreeOptions, error) {
+	var o TreeOptions
+	for _, n := range names {
+		switch n {
+		case TreeFeatureDynamicFilters:
+			o.DynamicFilters = true
+		default:
+			return TreeOptions{}, fmt.Errorf("%w %q (this build reads %q)", ErrTreeFeature, n, TreeFeatureDynamicFilters)
+		}
+	}
+	return o, nil
+}
+
+// Names are o's tree_features, nil for the zero value.
+func (o TreeOptions) Names() []string {
+	if o.DynamicFilters {
+		return []string{TreeFeatureDynamicFilters}
+	}
+	return nil
+}
 
 // buildOTP is BuildOTP; without joinPreds a join OPR keeps its criteria
 // Text but not their parse (Pred, PredErr), which only the training side's
 // baselines read: the serving path skips that work.
-func buildOTP(p *plan.Plan, joinPreds bool) (*OTPNode, error) {
+func buildOTP(p *plan.Plan, joinPreds bool, o TreeOptions) (*OTPNode, error) {
 	if p == nil || p.Root == nil {
 		return nil, fmt.Errorf("%w: empty plan", plan.ErrBadPlan)
 	}
-	b := otpBuilder{arena: make([]OTPNode, 0, otpSize(p.Root)), preds: predParserPool.Get().(*predParser), joinPreds: joinPreds}
+	b := otpBuilder{arena: make([]OTPNode, 0, otpSize(p.Root)), preds: predParserPool.Get().(*predParser), joinPreds: joinPreds, tree: o}
 	defer b.preds.release()
 	return b.node(p.Root), nil
 }
 
-// withOTP builds p's serving O-T-P tree (as buildOTP(p, false)) in a pooled
-// arena, calls use with its root and then returns the arena to the pool:
-// the serving path, whose tree lives only while it is encoded. use must not
-// keep any pointer into the tree. Reusing arenas spares the GC the tree's
-// ~100 bytes per node on every query.
-func withOTP[T any](p *plan.Plan, use func(*OTPNode) (T, error)) (T, error) {
+// withOTP builds p's serving O-T-P tree (as buildOTP(p, false, o)) in a
+// pooled arena, calls use with its root and then returns the arena to the
+// pool: the serving path, whose tree lives only while it is encoded. use
+// must not keep any pointer into the tree. Reusing arenas spares the GC the
+// tree's ~100 bytes per node on every query.
+func withOTP[T any](p *plan.Plan, o TreeOptions, use func(*OTPNode) (T, error)) (T, error) {
 	var zero T
 	if p == nil || p.Root == nil {
 		return zero, fmt.Errorf("%w: empty plan", plan.ErrBadPlan)
@@ -155,7 +202,7 @@ func withOTP[T any](p *plan.Plan, use func(*OTPNode) (T, error)) (T, error) {
 		fresh := make([]OTPNode, 0, size)
 		a = &fresh
 	}
-	b := otpBuilder{arena: (*a)[:0], preds: predParserPool.Get().(*predParser)}
+	b := otpBuilder{arena: (*a)[:0], preds: predParserPool.Get().(*predParser), tree: o}
 	root := b.node(p.Root)
 	b.preds.release()
 	out, err := use(root)
@@ -211,6 +258,7 @@ type otpBuilder struct {
 	arena     []OTPNode
 	preds     *predParser // one parser for every predicate of the plan
 	joinPreds bool        // parse join criteria into OTPNode.Pred
+	tree      TreeOptions
 }
 
 // alloc returns a new node from the arena (a new block when it is full, so
@@ -262,9 +310,9 @@ func (b *otpBuilder) node(n *plan.PlanNode) *OTPNode {
 	switch n.Name {
 	case "ScanFilterProject":
 		return b.piece(partProject, b.op(n, "Project", b.predFor(n, ""),
-			b.piece(partFilter, b.op(n, "Filter", b.predFor(n, n.Descriptor["filterPredicate"]), b.piece(partScan, b.scan(n))))))
+			b.piece(partFilter, b.op(n, "Filter", b.scanPred(n), b.piece(partScan, b.scan(n))))))
 	case "ScanFilter":
-		return b.piece(partFilter, b.op(n, "Filter", b.predFor(n, n.Descriptor["filterPredicate"]), b.piece(partScan, b.scan(n))))
+		return b.piece(partFilter, b.op(n, "Filter", b.scanPred(n), b.piece(partScan, b.scan(n))))
 	case "ScanProject":
 		return b.piece(partProject, b.op(n, "Project", b.predFor(n, ""), b.piece(partScan, b.scan(n))))
 	case "FilterProject":
@@ -360,6 +408,59 @@ func (b *otpBuilder) predFor(_ *plan.PlanNode, text string) *OTPNode {
 	o := b.alloc(OTPPredicate, pr.String())
 	o.Pred, o.Text, o.PredErr = pr, text, err
 	return o
+}
+
+// scanPred builds the PRED of a scan's Filter: its predicate and, with
+// TreeOptions.DynamicFilters, a clause [column DYNAMIC] for each dynamic
+// filter the scan waits for, ANDed with it.
+func (b *otpBuilder) scanPred(n *plan.PlanNode) *OTPNode {
+	text := n.Descriptor["filterPredicate"]
+	if !b.tree.DynamicFilters {
+		return b.predFor(n, text)
+	}
+	cols := dynamicFilterColumns(n.Descriptor["dynamicFilters"])
+	if len(cols) == 0 {
+		return b.predFor(n, text)
+	}
+	and := &Pred{Kind: PredAnd}
+	var err error
+	if strings.TrimSpace(text) != "" {
+		var own *Pred
+		if own, err = b.parsePredicate(text); own != nil { // nil: TRUE
+			and.Children = append(and.Children, own)
+		}
+	}
+	for _, c := range cols {
+		and.Children = append(and.Children, &Pred{Kind: PredClause, Columns: []string{c}, Operator: OpDynamic})
+	}
+	pr := and
+	if len(and.Children) == 1 {
+		pr = and.Children[0]
+	}
+	o := b.alloc(OTPPredicate, pr.String())
+	o.Pred, o.Text, o.PredErr = pr, text, err
+	return o
+}
+
+// OpDynamic is the operator of a dynamic filter's clause
+// (TreeOptions.DynamicFilters).
+const OpDynamic = "DYNAMIC"
+
+// dynamicFilterColumns are the columns of a scan's dynamicFilters
+// descriptor, "{ss_sold_date_sk = #df_1648, ss_item_sk_12 = #df_1644}" →
+// ss_sold_date_sk, ss_item_sk (normalized as predicate columns are); nil
+// when it names none.
+func dynamicFilterColumns(s string) []string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		f := strings.Fields(part)
+		if len(f) >= 3 && strings.HasPrefix(f[len(f)-1], "#df") {
+			out = append(out, normalizeSymbol(f[0]))
+		}
+	}
+	return out
 }
 
 // parsePredicate parses text with the builder's parser; on error it returns

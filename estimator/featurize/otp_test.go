@@ -1,7 +1,10 @@
 package featurize
 
 import (
+	"errors"
 	"math"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/prestroid/prestroid/estimator/internal/trinotest"
@@ -132,5 +135,61 @@ func TestOTPOfStitchedFragments(t *testing.T) {
 	want := "OPR Output\n  OPR RemoteSource\n    OPR TableScan\n      TBL tpcds.sf1.item\n      ∅\n    OPR TableScan\n      TBL tpch.tiny.nation\n      ∅\n  ∅\n"
 	if got := RenderOTP(root); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestDynamicFilterClauses: on a real plan (tpcds q03 at sf1: date_dim and
+// store_sales wait for dynamic filters), the DynamicFilters reading adds a
+// clause per dynamic filter to the scan's PRED, beside its own predicate or
+// alone; without it the tree is BuildOTP's.
+func TestDynamicFilterClauses(t *testing.T) {
+	p, plain := loadOTP(t, filepath.Join(trinotest.ExplainDir, "tpcds-q03-sf1.json"))
+	root, err := BuildOTPWith(p, TreeOptions{DynamicFilters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scanPreds := func(r *OTPNode) map[string]string {
+		out := map[string]string{}
+		r.Walk(func(n *OTPNode) {
+			if n.Kind == OTPOperator && n.Value == "Filter" && n.Left.Kind == OTPOperator && n.Left.Value == "TableScan" {
+				out[n.Left.Left.Value] = n.Right.Value
+			}
+		})
+		return out
+	}
+	got, base := scanPreds(root), scanPreds(plain)
+	want := map[string]string{
+		"tpcds.sf1.date_dim":    "AND([d_moy =], [d_date_sk DYNAMIC])",
+		"tpcds.sf1.store_sales": "[ss_item_sk DYNAMIC]",
+	}
+	for table, w := range want {
+		if got[table] != w {
+			t.Errorf("%s: PRED %q, want %q", table, got[table], w)
+		}
+	}
+	if base["tpcds.sf1.date_dim"] != "[d_moy =]" || base["tpcds.sf1.store_sales"] != "" {
+		t.Errorf("without the reading: %q", base)
+	}
+	if RenderOTP(root) == RenderOTP(plain) {
+		t.Error("the reading left the tree as it was")
+	}
+	if got := dynamicFilterColumns("{ws_sold_date_sk_398 = #df_5976, ws_item_sk_401 = #df_5977}"); !slices.Equal(got, []string{"ws_sold_date_sk", "ws_item_sk"}) {
+		t.Errorf("dynamicFilterColumns: %q", got)
+	}
+	if got := dynamicFilterColumns("{}"); got != nil {
+		t.Errorf("dynamicFilterColumns({}): %q", got)
+	}
+}
+
+func TestParseTreeFeatures(t *testing.T) {
+	o, err := ParseTreeFeatures([]string{TreeFeatureDynamicFilters})
+	if err != nil || !o.DynamicFilters || !slices.Equal(o.Names(), []string{"dynamic_filters"}) {
+		t.Fatalf("%+v %v", o, err)
+	}
+	if o, err := ParseTreeFeatures(nil); err != nil || o != (TreeOptions{}) || o.Names() != nil {
+		t.Fatalf("%+v %v", o, err)
+	}
+	if _, err := ParseTreeFeatures([]string{"dynamic_filters", "bloom"}); !errors.Is(err, ErrTreeFeature) {
+		t.Fatalf("an unknown feature: %v", err)
 	}
 }

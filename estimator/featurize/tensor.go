@@ -142,23 +142,29 @@ type Encoder struct {
 	// Cache, if set, caches directly encoded predicate vectors by normalized
 	// predicate text.
 	Cache PredicateCache
+	// Tree are the O-T-P tree's optional readings Featurize builds with (the
+	// bundle's tree_features).
+	Tree TreeOptions
 }
 
 // ErrEncoder is wrapped by invalid Encoder settings.
 var ErrEncoder = errors.New("estimator: invalid encoder")
 
 // Featurize parses planJSON and encodes it: the serving path in one call.
-func (e *Encoder) Featurize(planJSON []byte) (*Features, error) { return FromPlan(planJSON, e.Encode) }
+func (e *Encoder) Featurize(planJSON []byte) (*Features, error) {
+	return FromPlan(planJSON, e.Tree, e.Encode)
+}
 
-// featurize is the serving path: a lean parse of planJSON (output symbols,
-// details and most descriptor keys left out), its O-T-P tree without the
-// parse of join criteria, built in a pooled arena (withOTP), and enc.
-func FromPlan(planJSON []byte, enc func(*OTPNode) (*Features, error)) (*Features, error) {
+// FromPlan is the serving path: a lean parse of planJSON (output symbols,
+// details and most descriptor keys left out), its O-T-P tree with the
+// readings o, without the parse of join criteria, built in a pooled arena
+// (withOTP), and enc.
+func FromPlan(planJSON []byte, o TreeOptions, enc func(*OTPNode) (*Features, error)) (*Features, error) {
 	p, err := plan.ParseLimits(planJSON, plan.Limits{Lean: true})
 	if err != nil {
 		return nil, err
 	}
-	return withOTP(p, enc)
+	return withOTP(p, o, enc)
 }
 
 // Encode samples the first K sub-trees of root (docs/design.md §2.4) and encodes

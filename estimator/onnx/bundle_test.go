@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/npy"
+	"github.com/prestroid/prestroid/estimator/plan"
 )
 
 // copyFixture copies the fixture bundle into a temporary directory.
@@ -146,8 +148,17 @@ func TestRefusedBundles(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"format_version": 1,`), 0o644)
 		}, []string{"manifest.json", "malformed JSON"}},
 		{"an unknown format version", func(t *testing.T, dir string) {
-			editManifest(t, dir, func(m map[string]any) { m["format_version"] = 2 })
-		}, []string{"manifest.json", "format_version 2"}},
+			editManifest(t, dir, func(m map[string]any) { m["format_version"] = 3 })
+		}, []string{"manifest.json", "format_version 3"}},
+		{"tree features in a version-1 manifest", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m map[string]any) { m["tree_features"] = []string{"dynamic_filters"} })
+		}, []string{"manifest.json", "need format_version 2"}},
+		{"an unknown tree feature", func(t *testing.T, dir string) {
+			editManifest(t, dir, func(m map[string]any) {
+				m["format_version"] = 2
+				m["tree_features"] = []string{"dynamic_filters", "bloom_filters"}
+			})
+		}, []string{"manifest.json", `unknown O-T-P tree feature "bloom_filters"`}},
 		{"an unknown target transform", func(t *testing.T, dir string) {
 			editManifest(t, dir, func(m map[string]any) { m["target"].(map[string]any)["transform"] = "cpu_seconds" })
 		}, []string{"target.transform \"cpu_seconds\""}},
@@ -260,6 +271,57 @@ func TestRefusedBundles(t *testing.T) {
 				t.Errorf("error %q does not name the bundle %s", err, dir)
 			}
 		})
+	}
+}
+
+// TestBundleTreeFeaturesReachTheServingTree: a version-2 bundle naming
+// dynamic_filters serves trees with the dynamic filter clauses (the
+// store_sales scan of tpcds q03 waits for one, its own predicate is empty:
+// a PRED slot instead of ∅), and the same bundle without the field
+// serves BuildOTP's.
+func TestBundleTreeFeaturesReachTheServingTree(t *testing.T) {
+	rt := runtime(t)
+	plainDir, dfDir := copyFixture(t), copyFixture(t)
+	editManifest(t, dfDir, func(m map[string]any) {
+		m["format_version"] = 2
+		m["tree_features"] = []string{featurize.TreeFeatureDynamicFilters}
+	})
+	planJSON, err := os.ReadFile(filepath.Join("..", "testdata", "explain", "tpcds-q03-sf1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Parse(planJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		dir  string
+		tree featurize.TreeOptions
+	}{{plainDir, featurize.TreeOptions{}}, {dfDir, featurize.TreeOptions{DynamicFilters: true}}} {
+		m := loadFixture(t, rt, c.dir)
+		got, err := m.Featurize(planJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, err := featurize.BuildOTPWith(p, c.tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := m.Encode(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Kind, want.Kind) || !slices.Equal(got.Pred, want.Pred) {
+			t.Errorf("%+v: the served features are not those of the tree with the bundle's readings", c.tree)
+		}
+		other, err := featurize.BuildOTPWith(p, featurize.TreeOptions{DynamicFilters: !c.tree.DynamicFilters})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := m.Encode(other); slices.Equal(got.Kind, o.Kind) && slices.Equal(got.Pred, o.Pred) {
+			t.Errorf("%+v: the two readings encode alike; the test shows nothing", c.tree)
+		}
+		m.Close()
 	}
 }
 

@@ -231,7 +231,7 @@ func splitList(s string) []string {
 // every captured plan.
 func leanDescriptorKey(k string) bool {
 	switch k {
-	case "sourceFragmentIds", "table", "distribution", "filterPredicate", "criteria", "filter":
+	case "sourceFragmentIds", "table", "distribution", "filterPredicate", "criteria", "filter", "dynamicFilters":
 		return true
 	}
 	return false

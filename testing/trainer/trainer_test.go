@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -383,6 +384,59 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTinyTrainingWithDynamicFilters: `train --dynamic-filters` makes a
+// format-2 bundle that names the reading, and its golden tensors are what
+// the serving side builds with the bundle's readings (bundle.Read's Tree),
+// not what it would build without them.
+func TestTinyTrainingWithDynamicFilters(t *testing.T) {
+	py, bin, dir, recPath, recs := setup(t, map[string]int{"train": 30, "validation": 6, "test": 6})
+	bundleDir := filepath.Join(dir, "bundle")
+	run(t, bin, "train", "--data", recPath, "--out", bundleDir, "--workdir", filepath.Join(dir, "work"), "--python", py,
+		"--pf", "8", "--epochs", "1", "--kernels", "16,16,16", "--dense", "8,4", "--dynamic-filters")
+	b, err := bundle.Read(bundleDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := b.Manifest; m.FormatVersion != 2 || !slices.Equal(m.TreeFeatures, []string{featurize.TreeFeatureDynamicFilters}) || !b.Tree.DynamicFilters {
+		t.Fatalf("manifest format_version %d, tree_features %q", m.FormatVersion, m.TreeFeatures)
+	}
+	byKey := map[string]*collector.Record{}
+	for _, r := range recs {
+		byKey[r.Key] = r
+	}
+	g := b.Golden
+	per := g.K * g.S * g.Pf
+	differs := 0
+	for i, name := range g.Names {
+		r := byKey[name]
+		if r == nil {
+			t.Fatalf("golden case %q is not one of the records", name)
+		}
+		want := g.Pred[i*per : (i+1)*per]
+		for _, tree := range []featurize.TreeOptions{b.Tree, {}} {
+			enc := &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: b.Manifest.Pf,
+				Sampler: featurize.SamplerConfig{N: b.Manifest.N, K: b.Manifest.K, C: b.Manifest.C}, Tree: tree}
+			f, err := enc.Featurize(r.Plan.JSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same := true
+			for j, v := range want {
+				same = same && math.Abs(float64(f.Pred[j]-v)) <= 1e-6
+			}
+			switch {
+			case tree.DynamicFilters && !same:
+				t.Errorf("case %s: the encoder with the bundle's readings differs from its golden tensors", name)
+			case !tree.DynamicFilters && !same:
+				differs++
+			}
+		}
+	}
+	if differs == 0 {
+		t.Fatalf("none of the %d golden cases reads differently without dynamic filter clauses: the test shows nothing", g.B)
+	}
 }
 
 // TestRetrainScript runs scripts/retrain.sh (the documented daily retraining)

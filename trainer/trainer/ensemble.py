@@ -58,8 +58,8 @@ from .train import PARITY_TOL, onnx_predict, swap_in_bundle
 
 # Manifest fields every member must share: they define the model's input
 # and output.
-SHARED = ("kind", "N", "K", "C", "Pf", "slots", "tensor_format_version", "target", "global_pred_vector",
-          "training_data_sha256", "inputs", "output")
+SHARED = ("format_version", "tree_features", "kind", "N", "K", "C", "Pf", "slots", "tensor_format_version", "target",
+          "global_pred_vector", "training_data_sha256", "inputs", "output")
 VOCAB_FILES = ("ops.json", "tables.json", "tokens.vec")
 
 

@@ -455,7 +455,9 @@ def main(argv=None):
             with open(os.path.join(W, "tokens.w2v.json")) as f:
                 w2v = json.load(f)
         manifest = {
-            "format_version": 1,
+            # 2: the manifest names the O-T-P tree's readings (tree_features)
+            "format_version": 2 if meta.get("tree_features") else 1,
+            **({"tree_features": meta["tree_features"]} if meta.get("tree_features") else {}),
             "model_id": model_id,
             "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "kind": "subtree",
