@@ -126,6 +126,34 @@ func BenchmarkFeaturize(b *testing.B) {
 	}
 }
 
+// BenchmarkFeaturizeDynamicFilters is BenchmarkFeaturize with the tree's
+// readings off (plain) and with the dynamic filter clauses (a bundle
+// trained with --dynamic-filters), side by side on each plan.
+func BenchmarkFeaturizeDynamicFilters(b *testing.B) {
+	for _, bp := range benchPlans {
+		for _, tree := range []TreeOptions{{}, {DynamicFilters: true}} {
+			name := "plain"
+			if tree.DynamicFilters {
+				name = "dynamic-filters"
+			}
+			b.Run(bp.name+"/"+name, func(b *testing.B) {
+				in := loadBench(b, bp.file)
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu := processCPU()
+				for i := 0; i < b.N; i++ {
+					f, err := withOTP(in.plan, tree, in.enc.Encode)
+					if err != nil {
+						b.Fatal(err)
+					}
+					f.Release()
+				}
+				reportCPU(b, cpu)
+			})
+		}
+	}
+}
+
 // BenchmarkFeaturizeFullTree is the full-tree variant (one sub-tree holding
 // every node).
 func BenchmarkFeaturizeFullTree(b *testing.B) {

@@ -3,6 +3,7 @@ package featurize
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"sort"
 	"strconv"
 	"strings"
@@ -412,30 +413,33 @@ func (b *otpBuilder) predFor(_ *plan.PlanNode, text string) *OTPNode {
 
 // scanPred builds the PRED of a scan's Filter: its predicate and, with
 // TreeOptions.DynamicFilters, a clause [column DYNAMIC] for each dynamic
-// filter the scan waits for, ANDed with it.
+// filter the scan waits for, ANDed with it. The clauses come from the
+// builder's parser chunks, as parsed predicates do.
 func (b *otpBuilder) scanPred(n *plan.PlanNode) *OTPNode {
 	text := n.Descriptor["filterPredicate"]
-	if !b.tree.DynamicFilters {
+	df := n.Descriptor["dynamicFilters"]
+	if !b.tree.DynamicFilters || !strings.Contains(df, "#df") {
 		return b.predFor(n, text)
 	}
-	cols := dynamicFilterColumns(n.Descriptor["dynamicFilters"])
-	if len(cols) == 0 {
-		return b.predFor(n, text)
-	}
-	and := &Pred{Kind: PredAnd}
+	var buf [8]*Pred
+	kids := buf[:0]
 	var err error
 	if strings.TrimSpace(text) != "" {
 		var own *Pred
 		if own, err = b.parsePredicate(text); own != nil { // nil: TRUE
-			and.Children = append(and.Children, own)
+			kids = append(kids, own)
 		}
 	}
-	for _, c := range cols {
-		and.Children = append(and.Children, &Pred{Kind: PredClause, Columns: []string{c}, Operator: OpDynamic})
+	pp := b.preds
+	for col := range dynamicFilterColumns(df) {
+		c := pp.newPred(PredClause)
+		c.Columns, c.Operator = pp.keepCols([]string{col}), OpDynamic
+		kids = append(kids, c)
 	}
-	pr := and
-	if len(and.Children) == 1 {
-		pr = and.Children[0]
+	pr := kids[0]
+	if len(kids) > 1 {
+		pr = pp.newPred(PredAnd)
+		pr.Children = pp.keepKids(kids)
 	}
 	o := b.alloc(OTPPredicate, pr.String())
 	o.Pred, o.Text, o.PredErr = pr, text, err
@@ -446,21 +450,25 @@ func (b *otpBuilder) scanPred(n *plan.PlanNode) *OTPNode {
 // (TreeOptions.DynamicFilters).
 const OpDynamic = "DYNAMIC"
 
-// dynamicFilterColumns are the columns of a scan's dynamicFilters
+// dynamicFilterColumns yields the columns of a scan's dynamicFilters
 // descriptor, "{ss_sold_date_sk = #df_1648, ss_item_sk_12 = #df_1644}" →
-// ss_sold_date_sk, ss_item_sk (normalized as predicate columns are); nil
-// when it names none.
-func dynamicFilterColumns(s string) []string {
-	s = strings.TrimSpace(s)
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
-	var out []string
-	for part := range strings.SplitSeq(s, ",") {
-		f := strings.Fields(part)
-		if len(f) >= 3 && strings.HasPrefix(f[len(f)-1], "#df") {
-			out = append(out, normalizeSymbol(f[0]))
+// ss_sold_date_sk, ss_item_sk (normalized as predicate columns are); the
+// comparison may be another than "=" ("c_acctbal_4 > #df_12": a range
+// dynamic filter).
+func dynamicFilterColumns(s string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "{"), "}")
+		for part := range strings.SplitSeq(s, ",") {
+			part = strings.TrimSpace(part)
+			col, rest, ok := strings.Cut(part, " ")
+			i := strings.LastIndexByte(rest, ' ')
+			if ok && col != "" && i >= 0 && strings.HasPrefix(rest[i+1:], "#df") && strings.TrimSpace(rest[:i]) != "" {
+				if !yield(normalizeSymbol(col)) {
+					return
+				}
+			}
 		}
 	}
-	return out
 }
 
 // parsePredicate parses text with the builder's parser; on error it returns

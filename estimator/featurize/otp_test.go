@@ -173,10 +173,13 @@ func TestDynamicFilterClauses(t *testing.T) {
 	if RenderOTP(root) == RenderOTP(plain) {
 		t.Error("the reading left the tree as it was")
 	}
-	if got := dynamicFilterColumns("{ws_sold_date_sk_398 = #df_5976, ws_item_sk_401 = #df_5977}"); !slices.Equal(got, []string{"ws_sold_date_sk", "ws_item_sk"}) {
+	if got := slices.Collect(dynamicFilterColumns("{ws_sold_date_sk_398 = #df_5976, ws_item_sk_401 = #df_5977}")); !slices.Equal(got, []string{"ws_sold_date_sk", "ws_item_sk"}) {
 		t.Errorf("dynamicFilterColumns: %q", got)
 	}
-	if got := dynamicFilterColumns("{}"); got != nil {
+	if got := slices.Collect(dynamicFilterColumns("{acctbal_12 > #df_1237}")); !slices.Equal(got, []string{"acctbal"}) {
+		t.Errorf("dynamicFilterColumns of a range filter: %q", got)
+	}
+	if got := slices.Collect(dynamicFilterColumns("{}")); got != nil {
 		t.Errorf("dynamicFilterColumns({}): %q", got)
 	}
 }
