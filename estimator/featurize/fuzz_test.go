@@ -99,6 +99,14 @@ func FuzzParsePlan(f *testing.F) {
 		if err := checkOTPShape(root); err != nil {
 			t.Fatal(err)
 		}
+		// the dynamic filter clauses read the scans' descriptors too
+		dfRoot, err := BuildOTPWith(p, TreeOptions{DynamicFilters: true})
+		if err != nil {
+			t.Fatalf("BuildOTPWith on a parsed plan: %v", err)
+		}
+		if err := checkOTPShape(dfRoot); err != nil {
+			t.Fatal(err)
+		}
 		s := Stats(root)
 		sts, err := SampleSubTrees(root, SamplerConfig{N: 15, C: 3})
 		if err != nil {

@@ -436,6 +436,9 @@ func (b *otpBuilder) scanPred(n *plan.PlanNode) *OTPNode {
 		c.Columns, c.Operator = pp.keepCols([]string{col}), OpDynamic
 		kids = append(kids, c)
 	}
+	if len(kids) == 0 { // "#df" but no column read, and no predicate of its own
+		return b.predFor(n, text)
+	}
 	pr := kids[0]
 	if len(kids) > 1 {
 		pr = pp.newPred(PredAnd)

@@ -179,6 +179,16 @@ func TestDynamicFilterClauses(t *testing.T) {
 	if got := slices.Collect(dynamicFilterColumns("{acctbal_12 > #df_1237}")); !slices.Equal(got, []string{"acctbal"}) {
 		t.Errorf("dynamicFilterColumns of a range filter: %q", got)
 	}
+	// A descriptor that names a dynamic filter but no column: the scan's
+	// own predicate alone (here none), not a panic.
+	for _, d := range []string{"{#df_1}", "{ = #df_1}", "{x #df_1}"} {
+		b := otpBuilder{preds: predParserPool.Get().(*predParser), tree: TreeOptions{DynamicFilters: true}}
+		n := &plan.PlanNode{Name: "ScanFilter", Descriptor: map[string]string{"table": "t:s:x", "dynamicFilters": d}}
+		if o := b.scanPred(n); o.Kind != OTPEmpty {
+			t.Errorf("%q: PRED %s %q, want ∅", d, o.Kind, o.Value)
+		}
+		b.preds.release()
+	}
 	if got := slices.Collect(dynamicFilterColumns("{}")); got != nil {
 		t.Errorf("dynamicFilterColumns({}): %q", got)
 	}
