@@ -316,3 +316,22 @@ func TestEstimateCommandOnPresto(t *testing.T) {
 		t.Errorf("prestroid plan --server on PrestoDB: no lineitem scan in\n%s", out)
 	}
 }
+
+// TestPlanPrintsTheTreeTheEmbeddedModelReads: `prestroid plan` builds the
+// tree with the embedded model's readings by default (it reads the scans'
+// dynamic filters: tree_features), and --dynamic-filters=false prints the
+// plain tree.
+func TestPlanPrintsTheTreeTheEmbeddedModelReads(t *testing.T) {
+	if !embeddedTree().DynamicFilters {
+		t.Fatal("the embedded model's manifest names no dynamic_filters reading")
+	}
+	file := filepath.Join("..", "..", "estimator", "testdata", "explain", "tpcds-q03-sf1.json")
+	out := captureStdout(t, func() int { return runPlan([]string{file}) })
+	if !strings.Contains(string(out), "[ss_item_sk DYNAMIC]") {
+		t.Errorf("prestroid plan: no dynamic filter clause in\n%s", out)
+	}
+	out = captureStdout(t, func() int { return runPlan([]string{"--dynamic-filters=false", file}) })
+	if strings.Contains(string(out), "DYNAMIC") || !strings.Contains(string(out), "TBL tpcds.sf1.store_sales") {
+		t.Errorf("prestroid plan --dynamic-filters=false:\n%s", out)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/internal/dialect"
@@ -51,6 +53,7 @@ func runPlan(args []string) int {
 	sentences := fs.Bool("sentences", false, "print the predicate token sentences (the Word2Vec corpus: one line per PRED node)")
 	joins := fs.Bool("joins", false, "with --sentences: add join criteria sentences")
 	asJSON := fs.Bool("json", false, "machine-readable JSON output")
+	dynamic := fs.Bool("dynamic-filters", embeddedTree().DynamicFilters, "a clause [column DYNAMIC] in a scan's predicate per dynamic filter it waits for (default: as the embedded model reads plans)")
 	server := fs.String("server", "", "Trino or PrestoDB coordinator URL: run the EXPLAIN for the SQL argument")
 	engine := fs.String("engine", "", "engine of --server: trino or presto (default: its /v1/info version says)")
 	user := fs.String("user", os.Getenv("USER"), "Trino user for --server")
@@ -70,7 +73,8 @@ func runPlan(args []string) int {
 			return 2
 		}
 	}
-	out := planOutput{w: os.Stdout, subtrees: *subtrees, stats: *stats, json: *asJSON, cfg: cfg, sentences: *sentences, joins: *joins}
+	out := planOutput{w: os.Stdout, subtrees: *subtrees, stats: *stats, json: *asJSON, cfg: cfg, sentences: *sentences, joins: *joins,
+		tree: featurize.TreeOptions{DynamicFilters: *dynamic}}
 
 	if *server != "" {
 		h := http.Header{}
@@ -151,6 +155,7 @@ type planOutput struct {
 	sentences bool
 	joins     bool
 	cfg       featurize.SamplerConfig
+	tree      featurize.TreeOptions
 }
 
 // writeSentences prints one token sentence per PRED node (and per join
@@ -184,16 +189,33 @@ type subtreeNodeJSON struct {
 	Vote  uint8  `json:"vote"`
 }
 
-func build(planJSON []byte) (*featurize.OTPNode, error) {
+func (o planOutput) build(planJSON []byte) (*featurize.OTPNode, error) {
 	p, err := plan.Parse(planJSON)
 	if err != nil {
 		return nil, err
 	}
-	return featurize.BuildOTP(p)
+	return featurize.BuildOTPWith(p, o.tree)
+}
+
+// embeddedTree is the embedded model's tree readings (its manifest's
+// tree_features): the tree `prestroid plan` prints unless told otherwise.
+func embeddedTree() featurize.TreeOptions {
+	b, err := fs.ReadFile(embeddedModel, bundle.ManifestFile)
+	if err != nil {
+		return featurize.TreeOptions{}
+	}
+	var m struct {
+		TreeFeatures []string `json:"tree_features"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return featurize.TreeOptions{}
+	}
+	o, _ := featurize.ParseTreeFeatures(m.TreeFeatures)
+	return o
 }
 
 func (o planOutput) one(name string, planJSON []byte) int {
-	root, err := build(planJSON)
+	root, err := o.build(planJSON)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "prestroid plan: %s: %v\n", name, err)
 		return 1
@@ -267,7 +289,7 @@ func (o planOutput) dir(dir string) int {
 		b, err := os.ReadFile(f)
 		if err == nil {
 			var root *featurize.OTPNode
-			if root, err = build(b); err == nil && o.sentences {
+			if root, err = o.build(b); err == nil && o.sentences {
 				o.writeSentences(root)
 				continue
 			}
