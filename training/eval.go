@@ -66,7 +66,7 @@ func LoadBundleEncoder(dir string) (*featurize.Encoder, *bundle.Manifest, error)
 	}
 	m := &b.Manifest
 	enc := &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: m.Pf,
-		Sampler: featurize.SamplerConfig{N: m.N, K: m.K, C: m.C}, Tree: b.Tree}
+		Sampler: featurize.SamplerConfig{N: m.N, K: m.K, C: m.C}, Tree: m.Tree()}
 	return enc, m, nil
 }
 

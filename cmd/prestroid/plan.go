@@ -204,14 +204,11 @@ func embeddedTree() featurize.TreeOptions {
 	if err != nil {
 		return featurize.TreeOptions{}
 	}
-	var m struct {
-		TreeFeatures []string `json:"tree_features"`
-	}
+	var m bundle.Manifest
 	if json.Unmarshal(b, &m) != nil {
 		return featurize.TreeOptions{}
 	}
-	o, _ := featurize.ParseTreeFeatures(m.TreeFeatures)
-	return o
+	return m.Tree()
 }
 
 func (o planOutput) one(name string, planJSON []byte) int {

@@ -157,6 +157,13 @@ func (t Target) CPUSeconds(y float32) float64 {
 	return math.Exp(t.Min + v*(t.Max-t.Min))
 }
 
+// Tree is the O-T-P tree's readings the manifest names (tree_features;
+// a read bundle's are valid: validate checked them).
+func (m *Manifest) Tree() featurize.TreeOptions {
+	o, _ := featurize.ParseTreeFeatures(m.TreeFeatures)
+	return o
+}
+
 // Untrained reports whether the manifest marks the model as untrained (a
 // test fixture with random weights).
 func (m *Manifest) Untrained() bool { return m.Training.Untrained }
@@ -181,7 +188,6 @@ type Bundle struct {
 	Ops      *featurize.Vocab
 	Tables   *featurize.Vocab
 	Vectors  *featurize.MapVectors // Global = manifest.global_pred_vector
-	Tree     featurize.TreeOptions // manifest.tree_features
 	Model    []byte                // model.onnx
 	Golden   *Golden
 	// TextModel is text.onnx, read when the manifest has a text section.
@@ -255,7 +261,6 @@ func ReadFS(fsys fs.FS, source string) (*Bundle, error) {
 	if err := m.validate(); err != nil {
 		return nil, fail(ManifestFile, "%v", err)
 	}
-	b.Tree, _ = featurize.ParseTreeFeatures(m.TreeFeatures) // validate checked them
 
 	// Vocabularies.
 	for _, v := range []struct {

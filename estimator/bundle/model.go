@@ -72,7 +72,7 @@ func LoadModel(b *Bundle, rt Runtime, o ModelOptions) (*Model, error) {
 		cache = prefixCache{c: o.PredicateCache, prefix: mf.ModelID + "\x00"}
 	}
 	m.enc = &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: mf.Pf,
-		Sampler: featurize.SamplerConfig{N: mf.N, K: mf.K, C: mf.C}, Cache: cache, Tree: b.Tree}
+		Sampler: featurize.SamplerConfig{N: mf.N, K: mf.K, C: mf.C}, Cache: cache, Tree: mf.Tree()}
 	if err := m.checkGolden(); err != nil {
 		sess.Close()
 		return nil, fail(GoldenFile, err)

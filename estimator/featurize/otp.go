@@ -417,8 +417,11 @@ func (b *otpBuilder) predFor(_ *plan.PlanNode, text string) *OTPNode {
 // builder's parser chunks, as parsed predicates do.
 func (b *otpBuilder) scanPred(n *plan.PlanNode) *OTPNode {
 	text := n.Descriptor["filterPredicate"]
+	if !b.tree.DynamicFilters {
+		return b.predFor(n, text)
+	}
 	df := n.Descriptor["dynamicFilters"]
-	if !b.tree.DynamicFilters || !strings.Contains(df, "#df") {
+	if !strings.Contains(df, "#df") {
 		return b.predFor(n, text)
 	}
 	var buf [8]*Pred

@@ -26,6 +26,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/npy"
+	"github.com/prestroid/prestroid/training"
 )
 
 const repo = "../.."
@@ -388,7 +389,8 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 
 // TestTinyTrainingWithDynamicFilters: `train --dynamic-filters` makes a
 // format-2 bundle that names the reading, and its golden tensors are what
-// the serving side builds with the bundle's readings (bundle.Read's Tree),
+// the serving side builds with the bundle's readings (its encoder, as
+// training.LoadBundleEncoder builds it from the manifest),
 // not what it would build without them.
 func TestTinyTrainingWithDynamicFilters(t *testing.T) {
 	py, bin, dir, recPath, recs := setup(t, map[string]int{"train": 30, "validation": 6, "test": 6})
@@ -399,8 +401,12 @@ func TestTinyTrainingWithDynamicFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := b.Manifest; m.FormatVersion != 2 || !slices.Equal(m.TreeFeatures, []string{featurize.TreeFeatureDynamicFilters}) || !b.Tree.DynamicFilters {
+	if m := b.Manifest; m.FormatVersion != 2 || !slices.Equal(m.TreeFeatures, []string{featurize.TreeFeatureDynamicFilters}) || !b.Manifest.Tree().DynamicFilters {
 		t.Fatalf("manifest format_version %d, tree_features %q", m.FormatVersion, m.TreeFeatures)
+	}
+	served, _, err := training.LoadBundleEncoder(bundleDir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	byKey := map[string]*collector.Record{}
 	for _, r := range recs {
@@ -415,9 +421,9 @@ func TestTinyTrainingWithDynamicFilters(t *testing.T) {
 			t.Fatalf("golden case %q is not one of the records", name)
 		}
 		want := g.Pred[i*per : (i+1)*per]
-		for _, tree := range []featurize.TreeOptions{b.Tree, {}} {
-			enc := &featurize.Encoder{Ops: b.Ops, Tables: b.Tables, Vectors: b.Vectors, Dim: b.Manifest.Pf,
-				Sampler: featurize.SamplerConfig{N: b.Manifest.N, K: b.Manifest.K, C: b.Manifest.C}, Tree: tree}
+		for _, tree := range []featurize.TreeOptions{served.Tree, {}} {
+			enc := *served
+			enc.Tree = tree
 			f, err := enc.Featurize(r.Plan.JSON)
 			if err != nil {
 				t.Fatal(err)
