@@ -26,6 +26,9 @@ type basisWire struct {
 	Source  estimate.Source `json:"src"`
 	Pending string          `json:"p,omitempty"`
 	Engine  dialect.Engine  `json:"e,omitempty"` // "" for Trino: a Trino basis reads as it always did
+	// Served and Sigma are Basis.LnServed and SigmaServed (absent: none).
+	Served *float64 `json:"v,omitempty"`
+	Sigma  *float64 `json:"vs,omitempty"`
 	// ModelBy and TextBy are Basis.ModelBy and TextBy by target label
 	// ("peak_memory", "elapsed"), the targets not predicted left out.
 	ModelBy map[string]float64 `json:"mb,omitempty"`
@@ -72,6 +75,13 @@ func positive(v float64) *float64 {
 	return finite(v)
 }
 
+func orZero(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
 func orNaN(p *float64) float64 {
 	if p == nil {
 		return math.NaN()
@@ -87,6 +97,7 @@ func MarshalBasis(b *Basis) []byte {
 	}
 	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), Family: []byte(b.Family), LnModel: finite(b.LnModel),
 		LnCost: finite(b.LnCost), LnText: finite(b.LnText), LnRows: positive(b.LnRows), Blend: b.Blend.finite(), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
+		Served: finite(b.LnServed), Sigma: positive(b.SigmaServed),
 		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy)}) // strings and finite numbers: cannot fail
 	return out
 }
@@ -102,6 +113,7 @@ func UnmarshalBasis(data []byte) *Basis {
 		return nil
 	}
 	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), Family: string(w.Family), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), LnRows: orNaN(w.LnRows), Blend: w.Blend.finite(), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
+		LnServed: orNaN(w.Served), SigmaServed: orZero(w.Sigma),
 		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy)}
 }
 

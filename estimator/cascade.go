@@ -202,6 +202,7 @@ func (s *Service) cascade(r *request, stages []stage) (*estimate.Estimate, error
 			return nil, err
 		case e != nil:
 			s.temper(e, r)
+			calibrate(r.reads, e, r.b)
 			e.Learn = MarshalBasis(r.b)
 			return e, nil
 		}
@@ -355,6 +356,10 @@ type Basis struct {
 	// Engine is the engine of the coordinators the statement was
 	// estimated for (the global calibrations are per engine: globalKey).
 	Engine dialect.Engine
+	// LnServed and SigmaServed are the CPU time's interval the cascade
+	// served (ln of its median, its σ after the stage's factor: cover.go),
+	// which the outcome judges; SigmaServed 0 when none was served.
+	LnServed, SigmaServed float64
 	// Pending names the background EXPLAIN + model of an estimate the text
 	// stage made (background.go): Observe (or Settle) fills LnModel and
 	// LnCost from it when it is done. Empty when none runs; only the
@@ -806,6 +811,9 @@ func (l *learner) write(batch []observation) {
 		if y := o.y[estimate.TargetCPU]; b.Blend != nil {
 			x, dy, ca, key := b.Blend.LnOptimizer-b.Blend.LnModel, y-b.Blend.LnModel, slowAlpha(a), globalKey(keyBlend, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, dy, ca, at) }})
+		}
+		if u, ok := coverUpdate(&b, o.y[estimate.TargetCPU], at); ok {
+			ups = append(ups, u)
 		}
 		if y := o.y[estimate.TargetCPU]; b.LnRows > 0 {
 			x, ca, key := b.LnRows, slowAlpha(a), globalKey(keySize, b.Engine)

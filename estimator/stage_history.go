@@ -27,14 +27,15 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		return nil, nil
 	}
 	co := &s.opts.Cascade
-	r.basis = Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN(), LnRows: math.NaN()}
+	r.basis = Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN(), LnRows: math.NaN(), LnServed: math.NaN()}
 	r.b = &r.basis
 	r.b.Exact, r.b.Shape, r.b.Family = historyKeys(r.sql, r.engine, r.fingerprint(), r.h)
 	r.b.Engine = r.engine
-	// One store call: the statement's runs, and the run-to-run noise
-	// historyEstimate needs when its cached floor is stale.
+	// One store call: the statement's runs, the run-to-run noise
+	// historyEstimate needs when its cached floor is stale, and the
+	// history's interval factor (calibrate).
 	r.reads = s.reads()
-	r.reads.pending = s.learn.staleFloors(time.Now())
+	r.reads.pending = append(s.learn.staleFloors(time.Now()), coverKey(estimate.SourceHistory, r.engine))
 	r.exact = r.reads.runs(r.b.Exact)
 	if x := r.exact[estimate.TargetCPU]; x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
 		e := s.historyEstimate(r.reads, r.kind, r.b, r.exact, true, 0)

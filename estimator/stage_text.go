@@ -103,7 +103,15 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		if sigmaAfter[t] == 0 {
 			v := s.modelPrior(r.manifest(), r.engine)
 			if r.b != nil {
-				_, v, _ = s.offset(r.reads, targetKey(globalKey(keyModel, r.b.Engine), t), r.b.residualKeys(keyResidual, keyFamRes, t), v)
+				var shaped bool
+				_, v, shaped = s.offset(r.reads, targetKey(globalKey(keyModel, r.b.Engine), t), r.b.residualKeys(keyResidual, keyFamRes, t), v)
+				if t == estimate.TargetCPU { // as the model stage's answer would be served (calibrate)
+					src := estimate.SourceModel
+					if shaped {
+						src = estimate.SourceModelResidual
+					}
+					v *= coverScale(r.reads, src, r.engine)
+				}
 			}
 			sigmaAfter[t] = v
 			if v == 0 {
@@ -112,16 +120,20 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		}
 		return sigmaAfter[t]
 	}
-	var pick *estimate.Estimate
+	// Each candidate decides with the interval the cascade would serve
+	// (its stage's factor, calibrate); the answer is the candidate itself,
+	// which the cascade then scales.
+	var pick, pickServed *estimate.Estimate
 	for _, c := range []*estimate.Estimate{s.standIn(r.reads, r.kind, r.b, r.exact), r.text} {
 		if c == nil {
 			continue
 		}
-		if c == r.text && co.Explain == ExplainWhenUncertain && (r.textFar || co.TextMaxSeconds > 0 && textHigh(c) > co.TextMaxSeconds) {
+		served := scaled(r.reads, c, r.engine)
+		if c == r.text && co.Explain == ExplainWhenUncertain && (r.textFar || co.TextMaxSeconds > 0 && textHigh(served) > co.TextMaxSeconds) {
 			continue // the plan knows better, or its number is worth the EXPLAIN
 		}
-		if co.decides(c, after) && (pick == nil || c.Sigma < pick.Sigma) {
-			pick = c
+		if co.decides(served, after) && (pick == nil || served.Sigma < pickServed.Sigma) {
+			pick, pickServed = c, served
 		}
 	}
 	if pick == nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/prestroid/prestroid/estimator/onnx"
 	"github.com/prestroid/prestroid/estimator/plan"
 	"github.com/prestroid/prestroid/estimator/tablestats"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/models"
 	"github.com/prestroid/prestroid/proxy"
 	"github.com/prestroid/prestroid/proxy/frontdoor"
@@ -277,6 +278,14 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Sta
 				Untrained: m.Manifest().Untrained()}
 		}
 		if svc.HasHistory() {
+			// Trino's factors always; PrestoDB's once it has outcomes.
+			for _, eng := range []dialect.Engine{dialect.Trino, dialect.Presto} {
+				for src, c := range svc.CoverScales(eng) {
+					if eng == dialect.Trino || c.Outcomes > 0 {
+						st.Intervals = append(st.Intervals, estimate.IntervalStats{Engine: string(eng), Source: src, Factor: c.Factor, Outcomes: c.Outcomes})
+					}
+				}
+			}
 			hs := svc.HistoryStats()
 			st.History = &estimate.HistoryStats{Entries: hs.Entries, Observed: hs.Observed, Dropped: hs.Dropped}
 			if ss.history != nil {

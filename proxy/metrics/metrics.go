@@ -278,6 +278,10 @@ var (
 		"EXPLAINs (and the model) run off the hot path after the text stage routed the query, by result: done, failed, skipped (no EXPLAIN slot free). prestroid_explains_total counts those on the hot path.", []string{"result"}, nil)
 	descExplainsByReason = prometheus.NewDesc("prestroid_explains_by_reason_total",
 		"EXPLAIN round trips the estimator sent to the clusters, by reason: hot (on the hot path: the plan could change the decision), learn (in the background: a shape with few explained runs or wide residuals), drift (the sampled fraction of well-known shapes); and those not sent: skipped_ceiling (over estimator.explain_rate), skipped_known (a well-known shape, or a statement another user's EXPLAIN is planning). A cached estimate runs none.", []string{"reason"}, nil)
+	descIntervalFactor = prometheus.NewDesc("prestroid_estimator_interval_factor",
+		"The factor each stage's 80% interval of the CPU time is served with, by engine and source (the stage that answered): learned from whether the intervals it served held the statements' CPU time, so that four in five do (1: as the stage computes it; below 1: narrower).", []string{"engine", "source"}, nil)
+	descIntervalOutcomes = prometheus.NewDesc("prestroid_estimator_interval_outcomes",
+		"Completed statements each stage's interval factor (prestroid_estimator_interval_factor) learned from, by engine and source.", []string{"engine", "source"}, nil)
 	descHistoryDropped = prometheus.NewDesc("prestroid_history_dropped_total",
 		"Completed queries the estimate history could not learn from (its write queue was full).", nil, nil)
 	descHistoryStoreErrors = prometheus.NewDesc("prestroid_history_store_errors_total",
@@ -312,6 +316,8 @@ func (c *estimatorCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHistoryHandoffs
 	ch <- descBackgroundExplains
 	ch <- descExplainsByReason
+	ch <- descIntervalFactor
+	ch <- descIntervalOutcomes
 }
 
 // Collect implements prometheus.Collector.
@@ -342,6 +348,10 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descHistoryHandoffs, prometheus.CounterValue, float64(s.HandoffsMissed), "missed")
 			ch <- prometheus.MustNewConstMetric(descHistoryStoreDown, prometheus.GaugeValue, down)
 		}
+	}
+	for _, iv := range st.Intervals {
+		ch <- prometheus.MustNewConstMetric(descIntervalFactor, prometheus.GaugeValue, iv.Factor, iv.Engine, iv.Source)
+		ch <- prometheus.MustNewConstMetric(descIntervalOutcomes, prometheus.GaugeValue, float64(iv.Outcomes), iv.Engine, iv.Source)
 	}
 	if b := st.Background; b != nil {
 		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Done), "done")

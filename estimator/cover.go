@@ -1,0 +1,166 @@
+package estimator
+
+import (
+	"math"
+	"time"
+
+	"github.com/prestroid/prestroid/estimate"
+	"github.com/prestroid/prestroid/estimator/history"
+	"github.com/prestroid/prestroid/internal/dialect"
+)
+
+// Interval calibration: each stage's 80% interval of the CPU time is
+// widened or narrowed by a factor the deployment learns from its own
+// outcomes, so that the intervals it serves cover what they say.
+//
+// A stage's σ is the best it knows — the text model's quantiles, the
+// residuals' spread, the run-to-run noise — but each rests on
+// assumptions the deployment may not meet: the text model's quantiles
+// came from other data (they covered 89% on Parquet), the residuals'
+// spread is shrunk toward a prior, the errors are not log-normal. The
+// cascade therefore serves σ·c, with c per stage (estimate.Source) and
+// engine, tracked online from whether each served interval held the
+// statement's CPU time: after every statement the stage answered,
+//
+//	ln c ← ln c + η·(miss − 0.2)
+//
+// (adaptive conformal inference, Gibbs and Candès 2021, on the interval's
+// scale: a miss widens by 0.8η, a hit narrows by 0.2η, so that c settles
+// where one statement in five falls outside). The step η is
+// coverStep0/(n+coverStepN) for the stage's n-th statement, at least
+// coverStep: the first tens of statements move c quickly, later ones
+// follow the deployment's drift with a σ of ln c near 0.07 (about ±3
+// points of coverage). The miss is judged against the interval actually
+// served (the factor of its time included), so the long-run share of
+// misses is 20% whatever the stage's σ does meanwhile.
+//
+// The text stage decides with its calibrated interval (decides), so a
+// text model too wide on this deployment answers more statements itself;
+// routing's class quantile reads the calibrated σ of every stage.
+
+// keyCover is a stage's ln c (Stats.Mean; Count its observations), one
+// per source and engine (coverKey).
+const keyCover = "g:cover:"
+
+// coverSources are the stages whose CPU interval is calibrated: those with
+// a σ of their own. The cheap stage's constant has none.
+var coverSources = [...]estimate.Source{estimate.SourceHistory, estimate.SourceText,
+	estimate.SourceModel, estimate.SourceModelResidual, estimate.SourceOptimizer}
+
+const (
+	coverStep  = 0.03 // the step's floor: its long-run value
+	coverStep0 = 3.0  // the first steps: coverStep0/(n+coverStepN)
+	coverStepN = 5.0
+	// maxLnCover bounds |ln c|: a factor beyond 4 would mean the stage's
+	// σ is wrong by more than calibration should hide.
+	maxLnCover = math.Ln2 * 2
+)
+
+// coverTarget is the share of served intervals that should hold the CPU
+// time: the interval's two tails (estimate.IntervalQuantile each).
+const coverTarget = 1 - 2*estimate.IntervalQuantile
+
+// calibrated reports whether src's intervals are calibrated.
+func calibrated(src estimate.Source) bool {
+	for _, s := range coverSources {
+		if s == src {
+			return true
+		}
+	}
+	return false
+}
+
+// coverKey is src's key on engine's statements.
+func coverKey(src estimate.Source, engine dialect.Engine) string {
+	return globalKey(keyCover+src.String(), engine)
+}
+
+// coverScale is c for src's intervals as the reads v see it: 1 without a
+// history, for a stage not calibrated, or before its first outcome.
+func coverScale(v *reads, src estimate.Source, engine dialect.Engine) float64 {
+	if v == nil || !calibrated(src) {
+		return 1
+	}
+	st, ok := v.get(coverKey(src, engine))
+	if !ok || st.Count == 0 {
+		return 1
+	}
+	return math.Exp(max(min(st.Mean, maxLnCover), -maxLnCover))
+}
+
+// scaled is e with its CPU σ times src's c (a copy; e itself unchanged):
+// the interval the cascade would serve, for the text stage's decision.
+func scaled(v *reads, e *estimate.Estimate, engine dialect.Engine) *estimate.Estimate {
+	c := coverScale(v, e.Source, engine)
+	if c == 1 {
+		return e
+	}
+	cp := *e
+	cp.Sigma *= c
+	return &cp
+}
+
+// calibrate scales the σ of the answer e by its stage's c and records the
+// served interval in b (LnServed, SigmaServed), which Observe judges.
+func calibrate(v *reads, e *estimate.Estimate, b *Basis) {
+	if b == nil || !calibrated(e.Source) || !(e.CPUSeconds > 0) || !(e.Sigma > 0) {
+		return
+	}
+	e.Sigma *= coverScale(v, e.Source, b.Engine)
+	b.LnServed, b.SigmaServed = math.Log(e.CPUSeconds), e.Sigma
+}
+
+// coverUpdate is the step of src's c after a statement whose CPU time's
+// log y fell inside (hit) or outside the interval b served; ok is false
+// when b served none.
+func coverUpdate(b *Basis, y float64, at time.Time) (history.Update, bool) {
+	if !calibrated(b.Source) || !(b.SigmaServed > 0) || math.IsNaN(b.LnServed) || math.IsNaN(y) {
+		return history.Update{}, false
+	}
+	z := estimate.NormalQuantile(1 - estimate.IntervalQuantile)
+	miss := 0.0
+	if math.Abs(y-b.LnServed) > z*b.SigmaServed {
+		miss = 1
+	}
+	return history.Update{Key: coverKey(b.Source, b.Engine), Apply: func(s history.Stats, _ bool) history.Stats {
+		return coverStepped(s, miss, at)
+	}}, true
+}
+
+// coverStepped is s after one more outcome (miss 1 or 0).
+func coverStepped(s history.Stats, miss float64, at time.Time) history.Stats {
+	s.Count++
+	eta := max(coverStep, coverStep0/(float64(s.Count)+coverStepN))
+	s.Mean = max(min(s.Mean+eta*(miss-(1-coverTarget)), maxLnCover), -maxLnCover)
+	s.Last = at
+	return s
+}
+
+// CoverScales are the interval factors c the history holds for engine's
+// statements, by source label, with the count of outcomes each learned
+// from (the console and /metrics show them); nil without a history.
+func (s *Service) CoverScales(engine dialect.Engine) map[string]CoverScale {
+	if s.learn == nil {
+		return nil
+	}
+	keys := make([]string, len(coverSources))
+	for i, src := range coverSources {
+		keys[i] = coverKey(src, engine)
+	}
+	st, ok := history.GetMany(s.learn.store, keys...)
+	out := make(map[string]CoverScale, len(coverSources))
+	for i, src := range coverSources {
+		c := CoverScale{Factor: 1}
+		if ok[i] && st[i].Count > 0 {
+			c = CoverScale{Factor: math.Exp(max(min(st[i].Mean, maxLnCover), -maxLnCover)), Outcomes: st[i].Count}
+		}
+		out[src.String()] = c
+	}
+	return out
+}
+
+// CoverScale is one stage's interval factor and the outcomes it learned from.
+type CoverScale struct {
+	Factor   float64
+	Outcomes uint64
+}
