@@ -59,33 +59,23 @@ func TestCoverStepSettlesAtEightyPercent(t *testing.T) {
 	}
 }
 
-// The text model's quantiles say σ 1 where the deployment's statements
-// spread by 0.35 about its median: served as is, its 80% intervals hold
-// nearly every statement. Through the cascade, the outcomes narrow the
-// text stage's intervals until 80% hold: the factor is learned, carried
-// by each estimate's Basis, and the stage decides with it (a statement
-// whose raw interval straddled a class bound is then answered by it).
-func TestTextIntervalsCalibrateToTheirCoverage(t *testing.T) {
-	f := &fakePlanner{}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
+// textCalibrated is a cascade whose text stage answers new shapes of σ sigma
+// about 0.1 s, taught n outcomes of statements spread by spread about it;
+// it returns the served σ of the first and the last, and the share of the
+// last half's intervals that held their statement.
+func textCalibrated(t *testing.T, url string, sigma, spread float64, n int) (s *Service, first, last, cov float64) {
+	t.Helper()
 	co := defaults
 	co.Explain, co.ClassBounds, co.ClassQuantile = ExplainWhenUncertain, classes, 0.9
-	s := newCascade(t, co, constModel(0.1))
+	s = newCascade(t, co, constModel(0.1))
 	s.textHook = textModel
-	lo, hi := 0.1*math.Exp(-estimate.NormalQuantile(0.9)), 0.1*math.Exp(estimate.NormalQuantile(0.9)) // σ 1 about 0.1 s
-	// 0.3 s with σ 1: its 90% quantile is 1.08 s, over the 1 s bound.
-	straddles := fmt.Sprintf("SELECT count(*) FROM lineitem -- text %g 0.3 %g", 0.3*lo/0.1, 0.3*hi/0.1)
-	if e := estimateSQL(t, s, []string{srv.URL}, straddles); e.Source != estimate.SourceModel {
-		t.Fatalf("before any outcome: %s answered the straddling statement, want the model", e.Source)
-	}
-	rng := rand.New(rand.NewPCG(7, 7))
-	hits, n := 0, 0
-	var first, last float64
-	for i := range 300 {
+	z := estimate.NormalQuantile(0.9)
+	rng := rand.New(rand.NewPCG(7, uint64(spread*100)))
+	hits := 0
+	for i := range n {
 		// A new shape each time (a new table): the text stage's own
 		// interval, no shape's residuals.
-		e, err := s.EstimateOn(context.Background(), []string{srv.URL}, fmt.Sprintf("SELECT * FROM t%d -- text %g 0.1 %g", i, lo, hi), alice)
+		e, err := s.EstimateOn(context.Background(), []string{url}, fmt.Sprintf("SELECT * FROM t%d -- text %g 0.1 %g", i, 0.1*math.Exp(-z*sigma), 0.1*math.Exp(z*sigma)), alice)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,40 +90,74 @@ func TestTextIntervalsCalibrateToTheirCoverage(t *testing.T) {
 			first = e.Sigma
 		}
 		last = e.Sigma
-		actual := 0.1 * math.Exp(0.35*rng.NormFloat64())
-		if i >= 150 {
-			n++
-			if l, h := e.Interval(); actual >= l && actual <= h {
-				hits++
-			}
+		actual := 0.1 * math.Exp(spread*rng.NormFloat64())
+		if l, h := e.Interval(); i >= n/2 && actual >= l && actual <= h {
+			hits++
 		}
 		before := s.CoverScales(dialect.Trino)["text"].Outcomes
 		s.Observe(b, estimate.Actual{CPUSeconds: actual})
 		s.Flush()
 		waitFor(t, "the outcome", func() bool { return s.CoverScales(dialect.Trino)["text"].Outcomes > before })
 	}
-	if math.Abs(first-1) > 1e-9 {
-		t.Errorf("first statement's σ %.4f, want the text model's 1 (nothing learned yet)", first)
-	}
-	if last > 0.6 {
-		t.Errorf("after 300 outcomes the text stage serves σ %.3f, want near the statements' 0.35", last)
-	}
-	if cov := float64(hits) / float64(n); cov < 0.7 || cov > 0.9 {
-		t.Errorf("the last %d intervals covered %.2f, want near 0.80 (the raw ones held %.2f)", n, cov, coverOf(0.35, 1))
-	}
-	// The last σ served was the factor before the last outcome's step.
-	if c := s.CoverScales(dialect.Trino)["text"]; c.Outcomes != 300 || math.Abs(math.Log(c.Factor/last)) > 0.8*coverStep+1e-9 {
-		t.Errorf("text factor %+v, want 300 outcomes and one step from the last σ %.4f served", c, last)
-	}
-	if c := s.CoverScales(dialect.Trino)["model"]; c.Outcomes != 0 || c.Factor != 1 {
-		t.Errorf("model factor %+v: the model answered no outcome, want 1", c)
-	}
-	if c := s.CoverScales(dialect.Presto)["text"]; c.Outcomes != 0 {
-		t.Errorf("PrestoDB's text factor %+v: its statements are another engine's, want none", c)
-	}
-	if e := estimateSQL(t, s, []string{srv.URL}, straddles); e.Source != estimate.SourceText {
-		t.Errorf("after calibration: %s answered the statement whose raw interval straddled the bound, want the text stage", e.Source)
-	}
+	return s, first, last, float64(hits) / float64(n-n/2)
+}
+
+// The text model's quantiles say σ 1 where the deployment's statements
+// spread by 0.35 about its median: served as is, its 80% intervals hold
+// nearly every statement. Through the cascade, the outcomes narrow the
+// text stage's intervals until 80% hold: the factor is learned and carried
+// by each estimate's Basis. The stage still decides with its own σ (a
+// statement whose raw interval straddles a class bound is explained).
+// The other way round, a text model that claims σ 0.1 on statements spread
+// by 0.8 is served wider intervals and decides with them: a statement
+// whose raw interval lay inside a class is then explained.
+func TestTextIntervalsCalibrateToTheirCoverage(t *testing.T) {
+	f := &fakePlanner{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	z := estimate.NormalQuantile(0.9)
+	// 0.3 s with σ 1: its 90% quantile is 1.08 s, over the 1 s bound.
+	straddles := fmt.Sprintf("SELECT count(*) FROM lineitem -- text %g 0.3 %g", 0.3*math.Exp(-z), 0.3*math.Exp(z))
+	t.Run("too wide", func(t *testing.T) {
+		s, first, last, cov := textCalibrated(t, srv.URL, 1, 0.35, 300)
+		if math.Abs(first-1) > 1e-9 {
+			t.Errorf("first statement's σ %.4f, want the text model's 1 (nothing learned yet)", first)
+		}
+		if last > 0.6 {
+			t.Errorf("after 300 outcomes the text stage serves σ %.3f, want near the statements' 0.35", last)
+		}
+		if cov < 0.7 || cov > 0.9 {
+			t.Errorf("the last 150 intervals covered %.2f, want near 0.80 (the raw ones would hold %.2f)", cov, coverOf(0.35, 1))
+		}
+		// The last σ served was the factor before the last outcome's step.
+		if c := s.CoverScales(dialect.Trino)["text"]; c.Outcomes != 300 || math.Abs(math.Log(c.Factor/last)) > 0.8*coverStep+1e-9 {
+			t.Errorf("text factor %+v, want 300 outcomes and one step from the last σ %.4f served", c, last)
+		}
+		if c := s.CoverScales(dialect.Trino)["model"]; c.Outcomes != 0 || c.Factor != 1 {
+			t.Errorf("model factor %+v: the model answered no outcome, want 1", c)
+		}
+		if c := s.CoverScales(dialect.Presto)["text"]; c.Outcomes != 0 {
+			t.Errorf("PrestoDB's text factor %+v: its statements are another engine's, want none", c)
+		}
+		if e := estimateSQL(t, s, []string{srv.URL}, straddles); e.Source != estimate.SourceModel {
+			t.Errorf("after narrowing: %s answered the statement whose own interval straddles the bound, want the model", e.Source)
+		}
+	})
+	t.Run("too narrow", func(t *testing.T) {
+		// 0.7 s with σ 0.1: inside the small class (90% quantile 0.8 s);
+		// at σ 0.3 its 90% quantile is 1.03 s.
+		inside := fmt.Sprintf("SELECT count(*) FROM orders -- text %g 0.7 %g", 0.7*math.Exp(-z*0.1), 0.7*math.Exp(z*0.1))
+		s, first, last, cov := textCalibrated(t, srv.URL, 0.1, 0.8, 100)
+		if math.Abs(first-0.1) > 1e-9 || last < 0.3 {
+			t.Errorf("σ served first %.3f, last %.3f: want the model's 0.1, then at least 0.3", first, last)
+		}
+		if cov < 0.6 {
+			t.Errorf("the last 50 intervals covered %.2f, want near 0.80 (the raw ones would hold %.2f)", cov, coverOf(0.8, 0.1))
+		}
+		if e := estimateSQL(t, s, []string{srv.URL}, inside); e.Source != estimate.SourceModel {
+			t.Errorf("after widening: %s answered the statement whose own interval lay inside the class, want the model", e.Source)
+		}
+	})
 }
 
 // coverOf is the share of N(0, spread) within the 80% interval of σ sigma.

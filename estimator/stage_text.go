@@ -120,15 +120,15 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		}
 		return sigmaAfter[t]
 	}
-	// Each candidate decides with the interval the cascade would serve
-	// (its stage's factor, calibrate); the answer is the candidate itself,
-	// which the cascade then scales.
+	// Each candidate decides with its stage's factor when it widens the
+	// interval (deciding); the answer is the candidate itself, which the
+	// cascade then scales (calibrate).
 	var pick, pickServed *estimate.Estimate
 	for _, c := range []*estimate.Estimate{s.standIn(r.reads, r.kind, r.b, r.exact), r.text} {
 		if c == nil {
 			continue
 		}
-		served := scaled(r.reads, c, r.engine)
+		served := deciding(r.reads, c, r.engine)
 		if c == r.text && co.Explain == ExplainWhenUncertain && (r.textFar || co.TextMaxSeconds > 0 && textHigh(served) > co.TextMaxSeconds) {
 			continue // the plan knows better, or its number is worth the EXPLAIN
 		}
