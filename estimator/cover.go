@@ -143,7 +143,7 @@ func coverStepped(s history.Stats, miss float64, at time.Time) history.Stats {
 
 // CoverScales are the interval factors c the history holds for engine's
 // statements, by source label, with the count of outcomes each learned
-// from (the console and /metrics show them); nil without a history.
+// from (/metrics shows them); nil without a history.
 func (s *Service) CoverScales(engine dialect.Engine) map[string]CoverScale {
 	if s.learn == nil {
 		return nil
