@@ -27,12 +27,16 @@ import (
 // (adaptive conformal inference, Gibbs and Candès 2021, on the interval's
 // scale: a miss widens by 0.8η, a hit narrows by 0.2η, so that c settles
 // where one statement in five falls outside). The step η is
-// coverStep0/(n+coverStepN) for the stage's n-th statement, at least
-// coverStep: the first tens of statements move c quickly, later ones
-// follow the deployment's drift with a σ of ln c near 0.07 (about ±3
-// points of coverage). The miss is judged against the interval actually
-// served (the factor of its time included), so the long-run share of
-// misses is 20% whatever the stage's σ does meanwhile.
+// 1/(n+coverStepN) for the stage's n-th statement, at least coverStep:
+// about a running mean over the first twenty, then a recency-weighted one
+// that follows the deployment's drift with a σ of ln c near 0.07 (about
+// ±3 points of coverage). Not faster: a stage's errors come in runs (one
+// template's variants, one scale), and steps of 3/(n+5) chased them: on
+// ten recorded served runs, replayed, the text stage's intervals then held
+// 72% and 80% of the held-out statements, against 81% and 83% with these
+// (88% and 85% served as computed). The miss is judged against the
+// interval actually served (the factor of its time included), so the
+// long-run share of misses is 20% whatever the stage's σ does meanwhile.
 //
 // The text stage decides with its calibrated interval when c widens it,
 // with its own when c narrows it (deciding); routing's class quantile reads
@@ -49,8 +53,7 @@ var coverSources = [...]estimate.Source{estimate.SourceHistory, estimate.SourceT
 
 const (
 	coverStep  = 0.03 // the step's floor: its long-run value
-	coverStep0 = 3.0  // the first steps: coverStep0/(n+coverStepN)
-	coverStepN = 5.0
+	coverStepN = 10.0 // the first steps: 1/(n+coverStepN)
 	// maxLnCover bounds |ln c|: a factor beyond 4 would mean the stage's
 	// σ is wrong by more than calibration should hide.
 	maxLnCover = math.Ln2 * 2
@@ -135,7 +138,7 @@ func coverUpdate(b *Basis, y float64, at time.Time) (history.Update, bool) {
 // coverStepped is s after one more outcome (miss 1 or 0).
 func coverStepped(s history.Stats, miss float64, at time.Time) history.Stats {
 	s.Count++
-	eta := max(coverStep, coverStep0/(float64(s.Count)+coverStepN))
+	eta := max(coverStep, 1/(float64(s.Count)+coverStepN))
 	s.Mean = max(min(s.Mean+eta*(miss-(1-coverTarget)), maxLnCover), -maxLnCover)
 	s.Last = at
 	return s
