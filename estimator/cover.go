@@ -63,27 +63,17 @@ const (
 // time: the interval's two tails (estimate.IntervalQuantile each).
 const coverTarget = 1 - 2*estimate.IntervalQuantile
 
-// calibrated reports whether src's intervals are calibrated.
-func calibrated(src estimate.Source) bool {
-	for _, s := range coverSources {
-		if s == src {
-			return true
-		}
-	}
-	return false
-}
-
 // coverKey is src's key on engine's statements (built once: the hot path
-// reads several per statement).
+// reads several per statement); "" for a stage not calibrated.
 func coverKey(src estimate.Source, engine dialect.Engine) string {
 	keys := &coverKeysTrino
 	if engine == dialect.Presto {
 		keys = &coverKeysPresto
 	}
-	if int(src) < len(keys) && keys[src] != "" {
-		return keys[src]
+	if int(src) >= len(keys) {
+		return ""
 	}
-	return globalKey(keyCover+src.String(), engine)
+	return keys[src]
 }
 
 // coverKeysTrino and coverKeysPresto are coverKey's keys by source.
@@ -99,10 +89,16 @@ func coverKeysOf(engine dialect.Engine) (keys [estimate.SourceText + 1]string) {
 // coverScale is c for src's intervals as the reads v see it: 1 without a
 // history, for a stage not calibrated, or before its first outcome.
 func coverScale(v *reads, src estimate.Source, engine dialect.Engine) float64 {
-	if v == nil || !calibrated(src) {
+	k := coverKey(src, engine)
+	if v == nil || k == "" {
 		return 1
 	}
-	st, ok := v.get(coverKey(src, engine))
+	return factorOf(v.get(k))
+}
+
+// factorOf is the factor c a stage's key st (ok: recorded) holds: 1
+// before its first outcome.
+func factorOf(st history.Stats, ok bool) float64 {
 	if !ok || st.Count == 0 {
 		return 1
 	}
@@ -129,7 +125,7 @@ func deciding(v *reads, e *estimate.Estimate, engine dialect.Engine) *estimate.E
 // calibrate scales the σ of the answer e by its stage's c and records the
 // served interval in b (LnServed, SigmaServed), which Observe judges.
 func calibrate(v *reads, e *estimate.Estimate, b *Basis) {
-	if b == nil || !calibrated(e.Source) || !(e.CPUSeconds > 0) || !(e.Sigma > 0) {
+	if b == nil || coverKey(e.Source, b.Engine) == "" || !(e.CPUSeconds > 0) || !(e.Sigma > 0) {
 		return
 	}
 	e.Sigma *= coverScale(v, e.Source, b.Engine)
@@ -140,7 +136,8 @@ func calibrate(v *reads, e *estimate.Estimate, b *Basis) {
 // log y fell inside (hit) or outside the interval b served; ok is false
 // when b served none.
 func coverUpdate(b *Basis, y float64, at time.Time) (history.Update, bool) {
-	if !calibrated(b.Source) || !(b.SigmaServed > 0) || math.IsNaN(b.LnServed) || math.IsNaN(y) {
+	key := coverKey(b.Source, b.Engine)
+	if key == "" || !(b.SigmaServed > 0) || math.IsNaN(b.LnServed) || math.IsNaN(y) {
 		return history.Update{}, false
 	}
 	z := estimate.NormalQuantile(1 - estimate.IntervalQuantile)
@@ -148,7 +145,7 @@ func coverUpdate(b *Basis, y float64, at time.Time) (history.Update, bool) {
 	if math.Abs(y-b.LnServed) > z*b.SigmaServed {
 		miss = 1
 	}
-	return history.Update{Key: coverKey(b.Source, b.Engine), Apply: func(s history.Stats, _ bool) history.Stats {
+	return history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats {
 		return coverStepped(s, miss, at)
 	}}, true
 }
@@ -162,31 +159,28 @@ func coverStepped(s history.Stats, miss float64, at time.Time) history.Stats {
 	return s
 }
 
-// CoverScales are the interval factors c the history holds for engine's
-// statements, by source label, with the count of outcomes each learned
-// from (/metrics shows them); nil without a history.
-func (s *Service) CoverScales(engine dialect.Engine) map[string]CoverScale {
+// CoverScales are the interval factors c the history holds, per engine
+// (Trino, PrestoDB) and stage, with the count of outcomes each learned
+// from (/metrics shows them), read in one store call; nil without a
+// history.
+func (s *Service) CoverScales() []estimate.IntervalStats {
 	if s.learn == nil {
 		return nil
 	}
-	keys := make([]string, len(coverSources))
-	for i, src := range coverSources {
-		keys[i] = coverKey(src, engine)
+	engines := [...]dialect.Engine{dialect.Trino, dialect.Presto}
+	keys := make([]string, 0, len(engines)*len(coverSources))
+	for _, eng := range engines {
+		for _, src := range coverSources {
+			keys = append(keys, coverKey(src, eng))
+		}
 	}
 	st, ok := history.GetMany(s.learn.store, keys...)
-	out := make(map[string]CoverScale, len(coverSources))
-	for i, src := range coverSources {
-		c := CoverScale{Factor: 1}
-		if ok[i] && st[i].Count > 0 {
-			c = CoverScale{Factor: math.Exp(max(min(st[i].Mean, maxLnCover), -maxLnCover)), Outcomes: st[i].Count}
+	out := make([]estimate.IntervalStats, 0, len(keys))
+	for i, eng := range engines {
+		for j, src := range coverSources {
+			k := i*len(coverSources) + j
+			out = append(out, estimate.IntervalStats{Engine: string(eng), Source: src.String(), Factor: factorOf(st[k], ok[k]), Outcomes: st[k].Count})
 		}
-		out[src.String()] = c
 	}
 	return out
-}
-
-// CoverScale is one stage's interval factor and the outcomes it learned from.
-type CoverScale struct {
-	Factor   float64
-	Outcomes uint64
 }

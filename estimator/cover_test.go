@@ -94,10 +94,10 @@ func textCalibrated(t *testing.T, url string, sigma, spread float64, n int) (s *
 		if l, h := e.Interval(); i >= n/2 && actual >= l && actual <= h {
 			hits++
 		}
-		before := s.CoverScales(dialect.Trino)["text"].Outcomes
+		before := factorFor(s, dialect.Trino, "text").Outcomes
 		s.Observe(b, estimate.Actual{CPUSeconds: actual})
 		s.Flush()
-		waitFor(t, "the outcome", func() bool { return s.CoverScales(dialect.Trino)["text"].Outcomes > before })
+		waitFor(t, "the outcome", func() bool { return factorFor(s, dialect.Trino, "text").Outcomes > before })
 	}
 	return s, first, last, float64(hits) / float64(n-n/2)
 }
@@ -130,13 +130,13 @@ func TestTextIntervalsCalibrateToTheirCoverage(t *testing.T) {
 			t.Errorf("the last 150 intervals covered %.2f, want near 0.80 (the raw ones would hold %.2f)", cov, coverOf(0.35, 1))
 		}
 		// The last σ served was the factor before the last outcome's step.
-		if c := s.CoverScales(dialect.Trino)["text"]; c.Outcomes != 300 || math.Abs(math.Log(c.Factor/last)) > 0.8*coverStep+1e-9 {
+		if c := factorFor(s, dialect.Trino, "text"); c.Outcomes != 300 || math.Abs(math.Log(c.Factor/last)) > 0.8*coverStep+1e-9 {
 			t.Errorf("text factor %+v, want 300 outcomes and one step from the last σ %.4f served", c, last)
 		}
-		if c := s.CoverScales(dialect.Trino)["model"]; c.Outcomes != 0 || c.Factor != 1 {
+		if c := factorFor(s, dialect.Trino, "model"); c.Outcomes != 0 || c.Factor != 1 {
 			t.Errorf("model factor %+v: the model answered no outcome, want 1", c)
 		}
-		if c := s.CoverScales(dialect.Presto)["text"]; c.Outcomes != 0 {
+		if c := factorFor(s, dialect.Presto, "text"); c.Outcomes != 0 {
 			t.Errorf("PrestoDB's text factor %+v: its statements are another engine's, want none", c)
 		}
 		if e := estimateSQL(t, s, []string{srv.URL}, straddles); e.Source != estimate.SourceModel {
@@ -158,6 +158,17 @@ func TestTextIntervalsCalibrateToTheirCoverage(t *testing.T) {
 			t.Errorf("after widening: %s answered the statement whose own interval lay inside the class, want the model", e.Source)
 		}
 	})
+}
+
+// factorFor is s's interval factor of the stage labelled src on engine's
+// statements, as /metrics reads it.
+func factorFor(s *Service, engine dialect.Engine, src string) estimate.IntervalStats {
+	for _, iv := range s.CoverScales() {
+		if iv.Engine == string(engine) && iv.Source == src {
+			return iv
+		}
+	}
+	return estimate.IntervalStats{}
 }
 
 // coverOf is the share of N(0, spread) within the 80% interval of σ sigma.

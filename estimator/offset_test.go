@@ -50,7 +50,7 @@ func TestOffsetSpreadIsAroundTheAppliedOffset(t *testing.T) {
 	}
 	// Served times the model stage's interval factor, which the six
 	// outcomes taught (cover.go).
-	c := s.CoverScales(dialect.Trino)["model"].Factor
+	c := factorFor(s, dialect.Trino, "model").Factor
 	if want := c * math.Sqrt((n*ms+k*sigma0*sigma0)/(n+k)); math.Abs(e.Sigma-want) > 1e-9 {
 		t.Fatalf("new shape's sigma %.4f; want %.4f, the residuals' RMS around the applied 0 shrunk toward %g (their spread around their mean alone: %.4f), times the factor %.4f",
 			e.Sigma, want, sigma0, c*math.Sqrt((n*0.81+k*sigma0*sigma0)/(n+k)), c)

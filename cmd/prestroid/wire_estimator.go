@@ -279,11 +279,9 @@ func estimatorStats(svc *estimator.Service, ss serviceStats) func() estimate.Sta
 		}
 		if svc.HasHistory() {
 			// Trino's factors always; PrestoDB's once it has outcomes.
-			for _, eng := range []dialect.Engine{dialect.Trino, dialect.Presto} {
-				for src, c := range svc.CoverScales(eng) {
-					if eng == dialect.Trino || c.Outcomes > 0 {
-						st.Intervals = append(st.Intervals, estimate.IntervalStats{Engine: string(eng), Source: src, Factor: c.Factor, Outcomes: c.Outcomes})
-					}
+			for _, iv := range svc.CoverScales() {
+				if iv.Engine == string(dialect.Trino) || iv.Outcomes > 0 {
+					st.Intervals = append(st.Intervals, iv)
 				}
 			}
 			hs := svc.HistoryStats()
