@@ -812,9 +812,7 @@ func (l *learner) write(batch []observation) {
 			x, dy, ca, key := b.Blend.LnOptimizer-b.Blend.LnModel, y-b.Blend.LnModel, slowAlpha(a), globalKey(keyBlend, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, dy, ca, at) }})
 		}
-		if u, ok := coverUpdate(&b, o.y[estimate.TargetCPU], at); ok {
-			ups = append(ups, u)
-		}
+		ups = coverUpdates(ups, &b, o.y[estimate.TargetCPU], at)
 		if y := o.y[estimate.TargetCPU]; b.LnRows > 0 {
 			x, ca, key := b.LnRows, slowAlpha(a), globalKey(keySize, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})

@@ -185,19 +185,78 @@ func TestBasisCarriesTheServedInterval(t *testing.T) {
 	if got.LnServed != b.LnServed || got.SigmaServed != b.SigmaServed {
 		t.Fatalf("round trip: %g ± %g, want %g ± %g", got.LnServed, got.SigmaServed, b.LnServed, b.SigmaServed)
 	}
-	if _, ok := coverUpdate(got, math.Log(2), time.Now()); !ok {
-		t.Error("a served interval teaches no factor")
+	if ups := coverUpdates(nil, got, math.Log(2), time.Now()); len(ups) != 1 || ups[0].Key != coverKey(estimate.SourceModel, dialect.Trino) {
+		t.Errorf("a served interval of the model teaches %d factors, want its own", len(ups))
+	}
+	local := *got
+	local.Source = estimate.SourceModelResidual
+	if ups := coverUpdates(nil, &local, math.Log(2), time.Now()); len(ups) != 2 || ups[1].Key != coverKeysTrino.shared {
+		t.Errorf("a served interval of model+residual teaches %d factors, want its own and the shared one", len(ups))
 	}
 	old := UnmarshalBasis([]byte(`{"x":"eA==","src":4}`))
 	if old.SigmaServed != 0 || !math.IsNaN(old.LnServed) {
 		t.Fatalf("an older basis reads %g ± %g, want none", old.LnServed, old.SigmaServed)
 	}
-	if _, ok := coverUpdate(old, 0, time.Now()); ok {
+	if len(coverUpdates(nil, old, 0, time.Now())) != 0 {
 		t.Error("an older basis (no served interval) teaches a factor")
 	}
 	cheap := *b
 	cheap.Source = estimate.SourceCheap
-	if _, ok := coverUpdate(&cheap, 0, time.Now()); ok {
+	if len(coverUpdates(nil, &cheap, 0, time.Now())) != 0 {
 		t.Error("the cheap stage's constant teaches a factor")
+	}
+}
+
+// History and model+residual share a factor (coverLocal): a deployment whose
+// repeats run as steadily as history's intervals are wide teaches, through
+// history's outcomes alone, narrower intervals to model+residual before it
+// has answered more than a few — and not to the text stage or the model,
+// whose σ come from elsewhere (each keeps its own factor alone). History's own factor moves with the same steps, so it
+// stands at the shared one squared; a statement model+residual answers is
+// served its σ times the shared factor.
+func TestLocalStagesShareAFactor(t *testing.T) {
+	f := &fakePlanner{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	s := newCascade(t, defaults, constModel(1))
+	rng := rand.New(rand.NewPCG(3, 5))
+	history := 0
+	for i := range 10 {
+		q := fmt.Sprintf("SELECT count(*) FROM orders WHERE o_orderkey = %d", i)
+		for range 6 {
+			e := estimateSQL(t, s, []string{srv.URL}, q)
+			b := basisOf(e)
+			if e.Source == estimate.SourceHistory {
+				history++
+			}
+			s.Observe(b, estimate.Actual{CPUSeconds: math.Exp(0.02 * rng.NormFloat64())})
+			s.Flush()
+		}
+	}
+	h := factorFor(s, dialect.Trino, "history")
+	if history < 20 || h.Outcomes != uint64(history) {
+		t.Fatalf("history answered %d statements and learned from %d, want at least 20 and all of them", history, h.Outcomes)
+	}
+	mr := factorFor(s, dialect.Trino, "model+residual")
+	local := h.Factor / math.Exp(lnFactorOf(s.learn.store.Get(coverKey(estimate.SourceHistory, dialect.Trino))))
+	if !(h.Factor < 0.8) || !(local < 0.95) {
+		t.Fatalf("history's factor %.3f, the shared one %.3f: every interval held, want both narrowed", h.Factor, local)
+	}
+	// model+residual's factor is its own times the shared one.
+	own := lnFactorOf(s.learn.store.Get(coverKey(estimate.SourceModelResidual, dialect.Trino)))
+	if math.Abs(math.Log(mr.Factor)-own-math.Log(local)) > 1e-9 {
+		t.Errorf("model+residual's factor %.4f, want its own %.4f times the shared %.4f", mr.Factor, math.Exp(own), local)
+	}
+	for _, src := range []estimate.Source{estimate.SourceText, estimate.SourceModel, estimate.SourceOptimizer} {
+		own := math.Exp(lnFactorOf(s.learn.store.Get(coverKey(src, dialect.Trino))))
+		if c := factorFor(s, dialect.Trino, src.String()); math.Abs(c.Factor-own) > 1e-12 {
+			t.Errorf("%s's factor %.4f, want its own %.4f: it shares nothing with history", src, c.Factor, own)
+		}
+	}
+	if c := factorFor(s, dialect.Presto, "model+residual"); c.Factor != 1 {
+		t.Errorf("PrestoDB's model+residual factor %.3f: Trino's outcomes, want 1", c.Factor)
+	}
+	if got := coverScale(s.reads(), estimate.SourceModelResidual, dialect.Trino); math.Abs(got-mr.Factor) > 1e-12 {
+		t.Errorf("the cascade reads model+residual's factor as %.4f, /metrics %.4f", got, mr.Factor)
 	}
 }

@@ -33,9 +33,9 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	r.b.Engine = r.engine
 	// One store call: the statement's runs, the run-to-run noise
 	// historyEstimate needs when its cached floor is stale, and the
-	// history's interval factor (calibrate).
+	// history's interval factors (calibrate: its own and the shared one).
 	r.reads = s.reads()
-	r.reads.pending = append(s.learn.staleFloors(time.Now()), coverKey(estimate.SourceHistory, r.engine))
+	r.reads.pending = append(s.learn.staleFloors(time.Now()), coverKey(estimate.SourceHistory, r.engine), coverKeysOf(r.engine).shared)
 	r.exact = r.reads.runs(r.b.Exact)
 	if x := r.exact[estimate.TargetCPU]; x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
 		e := s.historyEstimate(r.reads, r.kind, r.b, r.exact, true, 0)
