@@ -92,6 +92,10 @@ type replayRun struct {
 	user               string
 	cached             bool               // served from the estimate cache
 	explains           map[string]float64 // the proxy's EXPLAINs by reason while it decided (prestroid_explains_by_reason_total)
+	// beyond is the peak memory (bytes) and the elapsed time (seconds):
+	// the served median and 80% interval when the estimate predicted them
+	// (0: not), and what Trino reported.
+	beyond [2]servedQuantity
 }
 
 // explainCount is the EXPLAIN round trips of r (hot, learn, drift).
@@ -391,8 +395,10 @@ func replayOne(c *http.Client, base string, eng dialect.Engine, user string, it 
 		NextURI string `json:"nextUri"`
 		Error   *struct{ Message string }
 		Stats   struct {
-			State         string `json:"state"`
-			CPUTimeMillis int64  `json:"cpuTimeMillis"`
+			State             string `json:"state"`
+			CPUTimeMillis     int64  `json:"cpuTimeMillis"`
+			ElapsedTimeMillis int64  `json:"elapsedTimeMillis"`
+			PeakMemoryBytes   int64  `json:"peakMemoryBytes"`
 		}
 	}
 	do := func(req *http.Request) (page, http.Header, error) {
@@ -418,6 +424,9 @@ func replayOne(c *http.Client, base string, eng dialect.Engine, user string, it 
 	r.model = estimateField(est, "model")
 	r.optimizer = estimateField(est, "optimizer")
 	r.text = estimateField(est, "text")
+	for i, name := range beyondNames {
+		r.beyond[i] = servedQuantity{est: estimateField(est, name), lo: estimateField(est, name+"_lo"), hi: estimateField(est, name+"_hi")}
+	}
 	r.decide = serverTiming(h.Get("Server-Timing"), "prestroid")
 	r.class = -1
 	if c, ok := strings.CutPrefix(h.Get("X-Prestroid-Cluster"), "class"); ok {
@@ -441,8 +450,22 @@ func replayOne(c *http.Client, base string, eng dialect.Engine, user string, it 
 		return r, fmt.Errorf("%w: %s", errNotEstimated, h.Get("X-Prestroid-Decision"))
 	}
 	r.actual = math.Max(float64(p.Stats.CPUTimeMillis)/1000, 0.001)
+	r.beyond[0].actual = float64(p.Stats.PeakMemoryBytes)
+	r.beyond[1].actual = float64(p.Stats.ElapsedTimeMillis) / 1000
 	return r, nil
 }
+
+// beyondNames are the X-Prestroid-Estimate names of the targets beyond the
+// CPU time, in replayRun.beyond's order.
+var beyondNames = [...]string{"mem", "elapsed"}
+
+// servedQuantity is a target beyond the CPU time as one execution saw it:
+// the served median and central 80% interval (0: not served) and the
+// actual value (0: not reported).
+type servedQuantity struct{ est, lo, hi, actual float64 }
+
+// scored reports whether q has both a served median and an actual value.
+func (q servedQuantity) scored() bool { return q.est > 0 && q.actual > 0 }
 
 // estimateField reads NAME=S from an X-Prestroid-Estimate value (0 when
 // absent).

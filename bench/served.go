@@ -451,6 +451,10 @@ func writeServedRun(w io.Writer, r servedRun, paired bool) {
 		"variant": r.variant, "scale": r.scale, "source": r.source, "est": r.est, "lo": r.lo, "hi": r.hi,
 		"model": r.model, "optimizer": r.optimizer, "text": r.text, "cost": num(r.cost), "opt": r.opt, "actual": r.actual,
 		"class": r.class, "decide_ms": float64(r.decide.Microseconds()) / 1000, "explained": r.explained}
+	for i, name := range beyondNames { // mem: bytes; elapsed: seconds
+		q := r.beyond[i]
+		m[name], m[name+"_lo"], m[name+"_hi"], m["actual_"+name] = q.est, q.lo, q.hi, q.actual
+	}
 	if paired {
 		m["first"] = r.first
 	}
@@ -492,6 +496,9 @@ type ServedReport struct {
 	// executions (all scales) grouped by how many executions had finished
 	// before them (learningBins), for a cluster the model has not seen.
 	Learning []ServedRow `json:"learning"`
+	// Beyond is the peak memory and the elapsed time served beside the
+	// CPU time, against what Trino reported (all scales).
+	Beyond []BeyondRow `json:"beyond,omitempty"`
 	// Versus is the second proxy's report in a paired run
 	// (ServedOptions.VersusURL), Paired the two on the same statements.
 	Versus *ServedReport `json:"versus,omitempty"`
@@ -636,6 +643,71 @@ func (rep *ServedReport) fill(runs []servedRun, scales []string) {
 	}
 	rep.Overall = servedTable("all", runs, rep.Bounds)
 	rep.Learning = learningRows(runs, rep.Bounds)
+	rep.Beyond = beyondRows(runs)
+}
+
+// BeyondRow is one group of executions for a target beyond the CPU time
+// (peak memory, elapsed time): those served a median of it whose query
+// reported it, the median's q-error quantiles and the share inside the
+// served 80% interval.
+type BeyondRow struct {
+	Target   string `json:"target"` // mem or elapsed
+	Group    string `json:"group"`
+	N        int    `json:"n"`
+	Q50      num    `json:"q50"`
+	Q90      num    `json:"q90"`
+	Coverage num    `json:"coverage"`
+}
+
+// beyondGroups are BeyondRow's groups, in order: the kinds, then the
+// sources that served the estimate.
+var beyondGroups = func() []struct {
+	name string
+	keep func(servedRun) bool
+} {
+	gs := []struct {
+		name string
+		keep func(servedRun) bool
+	}{
+		{"all", func(servedRun) bool { return true }},
+		{"first sight", func(r servedRun) bool { return r.kind != kindRepeat }},
+		{kindRepeat, func(r servedRun) bool { return r.kind == kindRepeat }},
+	}
+	for _, src := range []string{"history", "text", "model", "model+residual", "optimizer"} {
+		gs = append(gs, struct {
+			name string
+			keep func(servedRun) bool
+		}{"source " + src, func(r servedRun) bool { return r.source == src }})
+	}
+	return gs
+}()
+
+// beyondRows scores the targets beyond the CPU time over runs (groups
+// with no scored execution left out).
+func beyondRows(runs []servedRun) []BeyondRow {
+	var out []BeyondRow
+	for i, name := range beyondNames {
+		for _, g := range beyondGroups {
+			var q []float64
+			cover := 0
+			for _, r := range runs {
+				b := r.beyond[i]
+				if !g.keep(r) || !b.scored() {
+					continue
+				}
+				q = append(q, max(b.est/b.actual, b.actual/b.est))
+				if b.lo <= b.actual && b.actual <= b.hi {
+					cover++
+				}
+			}
+			if len(q) == 0 {
+				continue
+			}
+			out = append(out, BeyondRow{Target: name, Group: g.name, N: len(q), Q50: num(quantile(q, 0.5)), Q90: num(quantile(q, 0.9)),
+				Coverage: num(float64(cover) / float64(len(q)))})
+		}
+	}
+	return out
 }
 
 // learningRows groups the first-sight executions by how many executions
@@ -803,6 +875,13 @@ func (rep *ServedReport) text(w io.Writer) {
 	if len(rep.Learning) > 0 {
 		fmt.Fprintln(w, "\nlearning: first-sight executions by how many executions had finished before them")
 		servedRows(w, rep.Learning)
+	}
+	if len(rep.Beyond) > 0 {
+		fmt.Fprintln(w, "\npeak memory and elapsed time (all scales): the served median's q-error and the share inside its 80% interval, against Trino's")
+		fmt.Fprintf(w, "%-8s %-22s %5s %6s %6s %6s\n", "target", "group", "n", "q p50", "q p90", "cover")
+		for _, r := range rep.Beyond {
+			fmt.Fprintf(w, "%-8s %-22s %5d %6s %6s %6s\n", r.Target, r.Group, r.N, f2(r.Q50), f2(r.Q90), pc(r.Coverage))
+		}
 	}
 }
 

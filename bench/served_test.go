@@ -306,3 +306,48 @@ func TestServedRunLineCarriesTheStatementsSession(t *testing.T) {
 		t.Errorf("session field %v, want the statement's two properties", set["session"])
 	}
 }
+
+// The peak memory and elapsed time served beside the CPU time are scored
+// against what the query reported, on the executions that have both: the
+// median's q-error and the share inside the served interval, per kind and
+// source.
+func TestServedBeyondRowsScoreMemoryAndElapsedWhereBothAreKnown(t *testing.T) {
+	with := func(r servedRun, mem, elapsed servedQuantity) servedRun {
+		r.beyond = [2]servedQuantity{mem, elapsed}
+		return r
+	}
+	runs := []servedRun{
+		with(run(kindNewShape, "model", 1, 0.5, 2, 1, 0), servedQuantity{1e8, 5e7, 2e8, 1e8}, servedQuantity{2, 1, 4, 8}),     // mem inside, q 1; elapsed outside, q 4
+		with(run(kindRepeat, "history", 1, 0.5, 2, 1, 0), servedQuantity{1e8, 9e7, 1.1e8, 3e8}, servedQuantity{2, 1, 4, 3}),   // mem outside, q 3; elapsed inside
+		with(run(kindRepeat, "history", 1, 0.5, 2, 1, 0), servedQuantity{}, servedQuantity{2, 1, 4, 0}),                       // not served; not reported
+		with(run(kindNewLiterals, "text", 1, 0.5, 2, 1, 0), servedQuantity{4e8, 2e8, 8e8, 2e8}, servedQuantity{0, 0, 0, 1.5}), // mem inside (on the bound), q 2
+	}
+	rows := beyondRows(runs)
+	get := func(target, group string) BeyondRow {
+		for _, r := range rows {
+			if r.Target == target && r.Group == group {
+				return r
+			}
+		}
+		return BeyondRow{}
+	}
+	if r := get("mem", "all"); r.N != 3 || !near(r.Q50, 2) || !near(r.Coverage, 2.0/3) {
+		t.Errorf("mem, all: %+v; want 3 scored, q50 2, coverage 2/3", r)
+	}
+	if r := get("mem", "repeat"); r.N != 1 || !near(r.Q50, 3) || !near(r.Coverage, 0) {
+		t.Errorf("mem, repeat: %+v; want the one served and reported, q 3, outside", r)
+	}
+	if r := get("elapsed", "all"); r.N != 2 || !near(r.Coverage, 0.5) || !near(r.Q90, 4) {
+		t.Errorf("elapsed, all: %+v; want 2 scored, coverage 1/2, q90 4", r)
+	}
+	if r := get("elapsed", "source text"); r.N != 0 {
+		t.Errorf("elapsed, source text: %+v; the text stage served no elapsed time, want no row", r)
+	}
+	var line bytes.Buffer
+	writeServedRun(&line, runs[0], false)
+	var m map[string]float64
+	json.Unmarshal(bytes.TrimSpace(line.Bytes()), &m)
+	if m["mem"] != 1e8 || m["mem_hi"] != 2e8 || m["actual_mem"] != 1e8 || m["elapsed_lo"] != 1 || m["actual_elapsed"] != 8 {
+		t.Errorf("the runs line %s: want the served memory and elapsed time and what Trino reported", line.String())
+	}
+}

@@ -66,11 +66,12 @@ func NewJSON(e Estimate) JSON {
 // source, the point estimate and the central 80% interval in CPU seconds,
 // the model's own number before the cascade's corrections when the model
 // ran, the calibrated optimizer's and the text stage's when known, the
-// predicted peak memory (bytes) and elapsed time (seconds) when known, and
-// "explain-skipped" when the EXPLAIN bound was reached, e.g.
+// predicted peak memory (bytes) and elapsed time (seconds) with their
+// central 80% intervals when known, and "explain-skipped" when the EXPLAIN
+// bound was reached, e.g.
 //
 //	history; cpu=1.25; lo=1.16; hi=1.34
-//	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12; mem=5.2e+07; elapsed=0.9
+//	model+residual; cpu=0.3; lo=0.08; hi=1.1; model=0.12; mem=5.2e+07; mem_lo=2e+07; mem_hi=1.4e+08; elapsed=0.9; elapsed_lo=0.5; elapsed_hi=1.6
 func (e Estimate) AppendHeader(b []byte) []byte {
 	lo, hi := e.Interval()
 	b = append(b, e.Source.String()...)
@@ -92,19 +93,30 @@ func (e Estimate) AppendHeader(b []byte) []byte {
 		b = append(b, "; text="...)
 		b = strconv.AppendFloat(b, e.TextCPUSeconds, 'g', 4, 64)
 	}
-	if q := e.PeakMemory; q.Known() {
-		b = append(b, "; mem="...)
-		b = strconv.AppendFloat(b, q.Median, 'g', 4, 64)
-	}
-	if q := e.Elapsed; q.Known() {
-		b = append(b, "; elapsed="...)
-		b = strconv.AppendFloat(b, q.Median, 'g', 4, 64)
-	}
+	b = appendQuantity(b, "mem", e.PeakMemory)
+	b = appendQuantity(b, "elapsed", e.Elapsed)
 	if e.ExplainSkipped {
 		b = append(b, "; explain-skipped"...)
 	}
 	if e.Cached {
 		b = append(b, "; cached"...)
+	}
+	return b
+}
+
+// appendQuantity appends "; NAME=median; NAME_lo=lo; NAME_hi=hi" for a
+// known quantity q (its central 80% interval), nothing otherwise.
+func appendQuantity(b []byte, name string, q Quantity) []byte {
+	if !q.Known() {
+		return b
+	}
+	lo, hi := q.Interval()
+	for _, f := range [...]struct {
+		suffix string
+		v      float64
+	}{{"=", q.Median}, {"_lo=", lo}, {"_hi=", hi}} {
+		b = append(append(append(b, "; "...), name...), f.suffix...)
+		b = strconv.AppendFloat(b, f.v, 'g', 4, 64)
 	}
 	return b
 }

@@ -11,7 +11,8 @@ import (
 func TestViewsOfThreeTargets(t *testing.T) {
 	e := Estimate{Estimated: true, CPUSeconds: 2, Source: SourceModel, ModelCPUSeconds: 2,
 		PeakMemory: Quantity{Median: 5.2e7, Sigma: 0.5}, Elapsed: Quantity{Median: 0.9}}
-	if got, want := string(e.AppendHeader(nil)), "model; cpu=2; lo=2; hi=2; model=2; mem=5.2e+07; elapsed=0.9"; got != want {
+	// The memory's interval: 5.2e7·exp(∓1.2816·0.5).
+	if got, want := string(e.AppendHeader(nil)), "model; cpu=2; lo=2; hi=2; model=2; mem=5.2e+07; mem_lo=2.74e+07; mem_hi=9.869e+07; elapsed=0.9; elapsed_lo=0.9; elapsed_hi=0.9"; got != want {
 		t.Errorf("X-Prestroid-Estimate %q, want %q", got, want)
 	}
 	b, err := json.Marshal(NewJSON(e))

@@ -273,11 +273,20 @@ func TestBenchServedAgainstTrino(t *testing.T) {
 		}
 		for _, l := range lines {
 			var r struct {
-				Pass  int
-				First *bool
+				Pass          int
+				First         *bool
+				ActualMem     float64 `json:"actual_mem"`
+				ActualElapsed float64 `json:"actual_elapsed"`
+				MemLo         float64 `json:"mem_lo"`
+				MemHi         float64 `json:"mem_hi"`
 			}
 			if err := json.Unmarshal([]byte(l), &r); err != nil || r.First == nil {
 				t.Fatalf("%s: %q: %v, want a first field", path, l, err)
+			}
+			// Trino's peak memory and elapsed time beside the CPU time; the
+			// bundled model predicts memory, served with its interval
+			if !(r.ActualMem > 0 && r.ActualElapsed > 0) || !(r.MemLo > 0 && r.MemLo <= r.MemHi) {
+				t.Errorf("%s: %q: want Trino's peak memory and elapsed time and the served memory's interval", path, l)
 			}
 			if *r.First {
 				first[fmt.Sprint(r.Pass)]++
