@@ -25,17 +25,19 @@ type Stats struct {
 	// Explains counts the EXPLAINs by reason; nil when the estimator
 	// reports none.
 	Explains *ExplainStats
-	// Intervals are the factors each stage's CPU interval is served with,
-	// learned from the deployment's outcomes; nil without a history.
+	// Intervals are the factors each stage's intervals are served with,
+	// per target, learned from the deployment's outcomes; nil without a
+	// history.
 	Intervals []IntervalStats
 }
 
-// IntervalStats is one stage's interval factor on one engine's statements:
-// its 80% interval of the CPU time is served with its σ times Factor (1:
-// as the stage computes it), learned from whether the Outcomes intervals
-// it served held the statement's CPU time.
+// IntervalStats is one stage's interval factor of one target on one
+// engine's statements: its 80% interval of the Target (Target.String) is
+// served with its σ times Factor (1: as the stage computes it), learned
+// from whether the Outcomes intervals it served held what the statement
+// took.
 type IntervalStats struct {
-	Engine, Source string
+	Engine, Target, Source string
 	Factor         float64
 	Outcomes       uint64
 }

@@ -33,6 +33,10 @@ type basisWire struct {
 	// ("peak_memory", "elapsed"), the targets not predicted left out.
 	ModelBy map[string]float64 `json:"mb,omitempty"`
 	TextBy  map[string]float64 `json:"tb,omitempty"`
+	// ServedBy and SigmaBy are the medians and σ of Basis.ServedBy by
+	// target label.
+	ServedBy map[string]float64 `json:"vb,omitempty"`
+	SigmaBy  map[string]float64 `json:"vsb,omitempty"`
 }
 
 // byLabel is a per-target array as the wire carries it: the known values
@@ -95,10 +99,16 @@ func MarshalBasis(b *Basis) []byte {
 	if b == nil {
 		return nil
 	}
+	var median, sigma [numTargets]float64
+	for _, t := range beyondCPU {
+		if q := b.ServedBy[t]; q.Known() && q.Sigma > 0 {
+			median[t], sigma[t] = q.Median, q.Sigma
+		}
+	}
 	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), Family: []byte(b.Family), LnModel: finite(b.LnModel),
 		LnCost: finite(b.LnCost), LnText: finite(b.LnText), LnRows: positive(b.LnRows), Blend: b.Blend.finite(), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
 		Served: finite(b.LnServed), Sigma: positive(b.SigmaServed),
-		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy)}) // strings and finite numbers: cannot fail
+		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy), ServedBy: byLabel(&median), SigmaBy: byLabel(&sigma)}) // strings and finite numbers: cannot fail
 	return out
 }
 
@@ -112,9 +122,16 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
+	median, sigma := fromLabels(w.ServedBy), fromLabels(w.SigmaBy)
+	var served [numTargets]estimate.Quantity
+	for _, t := range beyondCPU {
+		if median[t] > 0 && sigma[t] > 0 {
+			served[t] = estimate.Quantity{Median: median[t], Sigma: sigma[t]}
+		}
+	}
 	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), Family: string(w.Family), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), LnRows: orNaN(w.LnRows), Blend: w.Blend.finite(), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
 		LnServed: orNaN(w.Served), SigmaServed: orZero(w.Sigma),
-		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy)}
+		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy), ServedBy: served}
 }
 
 // wireEngine is the engine as a basis carries it: Trino's is left out.

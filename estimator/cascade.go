@@ -360,6 +360,10 @@ type Basis struct {
 	// served (ln of its median, its σ after the stage's factor: cover.go),
 	// which the outcome judges; SigmaServed 0 when none was served.
 	LnServed, SigmaServed float64
+	// ServedBy are the intervals served of the targets beyond the CPU time
+	// (indexed by estimate.Target, the TargetCPU slot unused; Sigma 0:
+	// none served), judged likewise.
+	ServedBy [numTargets]estimate.Quantity
 	// Pending names the background EXPLAIN + model of an estimate the text
 	// stage made (background.go): Observe (or Settle) fills LnModel and
 	// LnCost from it when it is done. Empty when none runs; only the
@@ -812,7 +816,7 @@ func (l *learner) write(batch []observation) {
 			x, dy, ca, key := b.Blend.LnOptimizer-b.Blend.LnModel, y-b.Blend.LnModel, slowAlpha(a), globalKey(keyBlend, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, dy, ca, at) }})
 		}
-		ups = coverUpdates(ups, &b, o.y[estimate.TargetCPU], at)
+		ups = coverUpdates(ups, &b, &o.y, at)
 		if y := o.y[estimate.TargetCPU]; b.LnRows > 0 {
 			x, ca, key := b.LnRows, slowAlpha(a), globalKey(keySize, b.Engine)
 			ups = append(ups, history.Update{Key: key, Apply: func(s history.Stats, _ bool) history.Stats { return s.AddXY(x, y, ca, at) }})

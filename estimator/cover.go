@@ -9,18 +9,20 @@ import (
 	"github.com/prestroid/prestroid/internal/dialect"
 )
 
-// Interval calibration: each stage's 80% interval of the CPU time is
-// widened or narrowed by a factor the deployment learns from its own
-// outcomes, so that the intervals it serves cover what they say.
+// Interval calibration: each stage's 80% interval of each target (the CPU
+// time, the peak memory, the elapsed time) is widened or narrowed by a
+// factor the deployment learns from its own outcomes, so that the
+// intervals it serves cover what they say.
 //
 // A stage's σ is the best it knows — the text model's quantiles, the
 // residuals' spread, the run-to-run noise — but each rests on
 // assumptions the deployment may not meet: the text model's quantiles
 // came from other data (they covered 89% on Parquet), the residuals'
 // spread is shrunk toward a prior, the errors are not log-normal. The
-// cascade therefore serves σ·c, with c per stage (estimate.Source) and
-// engine, tracked online from whether each served interval held the
-// statement's CPU time: after every statement the stage answered,
+// cascade therefore serves σ·c, with c per stage (estimate.Source),
+// target and engine, tracked online from whether each served interval held
+// what the statement took: after every statement the stage answered, per
+// target the query reported,
 //
 //	ln c ← ln c + η·(miss − 0.2)
 //
@@ -53,15 +55,20 @@ import (
 // σ come from trained quantiles and from new shapes, keep their own
 // (grouped with them, the text stage's fell to 76.5%).
 //
+// Each target has its factors: a stage's σ of the peak memory rests on
+// other assumptions than its σ of the CPU time (the memory's runs vary
+// less, the elapsed time's with the cluster's load), and guardrails and
+// memory-bounded classes read those intervals.
+//
 // The text stage decides with its calibrated interval when c widens it,
-// with its own when c narrows it (deciding); routing's class quantile reads
-// the calibrated σ of every stage.
+// with its own when c narrows it (deciding), per target; routing's class
+// quantile and the guardrails read the calibrated σ of every stage.
 
 // keyCover is a stage's ln c (Stats.Mean; Count its observations), one
-// per source and engine (coverKey).
+// per source, engine and target (coverKey).
 const keyCover = "g:cover:"
 
-// coverSources are the stages whose CPU interval is calibrated: those with
+// coverSources are the stages whose intervals are calibrated: those with
 // a σ of their own. The cheap stage's constant has none.
 var coverSources = [...]estimate.Source{estimate.SourceHistory, estimate.SourceText,
 	estimate.SourceModel, estimate.SourceModelResidual, estimate.SourceOptimizer}
@@ -78,35 +85,37 @@ const (
 	maxLnCover = math.Ln2 * 2
 )
 
-// coverTarget is the share of served intervals that should hold the CPU
-// time: the interval's two tails (estimate.IntervalQuantile each).
+// coverTarget is the share of served intervals that should hold what the
+// query took: the interval's two tails (estimate.IntervalQuantile each).
 const coverTarget = 1 - 2*estimate.IntervalQuantile
 
-// coverKey is src's key on engine's statements (built once: the hot path
-// reads several per statement); "" for a stage not calibrated.
-func coverKey(src estimate.Source, engine dialect.Engine) string {
+// coverKey is src's key of target t on engine's statements (built once:
+// the hot path reads several per statement); "" for a stage not
+// calibrated.
+func coverKey(src estimate.Source, engine dialect.Engine, t estimate.Target) string {
 	keys := coverKeysOf(engine)
-	if int(src) >= len(keys.own) {
+	if int(src) >= len(keys.own[t]) {
 		return ""
 	}
-	return keys.own[src]
+	return keys.own[t][src]
 }
 
-// coverLocalKey is the key of c_local on engine's statements when src
-// shares it, else "".
-func coverLocalKey(src estimate.Source, engine dialect.Engine) string {
+// coverLocalKey is the key of c_local of target t on engine's statements
+// when src shares it, else "".
+func coverLocalKey(src estimate.Source, engine dialect.Engine, t estimate.Target) string {
 	keys := coverKeysOf(engine)
-	if int(src) >= len(keys.local) {
+	if int(src) >= len(keys.local[t]) {
 		return ""
 	}
-	return keys.local[src]
+	return keys.local[t][src]
 }
 
-// coverKeys are an engine's factor keys by source: each stage's own and,
-// for the stages in coverLocal, the shared one.
+// coverKeys are an engine's factor keys by target and source: each
+// stage's own and, for the stages in coverLocal, the shared one.
 type coverKeys struct {
-	own, local [estimate.SourceText + 1]string
-	shared     string // the shared key itself
+	own, local [numTargets][estimate.SourceText + 1]string
+	shared     [numTargets]string // the shared keys themselves
+	all        []string           // every key, for a batch to read
 }
 
 var coverKeysTrino, coverKeysPresto = newCoverKeys(dialect.Trino), newCoverKeys(dialect.Presto)
@@ -119,25 +128,42 @@ func coverKeysOf(engine dialect.Engine) *coverKeys {
 }
 
 func newCoverKeys(engine dialect.Engine) (k coverKeys) {
-	for _, src := range coverSources {
-		k.own[src] = globalKey(keyCover+src.String(), engine)
-	}
-	k.shared = globalKey(keyCover+"local", engine)
-	for _, src := range coverLocal {
-		k.local[src] = k.shared
+	for _, t := range estimate.Targets {
+		for _, src := range coverSources {
+			k.own[t][src] = targetKey(globalKey(keyCover+src.String(), engine), t)
+			k.all = append(k.all, k.own[t][src])
+		}
+		k.shared[t] = targetKey(globalKey(keyCover+"local", engine), t)
+		k.all = append(k.all, k.shared[t])
+		for _, src := range coverLocal {
+			k.local[t][src] = k.shared[t]
+		}
 	}
 	return k
 }
 
-// coverScale is c for src's intervals as the reads v see it: 1 without a
-// history, for a stage not calibrated, or before its first outcome.
-func coverScale(v *reads, src estimate.Source, engine dialect.Engine) float64 {
-	k := coverKey(src, engine)
+// historyCoverKeys are the keys of the history stage's factors on
+// engine's statements (its own and the shared one, per target): what
+// its first read batches.
+func historyCoverKeys(engine dialect.Engine) []string {
+	k := coverKeysOf(engine)
+	out := make([]string, 0, 2*numTargets)
+	for _, t := range estimate.Targets {
+		out = append(out, k.own[t][estimate.SourceHistory], k.shared[t])
+	}
+	return out
+}
+
+// coverScale is c for src's intervals of target t as the reads v see it:
+// 1 without a history, for a stage not calibrated, or before its first
+// outcome.
+func coverScale(v *reads, src estimate.Source, engine dialect.Engine, t estimate.Target) float64 {
+	k := coverKey(src, engine, t)
 	if v == nil || k == "" {
 		return 1
 	}
 	ln := lnFactorOf(v.get(k))
-	if kl := coverLocalKey(src, engine); kl != "" {
+	if kl := coverLocalKey(src, engine, t); kl != "" {
 		ln += lnFactorOf(v.get(kl))
 	}
 	return factorOf(ln)
@@ -156,51 +182,85 @@ func lnFactorOf(st history.Stats, ok bool) float64 {
 // bounded as each key is.
 func factorOf(ln float64) float64 { return math.Exp(max(min(ln, maxLnCover), -maxLnCover)) }
 
-// deciding is e as the text stage decides with it: its CPU σ times src's
-// c when c widens it (a copy; e itself unchanged), else e. A stage whose
-// intervals over-cover is served narrower intervals, but decides no more
-// boldly than its own σ says: c was learned on the statements it chose to
-// answer, and a narrower interval would have it answer statements nearer a
-// bound than any of those (on Parquet, 0.4 s text answers of statements
-// that took 1.1–1.9 s, which the plan model had placed near 1–2 s).
+// deciding is e as the text stage decides with it: each target's σ times
+// src's c for it when c widens it (a copy; e itself unchanged), else e. A
+// stage whose intervals over-cover is served narrower intervals, but
+// decides no more boldly than its own σ says: c was learned on the
+// statements it chose to answer, and a narrower interval would have it
+// answer statements nearer a bound than any of those (on Parquet, 0.4 s
+// text answers of statements that took 1.1–1.9 s, which the plan model
+// had placed near 1–2 s).
 func deciding(v *reads, e *estimate.Estimate, engine dialect.Engine) *estimate.Estimate {
-	c := coverScale(v, e.Source, engine)
-	if c <= 1 {
+	var cp *estimate.Estimate
+	for _, t := range estimate.Targets {
+		q := e.Of(t)
+		if !(q.Sigma > 0) {
+			continue
+		}
+		if c := coverScale(v, e.Source, engine, t); c > 1 {
+			if cp == nil {
+				x := *e
+				cp = &x
+			}
+			q.Sigma *= c
+			cp.Set(t, q)
+		}
+	}
+	if cp == nil {
 		return e
 	}
-	cp := *e
-	cp.Sigma *= c
-	return &cp
+	return cp
 }
 
-// calibrate scales the σ of the answer e by its stage's c and records the
-// served interval in b (LnServed, SigmaServed), which Observe judges.
+// calibrate scales the σ of each target of the answer e by its stage's c
+// and records the served intervals in b (LnServed and SigmaServed for the
+// CPU time, ServedBy beyond it), which Observe judges.
 func calibrate(v *reads, e *estimate.Estimate, b *Basis) {
-	if b == nil || coverKey(e.Source, b.Engine) == "" || !(e.CPUSeconds > 0) || !(e.Sigma > 0) {
+	if b == nil || coverKey(e.Source, b.Engine, estimate.TargetCPU) == "" {
 		return
 	}
-	e.Sigma *= coverScale(v, e.Source, b.Engine)
-	b.LnServed, b.SigmaServed = math.Log(e.CPUSeconds), e.Sigma
+	for _, t := range estimate.Targets {
+		q := e.Of(t)
+		if !q.Known() || !(q.Sigma > 0) {
+			continue
+		}
+		q.Sigma *= coverScale(v, e.Source, b.Engine, t)
+		e.Set(t, q)
+		if t == estimate.TargetCPU {
+			b.LnServed, b.SigmaServed = math.Log(q.Median), q.Sigma
+		} else {
+			b.ServedBy[t] = q
+		}
+	}
 }
 
-// coverUpdates appends to ups the steps of the factors of b's stage
-// (its own, and c_local when it shares it) after a statement whose CPU
-// time's log y fell inside (hit) or outside the interval b served; none
-// when b served none.
-func coverUpdates(ups []history.Update, b *Basis, y float64, at time.Time) []history.Update {
-	key := coverKey(b.Source, b.Engine)
-	if key == "" || !(b.SigmaServed > 0) || math.IsNaN(b.LnServed) || math.IsNaN(y) {
-		return ups
-	}
+// coverUpdates appends to ups the steps of the factors of b's stage (its
+// own, and c_local when it shares it), per target whose log y the query
+// reported (NaN: not), after the value fell inside (hit) or outside the
+// interval b served; none for a target b served none of.
+func coverUpdates(ups []history.Update, b *Basis, y *[numTargets]float64, at time.Time) []history.Update {
 	z := estimate.NormalQuantile(1 - estimate.IntervalQuantile)
-	miss := 0.0
-	if math.Abs(y-b.LnServed) > z*b.SigmaServed {
-		miss = 1
-	}
-	step := func(s history.Stats, _ bool) history.Stats { return coverStepped(s, miss, at) }
-	ups = append(ups, history.Update{Key: key, Apply: step})
-	if kl := coverLocalKey(b.Source, b.Engine); kl != "" {
-		ups = append(ups, history.Update{Key: kl, Apply: step})
+	for _, t := range estimate.Targets {
+		key := coverKey(b.Source, b.Engine, t)
+		ln, sigma := b.LnServed, b.SigmaServed
+		if t != estimate.TargetCPU {
+			ln, sigma = math.NaN(), b.ServedBy[t].Sigma
+			if q := b.ServedBy[t]; q.Median > 0 {
+				ln = math.Log(q.Median)
+			}
+		}
+		if key == "" || !(sigma > 0) || math.IsNaN(ln) || math.IsNaN(y[t]) {
+			continue
+		}
+		miss := 0.0
+		if math.Abs(y[t]-ln) > z*sigma {
+			miss = 1
+		}
+		step := func(s history.Stats, _ bool) history.Stats { return coverStepped(s, miss, at) }
+		ups = append(ups, history.Update{Key: key, Apply: step})
+		if kl := coverLocalKey(b.Source, b.Engine, t); kl != "" {
+			ups = append(ups, history.Update{Key: kl, Apply: step})
+		}
 	}
 	return ups
 }
@@ -215,33 +275,38 @@ func coverStepped(s history.Stats, miss float64, at time.Time) history.Stats {
 }
 
 // CoverScales are the interval factors c the history holds, per engine
-// (Trino, PrestoDB) and stage (c_local included where the stage shares
-// it), with the count of outcomes each stage learned from (/metrics shows
-// them), read in one store call; nil without a history.
+// (Trino, PrestoDB), target and stage (c_local included where the stage
+// shares it), with the count of outcomes each stage learned from (/metrics
+// shows them), read in one store call; nil without a history.
 func (s *Service) CoverScales() []estimate.IntervalStats {
 	if s.learn == nil {
 		return nil
 	}
 	engines := [...]dialect.Engine{dialect.Trino, dialect.Presto}
-	per := len(coverSources) + 1 // each stage's own key, then the shared one
-	keys := make([]string, 0, len(engines)*per)
+	var keys []string
 	for _, eng := range engines {
-		for _, src := range coverSources {
-			keys = append(keys, coverKey(src, eng))
-		}
-		keys = append(keys, coverKeysOf(eng).shared)
+		keys = append(keys, coverKeysOf(eng).all...)
 	}
 	st, ok := history.GetMany(s.learn.store, keys...)
-	out := make([]estimate.IntervalStats, 0, len(engines)*len(coverSources))
-	for i, eng := range engines {
-		local := lnFactorOf(st[i*per+len(coverSources)], ok[i*per+len(coverSources)])
-		for j, src := range coverSources {
-			k := i*per + j
-			ln := lnFactorOf(st[k], ok[k])
-			if coverLocalKey(src, eng) != "" {
-				ln += local
+	got := make(map[string]int, len(keys))
+	for i, k := range keys {
+		got[k] = i
+	}
+	ln := func(k string) (float64, uint64) {
+		i := got[k]
+		return lnFactorOf(st[i], ok[i]), st[i].Count
+	}
+	out := make([]estimate.IntervalStats, 0, len(engines)*numTargets*len(coverSources))
+	for _, eng := range engines {
+		for _, t := range estimate.Targets {
+			for _, src := range coverSources {
+				own, n := ln(coverKey(src, eng, t))
+				if kl := coverLocalKey(src, eng, t); kl != "" {
+					shared, _ := ln(kl)
+					own += shared
+				}
+				out = append(out, estimate.IntervalStats{Engine: string(eng), Target: t.String(), Source: src.String(), Factor: factorOf(own), Outcomes: n})
 			}
-			out = append(out, estimate.IntervalStats{Engine: string(eng), Source: src.String(), Factor: factorOf(ln), Outcomes: st[k].Count})
 		}
 	}
 	return out

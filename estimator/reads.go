@@ -195,10 +195,7 @@ func (s *Service) planAfterHistory(r *request) {
 			}
 		}
 	}
-	for _, src := range coverSources { // calibrate's (and the text stage's decision)
-		ks = append(ks, coverKey(src, b.Engine))
-	}
-	ks = append(ks, coverKeysOf(b.Engine).shared)
+	ks = append(ks, coverKeysOf(b.Engine).all...) // calibrate's (and the text stage's decision)
 	for _, t := range estimate.Targets { // temper's, after an EXPLAIN may outlast the cached ones
 		ks = append(ks, targetKey(keyRepeat, t), targetKey(keyCold, t))
 	}

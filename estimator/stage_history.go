@@ -33,9 +33,10 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	r.b.Engine = r.engine
 	// One store call: the statement's runs, the run-to-run noise
 	// historyEstimate needs when its cached floor is stale, and the
-	// history's interval factors (calibrate: its own and the shared one).
+	// history's interval factors (calibrate: its own and the shared one,
+	// per target).
 	r.reads = s.reads()
-	r.reads.pending = append(s.learn.staleFloors(time.Now()), coverKey(estimate.SourceHistory, r.engine), coverKeysOf(r.engine).shared)
+	r.reads.pending = append(s.learn.staleFloors(time.Now()), historyCoverKeys(r.engine)...)
 	r.exact = r.reads.runs(r.b.Exact)
 	if x := r.exact[estimate.TargetCPU]; x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
 		e := s.historyEstimate(r.reads, r.kind, r.b, r.exact, true, 0)

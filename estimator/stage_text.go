@@ -105,13 +105,12 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 			if r.b != nil {
 				var shaped bool
 				_, v, shaped = s.offset(r.reads, targetKey(globalKey(keyModel, r.b.Engine), t), r.b.residualKeys(keyResidual, keyFamRes, t), v)
-				if t == estimate.TargetCPU { // widened as the model stage's answer would be (calibrate); never narrowed (deciding)
-					src := estimate.SourceModel
-					if shaped {
-						src = estimate.SourceModelResidual
-					}
-					v *= max(coverScale(r.reads, src, r.engine), 1)
+				// widened as the model stage's answer would be (calibrate); never narrowed (deciding)
+				src := estimate.SourceModel
+				if shaped {
+					src = estimate.SourceModelResidual
 				}
+				v *= max(coverScale(r.reads, src, r.engine, t), 1)
 			}
 			sigmaAfter[t] = v
 			if v == 0 {

@@ -279,9 +279,9 @@ var (
 	descExplainsByReason = prometheus.NewDesc("prestroid_explains_by_reason_total",
 		"EXPLAIN round trips the estimator sent to the clusters, by reason: hot (on the hot path: the plan could change the decision), learn (in the background: a shape with few explained runs or wide residuals), drift (the sampled fraction of well-known shapes); and those not sent: skipped_ceiling (over estimator.explain_rate), skipped_known (a well-known shape, or a statement another user's EXPLAIN is planning). A cached estimate runs none.", []string{"reason"}, nil)
 	descIntervalFactor = prometheus.NewDesc("prestroid_estimator_interval_factor",
-		"The factor each stage's 80% interval of the CPU time is served with, by engine and source (the stage that answered): learned from whether the intervals it served held the statements' CPU time, so that four in five do (1: as the stage computes it; below 1: narrower).", []string{"engine", "source"}, nil)
+		"The factor each stage's 80% interval is served with, by engine, target (cpu, peak_memory, elapsed) and source (the stage that answered): learned from whether the intervals it served held what the statements took, so that four in five do (1: as the stage computes it; below 1: narrower).", []string{"engine", "target", "source"}, nil)
 	descIntervalOutcomes = prometheus.NewDesc("prestroid_estimator_interval_outcomes",
-		"Completed statements each stage's interval factor (prestroid_estimator_interval_factor) learned from, by engine and source.", []string{"engine", "source"}, nil)
+		"Completed statements each stage's interval factor (prestroid_estimator_interval_factor) learned from, by engine, target and source.", []string{"engine", "target", "source"}, nil)
 	descHistoryDropped = prometheus.NewDesc("prestroid_history_dropped_total",
 		"Completed queries the estimate history could not learn from (its write queue was full).", nil, nil)
 	descHistoryStoreErrors = prometheus.NewDesc("prestroid_history_store_errors_total",
@@ -350,8 +350,8 @@ func (c *estimatorCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, iv := range st.Intervals {
-		ch <- prometheus.MustNewConstMetric(descIntervalFactor, prometheus.GaugeValue, iv.Factor, iv.Engine, iv.Source)
-		ch <- prometheus.MustNewConstMetric(descIntervalOutcomes, prometheus.GaugeValue, float64(iv.Outcomes), iv.Engine, iv.Source)
+		ch <- prometheus.MustNewConstMetric(descIntervalFactor, prometheus.GaugeValue, iv.Factor, iv.Engine, iv.Target, iv.Source)
+		ch <- prometheus.MustNewConstMetric(descIntervalOutcomes, prometheus.GaugeValue, float64(iv.Outcomes), iv.Engine, iv.Target, iv.Source)
 	}
 	if b := st.Background; b != nil {
 		ch <- prometheus.MustNewConstMetric(descBackgroundExplains, prometheus.CounterValue, float64(b.Done), "done")

@@ -92,19 +92,22 @@ prestroid_explains_by_reason_total{reason="skipped_known"} 30
 
 func TestIntervalFactors(t *testing.T) {
 	m, reg := New(), prometheus.NewRegistry()
-	iv := []estimate.IntervalStats{{Engine: "trino", Source: "text", Factor: 0.82, Outcomes: 140}, {Engine: "trino", Source: "model", Factor: 1, Outcomes: 0}}
+	iv := []estimate.IntervalStats{{Engine: "trino", Target: "cpu", Source: "text", Factor: 0.82, Outcomes: 140}, {Engine: "trino", Target: "cpu", Source: "model", Factor: 1, Outcomes: 0},
+		{Engine: "trino", Target: "peak_memory", Source: "history", Factor: 1.3, Outcomes: 60}}
 	if err := m.Register(reg, fakeState{}, func() estimate.Stats { return estimate.Stats{Intervals: iv} }); err != nil {
 		t.Fatal(err)
 	}
 	want := `
-# HELP prestroid_estimator_interval_factor ` + "The factor each stage's 80% interval of the CPU time is served with, by engine and source (the stage that answered): learned from whether the intervals it served held the statements' CPU time, so that four in five do (1: as the stage computes it; below 1: narrower)." + `
+# HELP prestroid_estimator_interval_factor ` + "The factor each stage's 80% interval is served with, by engine, target (cpu, peak_memory, elapsed) and source (the stage that answered): learned from whether the intervals it served held what the statements took, so that four in five do (1: as the stage computes it; below 1: narrower)." + `
 # TYPE prestroid_estimator_interval_factor gauge
-prestroid_estimator_interval_factor{engine="trino",source="model"} 1
-prestroid_estimator_interval_factor{engine="trino",source="text"} 0.82
-# HELP prestroid_estimator_interval_outcomes ` + "Completed statements each stage's interval factor (prestroid_estimator_interval_factor) learned from, by engine and source." + `
+prestroid_estimator_interval_factor{engine="trino",source="history",target="peak_memory"} 1.3
+prestroid_estimator_interval_factor{engine="trino",source="model",target="cpu"} 1
+prestroid_estimator_interval_factor{engine="trino",source="text",target="cpu"} 0.82
+# HELP prestroid_estimator_interval_outcomes ` + "Completed statements each stage's interval factor (prestroid_estimator_interval_factor) learned from, by engine, target and source." + `
 # TYPE prestroid_estimator_interval_outcomes gauge
-prestroid_estimator_interval_outcomes{engine="trino",source="model"} 0
-prestroid_estimator_interval_outcomes{engine="trino",source="text"} 140
+prestroid_estimator_interval_outcomes{engine="trino",source="history",target="peak_memory"} 60
+prestroid_estimator_interval_outcomes{engine="trino",source="model",target="cpu"} 0
+prestroid_estimator_interval_outcomes{engine="trino",source="text",target="cpu"} 140
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "prestroid_estimator_interval_factor", "prestroid_estimator_interval_outcomes"); err != nil {
 		t.Error(err)
