@@ -33,10 +33,29 @@ type basisWire struct {
 	// ("peak_memory", "elapsed"), the targets not predicted left out.
 	ModelBy map[string]float64 `json:"mb,omitempty"`
 	TextBy  map[string]float64 `json:"tb,omitempty"`
-	// ServedBy and SigmaBy are the medians and σ of Basis.ServedBy by
-	// target label.
-	ServedBy map[string]float64 `json:"vb,omitempty"`
-	SigmaBy  map[string]float64 `json:"vsb,omitempty"`
+	// ServedMemory and ServedElapsed are Basis.ServedBy's peak memory and
+	// elapsed time: [median, σ] (absent: none served).
+	ServedMemory  *[2]float64 `json:"vm,omitempty"`
+	ServedElapsed *[2]float64 `json:"ve,omitempty"`
+}
+
+// servedPair is a served interval as the wire carries it; nil for none.
+func servedPair(q estimate.Quantity) *[2]float64 {
+	if !q.Known() || !(q.Sigma > 0) || math.IsInf(q.Sigma, 0) {
+		return nil
+	}
+	return &[2]float64{q.Median, q.Sigma}
+}
+
+// fromPair is servedPair's inverse (the zero Quantity for none).
+func fromPair(p *[2]float64) estimate.Quantity {
+	if p == nil {
+		return estimate.Quantity{}
+	}
+	if q := (estimate.Quantity{Median: p[0], Sigma: p[1]}); servedPair(q) != nil {
+		return q
+	}
+	return estimate.Quantity{}
 }
 
 // byLabel is a per-target array as the wire carries it: the known values
@@ -99,16 +118,10 @@ func MarshalBasis(b *Basis) []byte {
 	if b == nil {
 		return nil
 	}
-	var median, sigma [numTargets]float64
-	for _, t := range beyondCPU {
-		if q := b.ServedBy[t]; q.Known() && q.Sigma > 0 {
-			median[t], sigma[t] = q.Median, q.Sigma
-		}
-	}
 	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), Family: []byte(b.Family), LnModel: finite(b.LnModel),
 		LnCost: finite(b.LnCost), LnText: finite(b.LnText), LnRows: positive(b.LnRows), Blend: b.Blend.finite(), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
 		Served: finite(b.LnServed), Sigma: positive(b.SigmaServed),
-		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy), ServedBy: byLabel(&median), SigmaBy: byLabel(&sigma)}) // strings and finite numbers: cannot fail
+		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy), ServedMemory: servedPair(b.ServedBy[estimate.TargetMemory]), ServedElapsed: servedPair(b.ServedBy[estimate.TargetElapsed])}) // strings and finite numbers: cannot fail
 	return out
 }
 
@@ -122,13 +135,8 @@ func UnmarshalBasis(data []byte) *Basis {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil
 	}
-	median, sigma := fromLabels(w.ServedBy), fromLabels(w.SigmaBy)
 	var served [numTargets]estimate.Quantity
-	for _, t := range beyondCPU {
-		if median[t] > 0 && sigma[t] > 0 {
-			served[t] = estimate.Quantity{Median: median[t], Sigma: sigma[t]}
-		}
-	}
+	served[estimate.TargetMemory], served[estimate.TargetElapsed] = fromPair(w.ServedMemory), fromPair(w.ServedElapsed)
 	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), Family: string(w.Family), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), LnRows: orNaN(w.LnRows), Blend: w.Blend.finite(), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
 		LnServed: orNaN(w.Served), SigmaServed: orZero(w.Sigma),
 		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy), ServedBy: served}
