@@ -26,14 +26,15 @@ type basisWire struct {
 	Source  estimate.Source `json:"src"`
 	Pending string          `json:"p,omitempty"`
 	Engine  dialect.Engine  `json:"e,omitempty"` // "" for Trino: a Trino basis reads as it always did
-	// Served and Sigma are Basis.LnServed and SigmaServed (absent: none).
+	// Served and Sigma are Basis.Served's CPU time: ln of its median and
+	// its σ (absent: none).
 	Served *float64 `json:"v,omitempty"`
 	Sigma  *float64 `json:"vs,omitempty"`
 	// ModelBy and TextBy are Basis.ModelBy and TextBy by target label
 	// ("peak_memory", "elapsed"), the targets not predicted left out.
 	ModelBy map[string]float64 `json:"mb,omitempty"`
 	TextBy  map[string]float64 `json:"tb,omitempty"`
-	// ServedMemory and ServedElapsed are Basis.ServedBy's peak memory and
+	// ServedMemory and ServedElapsed are Basis.Served's peak memory and
 	// elapsed time: [median, σ] (absent: none served).
 	ServedMemory  *[2]float64 `json:"vm,omitempty"`
 	ServedElapsed *[2]float64 `json:"ve,omitempty"`
@@ -98,13 +99,6 @@ func positive(v float64) *float64 {
 	return finite(v)
 }
 
-func orZero(p *float64) float64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
 func orNaN(p *float64) float64 {
 	if p == nil {
 		return math.NaN()
@@ -118,10 +112,13 @@ func MarshalBasis(b *Basis) []byte {
 	if b == nil {
 		return nil
 	}
-	out, _ := json.Marshal(basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), Family: []byte(b.Family), LnModel: finite(b.LnModel),
+	w := basisWire{Exact: []byte(b.Exact), Shape: []byte(b.Shape), Family: []byte(b.Family), LnModel: finite(b.LnModel),
 		LnCost: finite(b.LnCost), LnText: finite(b.LnText), LnRows: positive(b.LnRows), Blend: b.Blend.finite(), Source: b.Source, Pending: b.Pending, Engine: wireEngine(b.Engine),
-		Served: finite(b.LnServed), Sigma: positive(b.SigmaServed),
-		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy), ServedMemory: servedPair(b.ServedBy[estimate.TargetMemory]), ServedElapsed: servedPair(b.ServedBy[estimate.TargetElapsed])}) // strings and finite numbers: cannot fail
+		ModelBy: byLabel(&b.ModelBy), TextBy: byLabel(&b.TextBy), ServedMemory: servedPair(b.Served[estimate.TargetMemory]), ServedElapsed: servedPair(b.Served[estimate.TargetElapsed])}
+	if p := servedPair(b.Served[estimate.TargetCPU]); p != nil {
+		w.Served, w.Sigma = finite(math.Log(p[0])), &p[1]
+	}
+	out, _ := json.Marshal(w) // strings and finite numbers: cannot fail
 	return out
 }
 
@@ -136,10 +133,12 @@ func UnmarshalBasis(data []byte) *Basis {
 		return nil
 	}
 	var served [numTargets]estimate.Quantity
+	if w.Served != nil && w.Sigma != nil {
+		served[estimate.TargetCPU] = fromPair(&[2]float64{math.Exp(*w.Served), *w.Sigma})
+	}
 	served[estimate.TargetMemory], served[estimate.TargetElapsed] = fromPair(w.ServedMemory), fromPair(w.ServedElapsed)
 	return &Basis{Exact: string(w.Exact), Shape: string(w.Shape), Family: string(w.Family), LnModel: orNaN(w.LnModel), LnCost: orNaN(w.LnCost), LnText: orNaN(w.LnText), LnRows: orNaN(w.LnRows), Blend: w.Blend.finite(), Source: w.Source, Pending: w.Pending, Engine: w.Engine,
-		LnServed: orNaN(w.Served), SigmaServed: orZero(w.Sigma),
-		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy), ServedBy: served}
+		ModelBy: fromLabels(w.ModelBy), TextBy: fromLabels(w.TextBy), Served: served}
 }
 
 // wireEngine is the engine as a basis carries it: Trino's is left out.

@@ -356,14 +356,10 @@ type Basis struct {
 	// Engine is the engine of the coordinators the statement was
 	// estimated for (the global calibrations are per engine: globalKey).
 	Engine dialect.Engine
-	// LnServed and SigmaServed are the CPU time's interval the cascade
-	// served (ln of its median, its σ after the stage's factor: cover.go),
-	// which the outcome judges; SigmaServed 0 when none was served.
-	LnServed, SigmaServed float64
-	// ServedBy are the intervals served of the targets beyond the CPU time
-	// (indexed by estimate.Target, the TargetCPU slot unused; Sigma 0:
-	// none served), judged likewise.
-	ServedBy [numTargets]estimate.Quantity
+	// Served are the intervals the cascade served, per target (indexed by
+	// estimate.Target: the median, its σ after the stage's factor:
+	// cover.go), which the outcome judges; Sigma 0 where none was served.
+	Served [numTargets]estimate.Quantity
 	// Pending names the background EXPLAIN + model of an estimate the text
 	// stage made (background.go): Observe (or Settle) fills LnModel and
 	// LnCost from it when it is done. Empty when none runs; only the

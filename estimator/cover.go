@@ -103,19 +103,23 @@ func coverKey(src estimate.Source, engine dialect.Engine, t estimate.Target) str
 // coverLocalKey is the key of c_local of target t on engine's statements
 // when src shares it, else "".
 func coverLocalKey(src estimate.Source, engine dialect.Engine, t estimate.Target) string {
-	keys := coverKeysOf(engine)
-	if int(src) >= len(keys.local[t]) {
-		return ""
+	for _, l := range coverLocal {
+		if src == l {
+			return coverKeysOf(engine).shared[t]
+		}
 	}
-	return keys.local[t][src]
+	return ""
 }
 
-// coverKeys are an engine's factor keys by target and source: each
-// stage's own and, for the stages in coverLocal, the shared one.
+// coverKeys are an engine's factor keys: each stage's own by target and
+// source, c_local's by target, and those read together.
 type coverKeys struct {
-	own, local [numTargets][estimate.SourceText + 1]string
-	shared     [numTargets]string // the shared keys themselves
-	all        []string           // every key, for a batch to read
+	own    [numTargets][estimate.SourceText + 1]string
+	shared [numTargets]string
+	all    []string // every key: what the stages after the history read
+	// history are the history stage's own and the shared ones, per
+	// target: what its first read batches.
+	history []string
 }
 
 var coverKeysTrino, coverKeysPresto = newCoverKeys(dialect.Trino), newCoverKeys(dialect.Presto)
@@ -135,23 +139,9 @@ func newCoverKeys(engine dialect.Engine) (k coverKeys) {
 		}
 		k.shared[t] = targetKey(globalKey(keyCover+"local", engine), t)
 		k.all = append(k.all, k.shared[t])
-		for _, src := range coverLocal {
-			k.local[t][src] = k.shared[t]
-		}
+		k.history = append(k.history, k.own[t][estimate.SourceHistory], k.shared[t])
 	}
 	return k
-}
-
-// historyCoverKeys are the keys of the history stage's factors on
-// engine's statements (its own and the shared one, per target): what
-// its first read batches.
-func historyCoverKeys(engine dialect.Engine) []string {
-	k := coverKeysOf(engine)
-	out := make([]string, 0, 2*numTargets)
-	for _, t := range estimate.Targets {
-		out = append(out, k.own[t][estimate.SourceHistory], k.shared[t])
-	}
-	return out
 }
 
 // coverScale is c for src's intervals of target t as the reads v see it:
@@ -213,8 +203,7 @@ func deciding(v *reads, e *estimate.Estimate, engine dialect.Engine) *estimate.E
 }
 
 // calibrate scales the σ of each target of the answer e by its stage's c
-// and records the served intervals in b (LnServed and SigmaServed for the
-// CPU time, ServedBy beyond it), which Observe judges.
+// and records the served intervals in b (Served), which Observe judges.
 func calibrate(v *reads, e *estimate.Estimate, b *Basis) {
 	if b == nil || coverKey(e.Source, b.Engine, estimate.TargetCPU) == "" {
 		return
@@ -226,11 +215,7 @@ func calibrate(v *reads, e *estimate.Estimate, b *Basis) {
 		}
 		q.Sigma *= coverScale(v, e.Source, b.Engine, t)
 		e.Set(t, q)
-		if t == estimate.TargetCPU {
-			b.LnServed, b.SigmaServed = math.Log(q.Median), q.Sigma
-		} else {
-			b.ServedBy[t] = q
-		}
+		b.Served[t] = q
 	}
 }
 
@@ -241,19 +226,12 @@ func calibrate(v *reads, e *estimate.Estimate, b *Basis) {
 func coverUpdates(ups []history.Update, b *Basis, y *[numTargets]float64, at time.Time) []history.Update {
 	z := estimate.NormalQuantile(1 - estimate.IntervalQuantile)
 	for _, t := range estimate.Targets {
-		key := coverKey(b.Source, b.Engine, t)
-		ln, sigma := b.LnServed, b.SigmaServed
-		if t != estimate.TargetCPU {
-			ln, sigma = math.NaN(), b.ServedBy[t].Sigma
-			if q := b.ServedBy[t]; q.Median > 0 {
-				ln = math.Log(q.Median)
-			}
-		}
-		if key == "" || !(sigma > 0) || math.IsNaN(ln) || math.IsNaN(y[t]) {
+		key, q := coverKey(b.Source, b.Engine, t), b.Served[t]
+		if key == "" || !q.Known() || !(q.Sigma > 0) || math.IsNaN(y[t]) {
 			continue
 		}
 		miss := 0.0
-		if math.Abs(y[t]-ln) > z*sigma {
+		if math.Abs(y[t]-math.Log(q.Median)) > z*q.Sigma {
 			miss = 1
 		}
 		step := func(s history.Stats, _ bool) history.Stats { return coverStepped(s, miss, at) }

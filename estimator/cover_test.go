@@ -83,8 +83,8 @@ func textCalibrated(t *testing.T, url string, sigma, spread float64, n int) (s *
 			t.Fatalf("statement %d: %s answered, want the text stage", i, e.Source)
 		}
 		b := basisOf(e)
-		if math.Abs(b.SigmaServed-e.Sigma) > 1e-12 || math.Abs(b.LnServed-math.Log(e.CPUSeconds)) > 1e-12 {
-			t.Fatalf("statement %d: the basis carries %g ± %g, the estimate served %g ± %g", i, b.LnServed, b.SigmaServed, math.Log(e.CPUSeconds), e.Sigma)
+		if q := b.Served[estimate.TargetCPU]; math.Abs(q.Sigma-e.Sigma) > 1e-12 || math.Abs(math.Log(q.Median/e.CPUSeconds)) > 1e-12 {
+			t.Fatalf("statement %d: the basis carries %g ± %g, the estimate served %g ± %g", i, q.Median, q.Sigma, e.CPUSeconds, e.Sigma)
 		}
 		if i == 0 {
 			first = e.Sigma
@@ -180,19 +180,19 @@ func coverOf(spread, sigma float64) float64 {
 // calibration) teaches no factor; the served interval survives the wire.
 func TestBasisCarriesTheServedInterval(t *testing.T) {
 	b := &Basis{Exact: "x", Source: estimate.SourceModel, LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN(), LnRows: math.NaN(),
-		LnServed: math.Log(2), SigmaServed: 0.4}
+		Served: [numTargets]estimate.Quantity{estimate.TargetCPU: {Median: 2, Sigma: 0.4}}}
 	cpuOnly := [numTargets]float64{math.Log(2), math.NaN(), math.NaN()}
 	got := UnmarshalBasis(MarshalBasis(b))
-	if got.LnServed != b.LnServed || got.SigmaServed != b.SigmaServed {
-		t.Fatalf("round trip: %g ± %g, want %g ± %g", got.LnServed, got.SigmaServed, b.LnServed, b.SigmaServed)
+	if got.Served != b.Served {
+		t.Fatalf("round trip: %+v, want %+v", got.Served, b.Served)
 	}
 	// The peak memory's interval travels too, and its outcome steps the
 	// memory's factor, not the CPU time's.
 	mem := *b
-	mem.ServedBy[estimate.TargetMemory] = estimate.Quantity{Median: 2 * gib, Sigma: 0.3}
+	mem.Served[estimate.TargetMemory] = estimate.Quantity{Median: 2 * gib, Sigma: 0.3}
 	back := UnmarshalBasis(MarshalBasis(&mem))
-	if back.ServedBy != mem.ServedBy {
-		t.Fatalf("round trip of the memory's interval: %+v, want %+v", back.ServedBy, mem.ServedBy)
+	if back.Served != mem.Served {
+		t.Fatalf("round trip of the memory's interval: %+v, want %+v", back.Served, mem.Served)
 	}
 	y := [numTargets]float64{math.NaN(), math.Log(8 * gib), math.NaN()}
 	if ups := coverUpdates(nil, back, &y, time.Now()); len(ups) != 1 || ups[0].Key != coverKey(estimate.SourceModel, dialect.Trino, estimate.TargetMemory) {
@@ -207,8 +207,8 @@ func TestBasisCarriesTheServedInterval(t *testing.T) {
 		t.Errorf("a served interval of model+residual teaches %d factors, want its own and the shared one", len(ups))
 	}
 	old := UnmarshalBasis([]byte(`{"x":"eA==","src":4}`))
-	if old.SigmaServed != 0 || !math.IsNaN(old.LnServed) {
-		t.Fatalf("an older basis reads %g ± %g, want none", old.LnServed, old.SigmaServed)
+	if old.Served != [numTargets]estimate.Quantity{} {
+		t.Fatalf("an older basis reads %+v, want none", old.Served)
 	}
 	if len(coverUpdates(nil, old, &cpuOnly, time.Now())) != 0 {
 		t.Error("an older basis (no served interval) teaches a factor")
@@ -295,8 +295,8 @@ func TestEachTargetCalibratesItsOwnInterval(t *testing.T) {
 		if e.Source != estimate.SourceModel {
 			t.Fatalf("statement %d: %s answered, want the model (a new shape each time)", i, e.Source)
 		}
-		if b.ServedBy[estimate.TargetMemory] != e.PeakMemory || b.ServedBy[estimate.TargetElapsed] != e.Elapsed {
-			t.Fatalf("statement %d: the basis carries %+v, the estimate served memory %+v, elapsed %+v", i, b.ServedBy, e.PeakMemory, e.Elapsed)
+		if b.Served[estimate.TargetMemory] != e.PeakMemory || b.Served[estimate.TargetElapsed] != e.Elapsed {
+			t.Fatalf("statement %d: the basis carries %+v, the estimate served memory %+v, elapsed %+v", i, b.Served, e.PeakMemory, e.Elapsed)
 		}
 		lnMem := 0.1 * rng.NormFloat64()
 		if rng.IntN(5) == 0 {

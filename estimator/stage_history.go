@@ -27,7 +27,7 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		return nil, nil
 	}
 	co := &s.opts.Cascade
-	r.basis = Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN(), LnRows: math.NaN(), LnServed: math.NaN()}
+	r.basis = Basis{LnModel: math.NaN(), LnCost: math.NaN(), LnText: math.NaN(), LnRows: math.NaN()}
 	r.b = &r.basis
 	r.b.Exact, r.b.Shape, r.b.Family = historyKeys(r.sql, r.engine, r.fingerprint(), r.h)
 	r.b.Engine = r.engine
@@ -36,7 +36,7 @@ func (historyStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 	// history's interval factors (calibrate: its own and the shared one,
 	// per target).
 	r.reads = s.reads()
-	r.reads.pending = append(s.learn.staleFloors(time.Now()), historyCoverKeys(r.engine)...)
+	r.reads.pending = append(s.learn.staleFloors(time.Now()), coverKeysOf(r.engine).history...)
 	r.exact = r.reads.runs(r.b.Exact)
 	if x := r.exact[estimate.TargetCPU]; x.Count >= uint64(max(co.MinCount, 1)) && x.Spread() <= co.MaxSpread {
 		e := s.historyEstimate(r.reads, r.kind, r.b, r.exact, true, 0)
