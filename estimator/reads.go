@@ -195,7 +195,8 @@ func (s *Service) planAfterHistory(r *request) {
 			}
 		}
 	}
-	ks = append(ks, coverKeysOf(b.Engine).all...) // calibrate's (and the text stage's decision)
+	// calibrate's factors (and the text stage's decision)
+	ks = append(ks, coverKeysOf(b.Engine).all...)
 	for _, t := range estimate.Targets { // temper's, after an EXPLAIN may outlast the cached ones
 		ks = append(ks, targetKey(keyRepeat, t), targetKey(keyCold, t))
 	}
