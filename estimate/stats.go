@@ -38,8 +38,8 @@ type Stats struct {
 // took.
 type IntervalStats struct {
 	Engine, Target, Source string
-	Factor         float64
-	Outcomes       uint64
+	Factor                 float64
+	Outcomes               uint64
 }
 
 // ExplainStats count the estimator's EXPLAIN round trips by why they ran
