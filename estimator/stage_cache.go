@@ -9,7 +9,7 @@ import (
 // model's raw estimate of the statement's shape in the same session
 // (estimateKey) with the same range literals (cacheFingerprint: a moved
 // date range reads other partitions), corrected by what the history has learned since
-// (correct), with the plan cache's plan. Without a model (request.merr)
+// (correct; widenNovel), with the plan cache's plan. Without a model (request.merr)
 // the cascade fails here unless the history can learn from an EXPLAIN
 // (a Basis): with no model and no calibration to fall back on, no EXPLAIN
 // is worth running. With the scoreHook (tests) no model is taken, and the
@@ -41,5 +41,6 @@ func (cacheStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		e.Plan, _ = s.opts.PlanCache.Get(r.key)
 	}
 	s.correct(r.reads, &e, r.b, s.modelPrior(r.manifest(), r.engine))
+	widenNovel(&e, r.b, r.manifest())
 	return &e, nil
 }

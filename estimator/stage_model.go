@@ -52,6 +52,7 @@ func (modelStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 		e.OptimizerCPUSeconds = secs
 		s.blendOptimizer(r.reads, e, r.b, secs, sd)
 	}
+	widenNovel(e, r.b, r.manifest())
 	if r.text != nil && foreign(r.manifest(), r.engine) {
 		sd := r.text.Sigma
 		if r.textFar {

@@ -109,6 +109,8 @@ func (textStage) run(s *Service, r *request) (*estimate.Estimate, error) {
 				src := estimate.SourceModel
 				if shaped {
 					src = estimate.SourceModelResidual
+				} else if t == estimate.TargetCPU {
+					v *= novelty(r.b, r.manifest()) // a family the model was not trained on (widenNovel)
 				}
 				v *= max(coverScale(r.reads, src, r.engine, t), 1)
 			}

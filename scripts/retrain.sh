@@ -81,6 +81,9 @@ fi
 if [ "$gate" = 1 ] && [ "$targets" = 1 ]; then
   "$prestroid" train "$@" --out "$model.new" --workdir "$work" --steps targets --targets-no-eval --threads 2
 fi
+# the families the model was trained on and how much wider it errs off them
+# (the served interval of a statement of another family is widened by it)
+"$prestroid" train "$@" --out "$model.new" --workdir "$work" --steps novelty
 
 # mse BUNDLE DATA-FLAGS...: test MSE of a bundle on the queries of this run's test split
 mse() {

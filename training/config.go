@@ -26,6 +26,11 @@
 //	           per-target quantiles, the per-target evaluation beside the
 //	           baselines in WORKDIR/targets (an existing bundle: run it
 //	           after ensemble --gate and text)
+//	novelty    queries.jsonl → OUT/families.txt (estimator.FamilyID of
+//	           each training statement), then python -m trainer.novelty:
+//	           the manifest's novelty section, how much wider the model in
+//	           Out errs on the validation templates than on the training
+//	           statements (an existing bundle: run it last)
 //	cv         python -m trainer.cv: template-level cross-validation of the
 //	           configuration over the train and validation queries
 //	           (CVFolds, CVSeeds), for model choice without the test split;
@@ -56,6 +61,7 @@ const (
 	StepCV        = "cv"
 	StepText      = "text"
 	StepTargets   = "targets"
+	StepNovelty   = "novelty"
 )
 
 // Config is one training run. DefaultConfig gives the values `prestroid
@@ -241,10 +247,12 @@ func Run(cfg *Config, steps []string) error {
 			err = Text(cfg)
 		case StepTargets:
 			err = Targets(cfg)
+		case StepNovelty:
+			err = Novelty(cfg)
 		case "":
 			continue
 		default:
-			err = fmt.Errorf("unknown step %q (have %s,cv,text,targets)", step, strings.Join(Steps, ","))
+			err = fmt.Errorf("unknown step %q (have %s,cv,text,targets,novelty)", step, strings.Join(Steps, ","))
 		}
 		if err != nil {
 			return &StepError{Step: step, Err: err}

@@ -76,7 +76,7 @@ func trainFlagSet(c *training.Config, data *multiFlag, steps *string) *flag.Flag
 	fs.IntVar(&c.Batch, "batch", d.Batch, "batch size")
 	fs.StringVar(&c.Kernels, "kernels", d.Kernels, "tree-conv kernels per layer (C values)")
 	fs.StringVar(&c.Dense, "dense", d.Dense, "dense layer sizes")
-	fs.StringVar(steps, "steps", strings.Join(training.Steps, ","), "steps to run, comma-separated: "+strings.Join(training.Steps, ",")+" (and cv, text and targets, only when named)")
+	fs.StringVar(steps, "steps", strings.Join(training.Steps, ","), "steps to run, comma-separated: "+strings.Join(training.Steps, ",")+" (and cv, text, targets and novelty, only when named)")
 	fs.BoolVar(&c.TargetsNoEval, "targets-no-eval", d.TargetsNoEval, "the targets step only trains and attaches the peak memory and elapsed heads: no baselines, no scale hold-out")
 	fs.IntVar(&c.TextDim, "text-dim", d.TextDim, "the text step's hashed feature size (0: the featurizer's default)")
 	fs.IntVar(&c.TextHidden, "text-hidden", d.TextHidden, "the text step's first hidden layer size (0: the trainer's default)")

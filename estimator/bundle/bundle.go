@@ -121,6 +121,10 @@ type Manifest struct {
 	// Targets are the optional outputs beyond CPU, by estimate.Target
 	// label ("peak_memory", "elapsed"; targets.go); nil: the CPU only.
 	Targets map[string]*TargetOutput `json:"targets,omitempty"`
+	// Novelty is the optional novelty section (novelty.go): the families
+	// the model was trained on and how much wider its errors are off
+	// them; nil without one.
+	Novelty *Novelty `json:"novelty,omitempty"`
 }
 
 // Target is the normalization of the training target.
@@ -328,6 +332,16 @@ func ReadFS(fsys fs.FS, source string) (*Bundle, error) {
 			return nil, err
 		}
 	}
+
+	// families.txt, when the manifest has a novelty section.
+	if m.Novelty != nil {
+		if data, err = read(NoveltyFile, maxFileBytes); err != nil {
+			return nil, err
+		}
+		if err := m.Novelty.readFamilies(data); err != nil {
+			return nil, fail(NoveltyFile, "%v", err)
+		}
+	}
 	return b, nil
 }
 
@@ -409,6 +423,11 @@ func (m *Manifest) validate() error {
 	}
 	if err := m.validateTargets(); err != nil {
 		return err
+	}
+	if m.Novelty != nil {
+		if err := m.Novelty.validate(); err != nil {
+			return err
+		}
 	}
 	if m.Text != nil {
 		return m.Text.validate()

@@ -23,9 +23,11 @@ import (
 	"time"
 
 	"github.com/prestroid/prestroid/collector"
+	"github.com/prestroid/prestroid/estimator"
 	"github.com/prestroid/prestroid/estimator/bundle"
 	"github.com/prestroid/prestroid/estimator/featurize"
 	"github.com/prestroid/prestroid/estimator/npy"
+	"github.com/prestroid/prestroid/internal/dialect"
 	"github.com/prestroid/prestroid/training"
 )
 
@@ -302,6 +304,32 @@ func TestTinyTrainingProducesAValidBundle(t *testing.T) {
 		}
 	})
 
+	t.Run("the novelty step names the training families and fits the widening off them", func(t *testing.T) {
+		run(t, bin, "train", "--workdir", work, "--out", bundleDir, "--python", py, "--steps", "novelty")
+		b, err := bundle.Read(bundleDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := b.Manifest.Novelty
+		if n == nil || !(n.Widen >= 1 && n.Widen <= 4) || n.Quantile != 0.8 {
+			t.Fatalf("novelty %+v: want a widening in [1, 4] at the 80%% quantile", n)
+		}
+		qs, _, err := training.LoadQueries([]string{recPath}, filepath.Join(repo, "data/split.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := training.TrainFamilies(qs)
+		if err != nil || n.Families != len(ids) || len(ids) == 0 {
+			t.Fatalf("%d families in the bundle, %d distinct among the training statements (%v)", n.Families, len(ids), err)
+		}
+		for _, q := range qs {
+			engine, _ := dialect.Parse(q.Engine)
+			if got := n.Familiar(estimator.FamilyID(q.SQL, q.Catalog, q.Schema, engine)); got != (q.Split == "train") {
+				t.Errorf("%s (%s, %s): familiar %v", q.Key, q.Template, q.Split, got)
+			}
+		}
+	})
+
 	t.Run("the text step adds a text stage whose golden statements the Go encoder reproduces", func(t *testing.T) {
 		run(t, bin, "train", "--workdir", work, "--out", bundleDir, "--python", py, "--steps", "text",
 			"--text-dim", "256", "--text-hidden", "16", "--epochs", "20", "--patience", "5")
@@ -531,6 +559,10 @@ func TestRetrainScript(t *testing.T) {
 	}
 	if _, ok := b.Manifest.Targets["elapsed"]; !ok {
 		t.Errorf("retrained bundle's targets %+v: want peak_memory and elapsed", b.Manifest.Targets)
+	}
+	// ... and names the families it was trained on, as models/default does.
+	if n := b.Manifest.Novelty; n == nil || n.Families == 0 || !(n.Widen >= 1) {
+		t.Errorf("retrained bundle's novelty %+v: want its training families and a widening", n)
 	}
 
 	time.Sleep(time.Second) // model ids have second resolution
