@@ -122,3 +122,13 @@ def test_trunk_features_are_kept_per_bundle(tmp_path):
     pa, pb = cache_path(cache, str(a), "train"), cache_path(cache, str(b), "train")
     assert pa != pb and pa.startswith(cache) and pa != cache_path(cache, str(a), "test")
     assert pa == cache_path(cache, str(a), "train")
+
+
+def test_text_tables_of_a_text_stage_that_reads_the_text_alone(tmp_path):
+    # Without --table-stats the text step writes no tables file: no statement is far.
+    assert TT.text_tables(str(tmp_path), "val", 3) == [[], [], []]
+    assert not any(TT.text_far(t, 5.0) for t in TT.text_tables(str(tmp_path), "val", 3))
+    (tmp_path / "text_val.tables.jsonl").write_text('[{"rows": 10, "bytes": 100, "known": true}]\n[]\n')
+    assert TT.text_tables(str(tmp_path), "val", 2)[0][0]["rows"] == 10
+    with pytest.raises(SystemExit, match="holds 2 queries"):
+        TT.text_tables(str(tmp_path), "val", 3)

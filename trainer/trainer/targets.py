@@ -573,11 +573,20 @@ def text_fit(x_train, y_train, x_val, y_val, manifest_text, seed=3):
 FAR_LN_ROWS = 1.0   # estimator's farLnRows: beyond the largest training table by e^1
 
 
-def text_tables(workdir, split):
-    """Per query of the text split, the sizes of the tables it names
-    (text_<split>.tables.jsonl: [{"rows", "bytes", "known"}, ...])."""
-    with open(os.path.join(workdir, f"text_{split}.tables.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
+def text_tables(workdir, split, n):
+    """Per query of the text split (n of them), the sizes of the tables it
+    names (text_<split>.tables.jsonl: [{"rows", "bytes", "known"}, ...]);
+    none for each when the text stage reads the text alone (the text step
+    ran without --table-stats and wrote no such file): such a stage is never
+    far from its training (estimator.textEstimate)."""
+    path = os.path.join(workdir, f"text_{split}.tables.jsonl")
+    if not os.path.exists(path):
+        return [[] for _ in range(n)]
+    with open(path) as f:
+        tables = [json.loads(line) for line in f if line.strip()]
+    if len(tables) != n:
+        raise SystemExit(f"targets: {path} holds {len(tables)} queries, the text split {n}")
+    return tables
 
 
 def max_ln_rows(tables):
@@ -629,7 +638,7 @@ def blend(a, log):
     labels = read_labels(a.workdir, a.records_root)
     tparts = {s: T.load(a.workdir, s) for s in ("train", "val", "test")}
     for s, part in tparts.items():
-        part["tables"] = text_tables(a.workdir, s)
+        part["tables"] = text_tables(a.workdir, s, len(part["keys"]))
     max_train = float(manifest["text"].get("max_ln_rows", 0))
     outs = {name: [TARGETS[name]["output"], TARGETS[name]["text_output"]] for name in TARGETS}
     pred = {}
