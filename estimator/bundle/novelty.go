@@ -14,10 +14,10 @@ const NoveltyFile = "families.txt"
 
 // Novelty is the manifest's optional novelty section (BUNDLE.md): the
 // families of the statements the model was trained on, in File
-// (NoveltyFile: one estimator.FamilyID per line, 16 lowercase hex digits, sorted), and how much wider
-// the model's errors are on statements of other families. The model
-// stage serves a statement whose family is not in File with its σ times
-// Widen (estimator/novelty.go).
+// (NoveltyFile: one estimator.FamilyID per line, 16 lowercase hex
+// digits, sorted), and how much wider the model's errors are on
+// statements of other families. The model stage serves a statement whose
+// family is not in File with its σ times Widen (estimator/novelty.go).
 type Novelty struct {
 	File string `json:"file"`
 	// Families is how many File holds (a truncated file is refused).
