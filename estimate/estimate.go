@@ -180,6 +180,10 @@ type Estimate struct {
 // interval.
 const IntervalQuantile = 0.1
 
+// IntervalCoverage is the share of statements the interval is to hold:
+// its two tails, IntervalQuantile each.
+const IntervalCoverage = 1 - 2*IntervalQuantile
+
 // NormalQuantile is the standard normal distribution's q-quantile (the
 // probit): −Inf at 0, +Inf at 1, NaN outside [0, 1].
 func NormalQuantile(q float64) float64 { return math.Sqrt2 * math.Erfinv(2*q-1) }

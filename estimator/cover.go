@@ -85,10 +85,6 @@ const (
 	maxLnCover = math.Ln2 * 2
 )
 
-// coverTarget is the share of served intervals that should hold what the
-// query took: the interval's two tails (estimate.IntervalQuantile each).
-const coverTarget = 1 - 2*estimate.IntervalQuantile
-
 // coverKey is src's key of target t on engine's statements (built once:
 // the hot path reads several per statement); "" for a stage not
 // calibrated.
@@ -247,7 +243,7 @@ func coverUpdates(ups []history.Update, b *Basis, y *[numTargets]float64, at tim
 func coverStepped(s history.Stats, miss float64, at time.Time) history.Stats {
 	s.Count++
 	eta := max(coverStep, 1/(float64(s.Count)+coverStepN))
-	s.Mean = max(min(s.Mean+eta*(miss-(1-coverTarget)), maxLnCover), -maxLnCover)
+	s.Mean = max(min(s.Mean+eta*(miss-(1-estimate.IntervalCoverage)), maxLnCover), -maxLnCover)
 	s.Last = at
 	return s
 }

@@ -3,9 +3,11 @@ package bundle
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
+
+	"github.com/prestroid/prestroid/estimate"
 )
 
 // NoveltyFile holds the families a bundle's model was trained on (the
@@ -24,21 +26,21 @@ type Novelty struct {
 	Families int `json:"families"`
 	// Widen is the ratio of the model's Quantile absolute ln-CPU error on
 	// the validation templates to that on the training statements, at
-	// least 1.
+	// least 1. Quantile must be the coverage of the intervals served
+	// (estimate.IntervalCoverage): a ratio of other quantiles says how much wider
+	// another interval should be. (The manifest's "validation", how Widen
+	// was fitted, is the trainer's record: not read.)
 	Widen    float64 `json:"widen"`
 	Quantile float64 `json:"quantile"`
-	// Validation records how Widen was fitted (the trainer's counts and
-	// quantiles); not read.
-	Validation json.RawMessage `json:"validation,omitempty"`
 
 	familiar map[uint64]struct{}
 }
 
 // NewNovelty is the novelty section of a model trained on the families
-// ids whose errors off them are widen times wider (its Quantile: the
-// interval's, 0.8), as a bundle's manifest and families.txt would give it.
+// ids whose errors off them are widen times wider (at estimate.IntervalCoverage),
+// as a bundle's manifest and families.txt would give it.
 func NewNovelty(widen float64, ids []uint64) *Novelty {
-	n := &Novelty{File: NoveltyFile, Widen: widen, Quantile: 0.8, familiar: make(map[uint64]struct{}, len(ids))}
+	n := &Novelty{File: NoveltyFile, Widen: widen, Quantile: estimate.IntervalCoverage, familiar: make(map[uint64]struct{}, len(ids))}
 	for _, id := range ids {
 		n.familiar[id] = struct{}{}
 	}
@@ -66,8 +68,8 @@ func (n *Novelty) validate() error {
 		return fmt.Errorf("novelty.families %d: want at least 1", n.Families)
 	case !(n.Widen >= 1 && n.Widen <= maxWiden):
 		return fmt.Errorf("novelty.widen %v: want a ratio in [1, %g]", n.Widen, maxWiden)
-	case !(n.Quantile > 0 && n.Quantile < 1):
-		return fmt.Errorf("novelty.quantile %v: want one in (0, 1)", n.Quantile)
+	case math.Abs(n.Quantile-estimate.IntervalCoverage) > 1e-9:
+		return fmt.Errorf("novelty.quantile %v: want %g, the coverage of the intervals served", n.Quantile, estimate.IntervalCoverage)
 	}
 	return nil
 }

@@ -51,6 +51,8 @@ func TestNoveltySection(t *testing.T) {
 			edit: func(n map[string]any) { n["widen"] = 5.0 }},
 		{name: "no quantile", file: ManifestFile, want: "novelty.quantile 0",
 			edit: func(n map[string]any) { delete(n, "quantile") }},
+		{name: "a ratio of another quantile than the served intervals'", file: ManifestFile, want: "novelty.quantile 0.9: want 0.8",
+			edit: func(n map[string]any) { n["quantile"] = 0.9 }},
 		{name: "a truncated file", file: NoveltyFile, want: "holds 2 families, the manifest says",
 			families: "0123456789abcdef\nfedcba9876543210\n"},
 		{name: "a malformed line", file: NoveltyFile, want: `line 2: "xyz" is not 16 hex digits`,
