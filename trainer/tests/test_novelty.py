@@ -27,7 +27,7 @@ def test_main_writes_the_section_beside_the_rest_of_the_manifest(tmp_path, monke
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     (work / "target.json").write_text(json.dumps(manifest["target"]))
     errs = {"train": np.array([0.1, 0.2, 0.4, 0.5, 1.0]), "val": np.array([0.2, 0.4, 0.8, 1.0, 2.0])}
-    monkeypatch.setattr(novelty, "abs_errors", lambda b, w, part, t: errs[part])
+    monkeypatch.setattr(novelty, "abs_errors", lambda b, tgt, w, part, t: errs[part])
     novelty.main(["--workdir", str(work), "--bundle", str(bundle), "--families", "7"])
     got = json.loads((bundle / "manifest.json").read_text())
     assert got["model_id"] == "m" and got["target"] == manifest["target"]

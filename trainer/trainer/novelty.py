@@ -35,10 +35,9 @@ QUANTILE = 0.8
 MAX_WIDEN = 4.0
 
 
-def abs_errors(bundle, workdir, part, target):
-    """|ln actual - ln predicted| of the bundle's CPU output on a part."""
-    with open(os.path.join(bundle, "manifest.json")) as f:
-        tgt = json.load(f)["target"]
+def abs_errors(bundle, tgt, workdir, part, target):
+    """|ln actual - ln predicted| of the bundle's CPU output (its manifest's
+    target tgt) on a part of the workdir (its target.json: target)."""
     with np.load(os.path.join(workdir, f"{part}.npz")) as z:
         z = dict(z)
     pred = denormalize(onnx_predict(os.path.join(bundle, "model.onnx"), z), tgt["min"], tgt["max"],
@@ -63,14 +62,13 @@ def main(argv=None):
     a = ap.parse_args(argv)
     with open(os.path.join(a.workdir, "target.json")) as f:
         target = json.load(f)
-    tr = abs_errors(a.bundle, a.workdir, "train", target)
-    va = abs_errors(a.bundle, a.workdir, "val", target)
-    if len(tr) == 0 or len(va) == 0:
-        raise SystemExit("novelty: the workdir needs training and validation tensors")
-    widen, validation = fit(tr, va)
     path = os.path.join(a.bundle, "manifest.json")
     with open(path) as f:
         manifest = json.load(f)
+    tr, va = (abs_errors(a.bundle, manifest["target"], a.workdir, p, target) for p in ("train", "val"))
+    if len(tr) == 0 or len(va) == 0:
+        raise SystemExit("novelty: the workdir needs training and validation tensors")
+    widen, validation = fit(tr, va)
     manifest["novelty"] = {"file": "families.txt", "families": a.families, "widen": widen,
                            "quantile": QUANTILE, "validation": validation}
     tmp = path + ".tmp"
